@@ -1,0 +1,3 @@
+from sparktui.cli import main
+
+raise SystemExit(main())

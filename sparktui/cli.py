@@ -1,0 +1,105 @@
+"""``sparktui`` command line. Imports are lazy so the headless commands never load Textual or Rich."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparktui.model.specs import FleetSpec
+
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparktui",
+        description="Operations dashboard for vLLM on NVIDIA DGX Spark fleets.",
+    )
+    parser.add_argument("--config", type=Path, help="fleet config (default: $SPARKTUI_CONFIG, else XDG path)")
+    sub = parser.add_subparsers(dest="command")
+
+    snap = sub.add_parser("snapshot", help="scrape every node twice and print every number (headless)")
+    snap.add_argument("--json", action="store_true", help="print JSON instead of text")
+    snap.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)"
+    )
+
+    check = sub.add_parser("check", help="health check for cron: exit 0 healthy, 1 degraded, 2 down")
+    check.add_argument("--json", action="store_true", help="print JSON instead of one line per problem")
+    check.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="seconds between the two scrapes used for rates (default 1)",
+    )
+
+    config = sub.add_parser("config", help="config file tools")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_check = config_sub.add_parser("check", help="validate a config file")
+    config_check.add_argument("file", nargs="?", type=Path, help="the file (default: the configured one)")
+    return parser
+
+
+def _load(path: Path | None) -> FleetSpec | None:
+    from sparktui.config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "config":
+        return _config_check(args.file or args.config)
+    if args.command in ("snapshot", "check"):
+        return _headless(args)
+    print(
+        "sparktui: the interactive dashboard is not built yet. Working now:\n"
+        "  sparktui snapshot [--json]   every node, service and derived number\n"
+        "  sparktui check [--json]      exit 0 healthy, 1 degraded, 2 down\n"
+        "  sparktui config check [FILE] validate a config file",
+        file=sys.stderr,
+    )
+    return 0 if args.command is None else 2
+
+
+def _config_check(path: Path | None) -> int:
+    fleet = _load(path)
+    if fleet is None:
+        return EXIT_CONFIG
+    instances = sum(len(n.vllm) for n in fleet.nodes)
+    services = sum(len(n.services) for n in fleet.nodes)
+    print(
+        f"{fleet.source or 'config'}: ok: {len(fleet.nodes)} nodes, {instances} vLLM instances, "
+        f"{services} side services"
+    )
+    return 0
+
+
+def _headless(args: argparse.Namespace) -> int:
+    from sparktui import headless
+
+    fleet = _load(args.config)
+    if fleet is None:
+        return EXIT_CONFIG
+    interval = max(0.0, args.interval)
+    state, now = asyncio.run(headless.collect(fleet, polls=2, interval_s=interval))
+    views = state.view(now, window_s=None)
+    code = headless.exit_code(views)
+    if args.command == "snapshot":
+        sys.stdout.write(headless.views_json(views) + "\n" if args.json else headless.render_snapshot(views))
+        return 0
+    sys.stdout.write(headless.views_json(views, code) + "\n" if args.json else headless.render_check(views))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,420 @@
+"""The fleet config file: where it is, reading it, and errors a person can act on.
+
+``load_config`` finds and reads the TOML file, ``parse_config`` validates its text into a
+``FleetSpec`` and fills in the vLLM API keys from the environment or key files. Every problem is
+reported at once, one line each, naming the file, the key and what to do:
+
+    fleet.toml: nodes[1].vllm[0].url: must start with http:// or https:// (got 'ftp://x')
+
+The keys themselves never appear in any message.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_config_path
+from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic_core import ErrorDetails
+
+from sparktui.model.specs import ExporterSpec, FleetSpec, NodeSpec, ServiceSpec, VllmSpec, key_path
+
+CONFIG_ENV = "SPARKTUI_CONFIG"
+APP_NAME = "sparktui"
+CONFIG_NAME = "config.toml"
+
+# Fields the loader fills: a file may not set them.
+_LOADER_ONLY: Mapping[type[BaseModel], frozenset[str]] = {
+    FleetSpec: frozenset({"source"}),
+    VllmSpec: frozenset({"api_key"}),
+}
+# Fields whose values are never echoed in a message (a key may have been pasted into them).
+_SECRET_FIELDS = frozenset({"api_key", "api_key_env", "api_key_file"})
+_TOML_POSITION = re.compile(r"^(?P<msg>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$", re.DOTALL)
+_TOML_AT_END = re.compile(r"^(?P<msg>.*?) \(at end of document\)$", re.DOTALL)
+_BARE_VALUE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_.-]+)\s*=\s*(?P<value>[^\s\"'\[{#][^#]*?)\s*(?:#.*)?$")
+
+
+class ConfigError(Exception):
+    """The config cannot be used. ``errors`` holds one single-line message per problem."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+    def __str__(self) -> str:
+        return "\n".join(self.errors)
+
+
+def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
+    """``$SPARKTUI_CONFIG`` if set, else ``config.toml`` in the user's config folder (XDG on Linux,
+    ``$XDG_CONFIG_HOME/sparktui``; platformdirs reads that from the process environment)."""
+    configured = env.get(CONFIG_ENV, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return user_config_path(APP_NAME, appauthor=False) / CONFIG_NAME
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -> FleetSpec:
+    """Read and validate the config file (``default_config_path`` when ``path`` is None)."""
+    path = default_config_path(env) if path is None else path
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            [
+                f"{path}: no config file; run 'sparktui init' to write one, "
+                "or 'sparktui demo' to try the demo fleet"
+            ]
+        ) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{path}: is a folder, not a config file"]) from None
+    except PermissionError:
+        raise ConfigError([f"{path}: cannot read the config file: permission denied"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read the config file: {exc.strerror or exc}"]) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError([f"{path}: line {line}: not UTF-8 text; save the file as UTF-8"]) from None
+    return parse_config(text, source=str(path), env=env, base_dir=path.parent)
+
+
+def parse_config(
+    text: str,
+    source: str = "<config>",
+    env: Mapping[str, str] = os.environ,
+    base_dir: Path | None = None,
+) -> FleetSpec:
+    """Validate config text. Relative paths (key files, known_hosts) are taken from ``base_dir``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([_syntax_error(source, exc, text)]) from None
+    errors = [f"{source}: {message}" for message in _drop_loader_only(data)]
+    data["source"] = source
+    try:
+        fleet = FleetSpec.model_validate(data)
+    except ValidationError as exc:
+        errors.extend(f"{source}: {_describe(error)}" for error in _reportable(exc.errors()))
+    if errors:
+        raise ConfigError(errors)
+    return _resolve_files_and_secrets(fleet, source, env, base_dir)
+
+
+# --- TOML syntax --------------------------------------------------------------------------------------
+
+
+def _syntax_error(source: str, exc: tomllib.TOMLDecodeError, text: str) -> str:
+    message = str(exc)
+    if found := _TOML_POSITION.match(message):
+        line = int(found["line"])
+        lines = text.splitlines()
+        hint = _quote_hint(lines[line - 1]) if line <= len(lines) else ""
+        return (
+            f"{source}: line {line}, column {found['col']}: TOML syntax error: "
+            f"{_lower_first(found['msg'])}{hint}"
+        )
+    if found := _TOML_AT_END.match(message):
+        return f"{source}: at the end of the file: TOML syntax error: {_lower_first(found['msg'])}"
+    return f"{source}: TOML syntax error: {_lower_first(message)}"
+
+
+def _quote_hint(line: str) -> str:
+    """A hint for the most common slip, an unquoted text value (``host = 192.168.1.11``).
+
+    The value is not repeated: the line might be a key pasted in by mistake.
+    """
+    found = _BARE_VALUE.match(line)
+    if found is None:
+        return ""
+    try:
+        tomllib.loads(f"v = {found['value']}")
+    except tomllib.TOMLDecodeError:
+        return f'; text values need quotes, like {found["key"]} = "..."'
+    return ""
+
+
+# --- keys a file may not set --------------------------------------------------------------------------
+
+
+def _drop_loader_only(data: dict[str, Any]) -> list[str]:
+    """Remove keys only the loader sets (so the rest still validates) and say why each is refused."""
+    messages: list[str] = []
+    if "source" in data:
+        del data["source"]
+        messages.append("source: not a config key (sparktui sets it to the file's path); remove it")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        return messages
+    for i, node in enumerate(nodes):
+        vllms = node.get("vllm") if isinstance(node, dict) else None
+        if not isinstance(vllms, list):
+            continue
+        for j, vllm in enumerate(vllms):
+            if isinstance(vllm, dict) and "api_key" in vllm:
+                del vllm["api_key"]
+                messages.append(
+                    f"nodes[{i}].vllm[{j}].api_key: keys do not go in the config file; "
+                    'set api_key_env = "VARIABLE" or api_key_file = "path/to/file" instead'
+                )
+    return messages
+
+
+# --- validation errors → one line each ----------------------------------------------------------------
+
+
+def _reportable(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """Leave out "too short" for an array whose items failed: pydantic counts only the valid items."""
+    failed_items = {
+        tuple(e["loc"][:i]) for e in errors for i, part in enumerate(e["loc"]) if isinstance(part, int)
+    }
+    return [e for e in errors if not (e["type"] == "too_short" and tuple(e["loc"]) in failed_items)]
+
+
+def _describe(error: ErrorDetails) -> str:
+    """``nodes[1].vllm[0].url: must start with ...`` for one pydantic error."""
+    loc = tuple(error["loc"])
+    where = key_path(loc) or "(top level)"
+    return f"{where}: {_problem(error, loc)}"
+
+
+def _problem(error: ErrorDetails, loc: tuple[str | int, ...]) -> str:
+    kind = error["type"]
+    ctx: dict[str, Any] = dict(error.get("ctx") or {})
+    field = next((part for part in reversed(loc) if isinstance(part, str)), "")
+    got = "" if field in _SECRET_FIELDS else _got(error.get("input"))
+    if kind == "spec":
+        return str(ctx["detail"])
+    if kind in ("value_error", "assertion_error"):
+        return str(ctx.get("error", error["msg"]))
+    if kind == "extra_forbidden":
+        return _unknown_key(loc)
+    if kind == "missing":
+        return _missing(loc)
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        quoted = " written without quotes" if isinstance(error.get("input"), str) else ""
+        return f"must be a whole number{quoted}{got}"
+    if kind in ("float_type", "float_parsing"):
+        quoted = " written without quotes" if isinstance(error.get("input"), str) else ""
+        return f"must be a number{quoted}{got}"
+    if kind == "finite_number":
+        return f"must be a finite number{got}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"must be true or false (no quotes){got}"
+    if kind in ("string_type", "path_type"):
+        return f'must be a string in quotes, like "..."{got}'
+    if kind in _COMPARISONS:
+        op, key = _COMPARISONS[kind]
+        return f"must be {op} {_number(ctx[key])}{got}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}{got}"
+    if kind in ("tuple_type", "list_type"):
+        header = _toml_path(loc)
+        if isinstance(error.get("input"), dict):
+            return f"must be an array of tables: write [[{header}]], not [{header}]"
+        return f"must be an array{got}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        header = _toml_path(loc)
+        if isinstance(error.get("input"), list):
+            return f"must be a table: write [{header}], not [[{header}]]"
+        return f"must be a table ([{header}]){got}"
+    if kind == "too_short":
+        if loc == ("nodes",):
+            return "needs at least one node: add a [[nodes]] table with name and host"
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"at most {ctx.get('max_length')} items (got {ctx.get('actual_length')})"
+    return _lower_first(error["msg"]) + got
+
+
+_COMPARISONS: Mapping[str, tuple[str, str]] = {
+    "greater_than": (">", "gt"),
+    "greater_than_equal": (">=", "ge"),
+    "less_than": ("<", "lt"),
+    "less_than_equal": ("<=", "le"),
+}
+
+
+def _got(value: object) -> str:
+    """`` (got 'ftp://x')`` for a scalar input; nothing for tables and arrays."""
+    if isinstance(value, bool):
+        return f" (got {str(value).lower()})"
+    if isinstance(value, int | float):
+        return f" (got {_number(value)})"
+    if isinstance(value, str):
+        shown = repr(value)
+        return f" (got {shown if len(shown) <= 60 else shown[:59] + '…'})"
+    if isinstance(value, dict):
+        return " (got a table)"
+    if isinstance(value, list):
+        return " (got an array)"
+    return ""
+
+
+def _number(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _toml_path(loc: tuple[str | int, ...]) -> str:
+    return ".".join(part for part in loc if isinstance(part, str))
+
+
+def _table_header(loc: tuple[str | int, ...]) -> str:
+    if not loc:
+        return "the top level"
+    dotted = _toml_path(loc)
+    return f"[[{dotted}]]" if isinstance(loc[-1], int) else f"[{dotted}]"
+
+
+def _missing(loc: tuple[str | int, ...]) -> str:
+    if loc == ("nodes",):
+        return "missing: add at least one [[nodes]] table with name and host"
+    model = _model_at(loc[:-1])
+    if loc[-1] == "url" and model is ExporterSpec:
+        return 'missing: give url = "http://HOST:PORT/metrics" or port = PORT'
+    if loc[-1] == "url" and model is ServiceSpec:
+        return 'missing: give url = "http://HOST:PORT/health" or port = PORT (and path)'
+    return "missing (required)"
+
+
+def _unknown_key(loc: tuple[str | int, ...]) -> str:
+    key = loc[-1]
+    table = loc[:-1]
+    if not isinstance(key, str):
+        return "unknown key"
+    model = _model_at(table)
+    choices = sorted(_keys(model)) if model is not None else []
+    close = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
+    # A key meant for an enclosing table but written below a sub-table header ([nodes.ssh], ...):
+    # TOML puts every key after a header into that table.
+    outer = next(
+        (table[:cut] for cut in range(len(table) - 1, -1, -1) if key in _keys(_model_at(table[:cut]))),
+        None,
+    )
+    if outer is not None:
+        move = f"move it above the {_table_header(table)} header"
+        if close:
+            return (
+                f"unknown key (did you mean {close[0]!r}? if {key!r} is meant for "
+                f"{_table_header(outer)}, {move})"
+            )
+        return f"unknown key here; {key!r} belongs to {_table_header(outer)}: {move}"
+    if close:
+        return f"unknown key (did you mean {close[0]!r}?)"
+    if choices:
+        return f"unknown key (valid keys: {', '.join(choices)})"
+    return "unknown key"
+
+
+def _keys(model: type[BaseModel] | None) -> set[str]:
+    if model is None:
+        return set()
+    return set(model.model_fields) - _LOADER_ONLY.get(model, frozenset())
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The spec class of the table at ``loc`` (``("nodes", 0, "ssh")`` → ``SshSpec``)."""
+    current: Any = FleetSpec
+    for part in loc:
+        current = _element(current, part)
+        if current is None:
+            return None
+    model = _element(current, None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _element(annotation: Any, part: str | int | None) -> Any:
+    """Step from a type into a field (str) or an array item (int), or just drop its ``| None``."""
+    members = typing.get_args(annotation)
+    if type(None) in members and len(members) == 2:
+        annotation = next(m for m in members if m is not type(None))
+    if part is None:
+        return annotation
+    if isinstance(part, int):
+        items = typing.get_args(annotation)
+        return items[0] if typing.get_origin(annotation) is tuple and items else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(part)
+        return None if field is None else field.annotation
+    return None
+
+
+# --- after validation: paths relative to the file, and the API keys -------------------------------------
+
+
+def _resolve_files_and_secrets(
+    fleet: FleetSpec, source: str, env: Mapping[str, str], base_dir: Path | None
+) -> FleetSpec:
+    errors: list[str] = []
+    nodes: list[NodeSpec] = []
+    for i, node in enumerate(fleet.nodes):
+        ssh = node.ssh.model_copy(
+            update={
+                "key_file": _relative_to(node.ssh.key_file, base_dir),
+                "known_hosts": _relative_to(node.ssh.known_hosts, base_dir),
+            }
+        )
+        vllms: list[VllmSpec] = []
+        for j, vllm in enumerate(node.vllm):
+            where = f"{source}: nodes[{i}].vllm[{j}]"
+            key_file = _relative_to(vllm.api_key_file, base_dir)
+            key, problem = _read_secret(vllm.api_key_env, key_file, env)
+            if problem is not None:
+                errors.append(f"{where}.{problem}")
+            vllms.append(vllm.model_copy(update={"api_key_file": key_file, "api_key": key}))
+        nodes.append(node.model_copy(update={"ssh": ssh, "vllm": tuple(vllms)}))
+    if errors:
+        raise ConfigError(errors)
+    return fleet.model_copy(update={"nodes": tuple(nodes)})
+
+
+def _relative_to(path: Path | None, base_dir: Path | None) -> Path | None:
+    if path is None or base_dir is None or path.is_absolute():
+        return path
+    return base_dir / path
+
+
+def _read_secret(
+    env_name: str | None, key_file: Path | None, env: Mapping[str, str]
+) -> tuple[SecretStr | None, str | None]:
+    """The API key, or the problem as ``"<key>: <what is wrong>"``. Never puts the key in a message."""
+    if env_name is not None:
+        value = env.get(env_name)
+        if value is None:
+            return None, (
+                f"api_key_env: environment variable {env_name} is not set; "
+                "export it before starting sparktui, or use api_key_file"
+            )
+        if not value.strip():
+            return None, f"api_key_env: environment variable {env_name} is empty; set it to the API key"
+        return SecretStr(value.strip()), None
+    if key_file is not None:
+        try:
+            text = key_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None, f"api_key_file: no such file: {key_file}"
+        except IsADirectoryError:
+            return None, f"api_key_file: {key_file} is a folder; give the file holding the key"
+        except PermissionError:
+            return None, f"api_key_file: cannot read {key_file}: permission denied"
+        except UnicodeDecodeError:
+            return None, f"api_key_file: {key_file} is not UTF-8 text"
+        except OSError as exc:
+            return None, f"api_key_file: cannot read {key_file}: {exc.strerror or type(exc).__name__}"
+        if not text.strip():
+            return None, f"api_key_file: {key_file} is empty; put the API key in it"
+        return SecretStr(text.strip()), None
+    return None, None

@@ -1,0 +1,171 @@
+"""The headless commands: ``snapshot`` and ``check``. Plain text or JSON, no Textual, no Rich."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable
+
+from sparktui.model.derive import LatencySummary, VllmRates
+from sparktui.model.fleet import FleetState, InstanceView, NodeView
+from sparktui.model.specs import FleetSpec
+from sparktui.model.status import State
+from sparktui.model.units import (
+    NO_DATA,
+    fmt_gib,
+    fmt_number,
+    fmt_pct,
+    fmt_rate,
+    fmt_seconds,
+    fmt_tokens,
+    to_jsonable,
+)
+from sparktui.sources.http import make_client
+from sparktui.sources.poller import FleetPoller
+
+
+async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[FleetState, float]:
+    """Poll every node ``polls`` times, ``interval_s`` apart; return the state and the time of the end."""
+    state = FleetState(fleet)
+    async with make_client() as client:
+        poller = FleetPoller(fleet, client)
+        for index in range(polls):
+            if index:
+                await asyncio.sleep(interval_s)
+            for observation in await poller.poll_all():
+                state.apply(observation)
+    return state, time.monotonic()
+
+
+def exit_code(views: Iterable[NodeView]) -> int:
+    """0 when every node is healthy, 1 when something is degraded, 2 when anything is down."""
+    return max((v.status.state.severity for v in views), default=2)
+
+
+# --- text rendering -------------------------------------------------------------------------------
+
+
+def _latency(label: str, summary: LatencySummary | None) -> str:
+    if summary is None or not summary.count:
+        return f"{label} {NO_DATA}"
+    floor = summary.floor
+    return (
+        f"{label} p50 {fmt_seconds(summary.p50, floor)} p90 {fmt_seconds(summary.p90, floor)} "
+        f"p99 {fmt_seconds(summary.p99, floor)}"
+    )
+
+
+def _rates_lines(rates: VllmRates | None) -> list[str]:
+    if rates is None:
+        return ["    no rates yet: needs two scrapes of the engine's metrics"]
+    lines = [
+        f"    generation {fmt_rate(rates.generation_tokens_per_s, ' tok/s')}   "
+        f"prompt {fmt_rate(rates.prompt_tokens_per_s, ' tok/s')} "
+        f"(computed {fmt_rate(rates.prompt_tokens_computed_per_s, ' tok/s')})   "
+        f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   "
+        f"prefix hit {fmt_pct(rates.prefix_cache_hit_rate)}   "
+        f"preemptions {fmt_number(rates.preemptions)}",
+        "    "
+        + "   ".join(
+            _latency(label, rates.latency.get(key))
+            for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+        ),
+    ]
+    spec = rates.spec_decode
+    if spec is not None:
+        per_pos = " ".join(fmt_pct(a, 0) for a in spec.per_position)
+        conditional = " ".join(fmt_pct(c, 0) for c in spec.conditional)
+        lines.append(
+            f"    spec decode k={spec.num_speculative_tokens}: acceptance {fmt_pct(spec.acceptance_rate)}   "
+            f"mean length {fmt_number(spec.mean_acceptance_length, 2)}   per position {per_pos}   "
+            f"conditional {conditional}"
+        )
+        weak = spec.weak_last_position
+        if weak is not None:
+            lines.append(
+                f"    hint: draft position {weak} adds only {fmt_number(spec.per_position[weak], 2)} tokens "
+                f"per step ({fmt_pct(spec.conditional[weak], 0)} after position {weak - 1}); "
+                f"num_speculative_tokens={weak} may decode faster"
+            )
+    if rates.reset:
+        lines.append("    note: the server restarted inside this window (counters reset)")
+    return lines
+
+
+def _instance_lines(view: InstanceView) -> list[str]:
+    head = f"  {view.name}  {view.url or '(worker)'}  {view.status.state.value}"
+    if view.version:
+        head += f"  vLLM {view.version}"
+    if view.model_name:
+        head += f"  {view.model_name}"
+    lines = [head]
+    lines.extend(f"    ! {reason}" for reason in view.status.reasons)
+    if view.launch is not None:
+        lines.append(f"    launch readiness: {view.launch.reason}")
+    if view.status.state in (State.DOWN, State.UNKNOWN, State.LOADING) and not view.engine_stats:
+        return lines
+    if not view.engine_stats:
+        lines.append("    up without engine stats (--disable-log-stats): no vLLM numbers to show")
+        return lines
+    lines.append(
+        f"    running {fmt_number(view.running)}   waiting {fmt_number(view.waiting)}   "
+        f"KV cache {fmt_pct(view.kv_usage)} of {fmt_tokens(view.kv_capacity_tokens)} tokens"
+    )
+    lines.extend(_rates_lines(view.rates))
+    return lines
+
+
+def _node_lines(view: NodeView) -> list[str]:
+    lines = [f"{view.name}  ({view.host})  {view.status.state.value}"]
+    for instance in view.instances:
+        lines.extend(_instance_lines(instance))
+    gpu = view.gpu
+    if gpu is not None:
+        memory = "unified with the host" if gpu.unified_memory else fmt_gib(gpu.memory_used_bytes)
+        lines.append(
+            f"  GPU ({gpu.kind.value}): {fmt_number(gpu.temperature_c)} °C   "
+            f"{fmt_number(gpu.power_w, 1)} W   util {fmt_pct(gpu.utilization, 0)}   SM clock "
+            f"{fmt_number(None if gpu.sm_clock_hz is None else gpu.sm_clock_hz / 1e6)} MHz   memory {memory}"
+        )
+    mem = view.host_memory
+    if mem is not None:
+        lines.append(
+            f"  memory: {fmt_gib(mem.mem_total)} total   {fmt_gib(mem.mem_available)} available   "
+            f"{fmt_gib(mem.mem_free)} free   page cache droppable {fmt_gib(mem.page_cache_droppable)}   "
+            f"shmem {fmt_gib(mem.shmem)}"
+        )
+    for service in view.services:
+        latency = fmt_seconds(service.latency_s)
+        lines.append(f"  service {service.name} ({service.kind}): {service.status.state.value}   {latency}")
+    other = [r for r in view.status.reasons if not any(r in i.status.reasons for i in view.instances)]
+    lines.extend(f"  ! {reason}" for reason in other)
+    return lines
+
+
+def render_snapshot(views: Iterable[NodeView]) -> str:
+    blocks = ["\n".join(_node_lines(v)) for v in views]
+    return "\n\n".join(blocks) + "\n"
+
+
+def render_check(views: Iterable[NodeView]) -> str:
+    views = list(views)
+    lines: list[str] = []
+    for view in views:
+        if view.status.state is State.UP:
+            continue
+        reasons = view.status.reasons or ("no reason given",)
+        lines.extend(f"{view.name}: {view.status.state.value}: {reason}" for reason in reasons)
+    counts: dict[str, int] = {}
+    for view in views:
+        counts[view.status.state.value] = counts.get(view.status.state.value, 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    lines.append(f"{len(views)} node{'s' if len(views) != 1 else ''}: {summary}")
+    return "\n".join(lines) + "\n"
+
+
+def views_json(views: Iterable[NodeView], code: int | None = None) -> str:
+    payload: dict[str, object] = {"nodes": to_jsonable(list(views))}
+    if code is not None:
+        payload["exit_code"] = code
+    return json.dumps(payload, indent=2)

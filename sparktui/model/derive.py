@@ -1,0 +1,205 @@
+"""The numbers on the screen, from counter increases (``../shared/reference/vllm/formulas.md``).
+
+Ratios are ratios of sums over the window; a zero denominator is "no traffic" (``None``), never 0 and
+never NaN. Quantiles follow Prometheus ``histogram_quantile`` on bucket increases.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sparktui.model.counters import Deltas, histogram_deltas
+from sparktui.model.vllm import HistogramSample, ModelScrape
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator``; None ("no traffic") when either is unknown or the denominator is 0."""
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float | None:
+    """Prometheus ``histogram_quantile`` over cumulative bucket counts whose last bound is +Inf.
+
+    Buckets are made monotonic first (as Prometheus does after subtracting windows). None when the
+    histogram holds no observations.
+    """
+    if not bounds or not math.isinf(bounds[-1]):
+        return None
+    fixed: list[float] = []
+    running_max = 0.0
+    for value in cumulative:
+        running_max = max(running_max, value)
+        fixed.append(running_max)
+    total = fixed[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, count in zip(bounds, fixed, strict=True):
+        if count >= rank:
+            if math.isinf(bound):
+                # The rank falls in +Inf: Prometheus answers the largest finite bound.
+                return lower if len(bounds) > 1 else None
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return lower
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """A latency histogram over a window. ``floor`` is the first bucket bound: a quantile at or below
+    it only says "under floor" (the buckets have no finer resolution)."""
+
+    count: float
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    floor: float | None
+
+    @classmethod
+    def of(cls, hist: HistogramSample) -> LatencySummary:
+        finite = [b for b in hist.bounds if not math.isinf(b)]
+        return cls(
+            count=hist.count,
+            mean=ratio(hist.sum, hist.count),
+            p50=histogram_quantile(0.5, hist.bounds, hist.cumulative),
+            p90=histogram_quantile(0.9, hist.bounds, hist.cumulative),
+            p99=histogram_quantile(0.99, hist.bounds, hist.cumulative),
+            floor=finite[0] if finite else None,
+        )
+
+
+WEAK_POSITION_YIELD = 0.3  # accepted tokens per verify step below which a draft position is dead weight
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecodeStats:
+    """Speculative decoding over a window (formulas.md §3)."""
+
+    num_speculative_tokens: int
+    drafts: float
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    per_position: tuple[float | None, ...]
+    conditional: tuple[float | None, ...]
+    draft_tokens_per_s: float
+    accepted_tokens_per_s: float
+    draft_share_of_output: float | None
+
+    @property
+    def weak_last_position(self) -> int | None:
+        """The last draft position when it adds fewer than ``WEAK_POSITION_YIELD`` tokens per verify step.
+
+        Position i adds ``per_position[i]`` accepted tokens per step on average, while every draft
+        position costs a drafter forward pass: below the threshold, ``k - 1`` usually decodes faster.
+        """
+        if self.num_speculative_tokens < 2:
+            return None
+        last = self.per_position[-1]
+        if last is None or last >= WEAK_POSITION_YIELD:
+            return None
+        return self.num_speculative_tokens - 1
+
+
+@dataclass(frozen=True, slots=True)
+class VllmRates:
+    """Everything derived from counter increases over one window for one served model."""
+
+    seconds: float
+    reset: bool
+    generation_tokens_per_s: float | None
+    prompt_tokens_per_s: float | None
+    prompt_tokens_computed_per_s: float | None
+    prompt_tokens_cached_per_s: float | None
+    requests_finished_per_s: float | None
+    finished_by_reason: Mapping[str, float]
+    prefix_cache_hit_rate: float | None
+    preemptions: float | None
+    preemptions_per_s: float | None
+    spec_decode: SpecDecodeStats | None
+    latency: Mapping[str, LatencySummary]
+
+    def latency_of(self, key: str) -> LatencySummary | None:
+        return self.latency.get(key)
+
+    @property
+    def error_share(self) -> float | None:
+        total = sum(self.finished_by_reason.values())
+        bad = self.finished_by_reason.get("error", 0.0) + self.finished_by_reason.get("abort", 0.0)
+        return ratio(bad, total)
+
+
+def _per_s(value: float | None, seconds: float) -> float | None:
+    return ratio(value, seconds)
+
+
+def spec_decode_stats(deltas: Deltas) -> SpecDecodeStats | None:
+    drafts = deltas.get("spec_drafts")
+    draft_tokens = deltas.get("spec_draft_tokens")
+    accepted = deltas.get("spec_accepted_tokens")
+    if drafts is None or draft_tokens is None or accepted is None:
+        return None
+    by_position = deltas.labelled("spec_accepted_pos")
+    positions = sorted(by_position, key=lambda p: int(p) if p.isdigit() else 0)
+    counts = [by_position[p] for p in positions]
+    per_position = tuple(ratio(c, drafts) for c in counts)
+    conditional = tuple(ratio(c, drafts if i == 0 else counts[i - 1]) for i, c in enumerate(counts))
+    mean_length = ratio(accepted, drafts)
+    seconds = deltas.seconds
+    return SpecDecodeStats(
+        num_speculative_tokens=len(counts),
+        drafts=drafts,
+        acceptance_rate=ratio(accepted, draft_tokens),
+        mean_acceptance_length=None if mean_length is None else 1.0 + mean_length,
+        per_position=per_position,
+        conditional=conditional,
+        draft_tokens_per_s=draft_tokens / seconds if seconds > 0 else 0.0,
+        accepted_tokens_per_s=accepted / seconds if seconds > 0 else 0.0,
+        draft_share_of_output=ratio(accepted, deltas.get("generation_tokens")),
+    )
+
+
+LATENCY_KEYS = ("ttft", "itl", "tpot", "e2e", "queue", "prefill", "decode")
+
+
+def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
+    """Derive the window numbers; None for an empty window (two scrapes with the same time)."""
+    seconds = deltas.seconds
+    if seconds <= 0:
+        return None
+    finished = deltas.labelled("finished")
+    computed = deltas.get("prompt_by_source:local_compute")
+    cached = deltas.get("prompt_tokens_cached")
+    if cached is None:
+        cached = deltas.get("prompt_by_source:local_cache_hit")
+    latency: dict[str, LatencySummary] = {}
+    for key in LATENCY_KEYS:
+        hist = latest.histograms.get(key)
+        if hist is None:
+            continue
+        window = histogram_deltas(deltas, key, hist.bounds)
+        if window is not None:
+            latency[key] = LatencySummary.of(window)
+    preemptions = deltas.get("preemptions")
+    return VllmRates(
+        seconds=seconds,
+        reset=deltas.reset,
+        generation_tokens_per_s=_per_s(deltas.get("generation_tokens"), seconds),
+        prompt_tokens_per_s=_per_s(deltas.get("prompt_tokens"), seconds),
+        prompt_tokens_computed_per_s=_per_s(computed, seconds),
+        prompt_tokens_cached_per_s=_per_s(cached, seconds),
+        requests_finished_per_s=_per_s(sum(finished.values()), seconds) if finished else None,
+        finished_by_reason=finished,
+        prefix_cache_hit_rate=ratio(deltas.get("prefix_cache_hits"), deltas.get("prefix_cache_queries")),
+        preemptions=preemptions,
+        preemptions_per_s=_per_s(preemptions, seconds),
+        spec_decode=spec_decode_stats(deltas),
+        latency=latency,
+    )

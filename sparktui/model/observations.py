@@ -1,0 +1,69 @@
+"""Plain data that the sources hand to the model: what one poll of one node saw."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class FetchKind(StrEnum):
+    OK = "ok"  # an HTTP answer arrived in full (any status code)
+    REFUSED = "refused"
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too_large"
+    TRUNCATED = "truncated"
+    ERROR = "error"  # DNS, reset, protocol, TLS...
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResult:
+    """One HTTP GET: the answer, or why there was none. ``error`` is one line for the operator."""
+
+    url: str
+    kind: FetchKind
+    status: int | None = None
+    body: bytes = b""
+    elapsed_s: float = 0.0
+    error: str | None = None
+    content_type: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.kind is FetchKind.OK
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is FetchKind.OK and self.status is not None and 200 <= self.status < 300
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def problem(self) -> str:
+        """What went wrong, in a few words ("connection refused", "HTTP 503")."""
+        if self.kind is FetchKind.OK:
+            return f"HTTP {self.status}" if not self.ok else "ok"
+        return self.error or self.kind.value
+
+
+@dataclass(frozen=True, slots=True)
+class VllmObservation:
+    """What one poll saw of one vLLM instance. ``None`` means "not asked this poll"."""
+
+    name: str
+    health: HttpResult | None
+    metrics: HttpResult | None
+    version: HttpResult | None = None
+    models: HttpResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObservation:
+    """One poll of one node. ``t`` is the monotonic clock, ``wall`` the unix time, both at the end."""
+
+    node: str
+    t: float
+    wall: float
+    vllm: tuple[VllmObservation, ...] = ()
+    gpu_exporter: HttpResult | None = None
+    node_exporter: HttpResult | None = None
+    services: tuple[tuple[str, HttpResult], ...] = field(default_factory=tuple)

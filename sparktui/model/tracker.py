@@ -1,0 +1,69 @@
+"""History of one vLLM instance: normalised scrapes in, window numbers out."""
+
+from __future__ import annotations
+
+from sparktui.model.counters import CounterHistory, flatten
+from sparktui.model.derive import VllmRates, derive_rates
+from sparktui.model.vllm import ModelScrape, VllmScrape
+
+
+class VllmTracker:
+    """Keeps reset-corrected counter history per served model of one vLLM instance."""
+
+    def __init__(self, max_age_s: float = 900.0) -> None:
+        self._max_age_s = max_age_s
+        self._histories: dict[str, CounterHistory] = {}
+        self.latest: VllmScrape | None = None
+        self.latest_t: float | None = None
+
+    def observe(self, t: float, scrape: VllmScrape) -> None:
+        for name, model in scrape.models.items():
+            history = self._histories.get(name)
+            if history is None:
+                history = self._histories[name] = CounterHistory(max_age_s=self._max_age_s)
+            history.add(t, flatten(model), scrape.process_start)
+        self.latest, self.latest_t = scrape, t
+
+    def model_names(self) -> list[str]:
+        return sorted(self.latest.models) if self.latest else []
+
+    def _model(self, model_name: str | None) -> tuple[CounterHistory, ModelScrape] | None:
+        if self.latest is None or not self.latest.models:
+            return None
+        name = model_name if model_name is not None else min(self.latest.models)
+        model = self.latest.models.get(name)
+        history = self._histories.get(name)
+        if model is None or history is None:
+            return None
+        return history, model
+
+    def rates(self, model_name: str | None = None, window_s: float | None = None) -> VllmRates | None:
+        """Numbers over the last ``window_s`` seconds (everything kept, if None); None before two scrapes."""
+        found = self._model(model_name)
+        if found is None:
+            return None
+        history, model = found
+        deltas = history.window(window_s)
+        return derive_rates(deltas, model) if deltas is not None else None
+
+    def last_interval_rates(self, model_name: str | None = None) -> VllmRates | None:
+        """Numbers between the last two scrapes."""
+        found = self._model(model_name)
+        if found is None:
+            return None
+        history, model = found
+        deltas = history.last_interval()
+        return derive_rates(deltas, model) if deltas is not None else None
+
+    def interval_rates(self, model_name: str | None = None) -> list[VllmRates]:
+        """Numbers for each pair of consecutive scrapes kept, oldest first."""
+        found = self._model(model_name)
+        if found is None:
+            return []
+        history, model = found
+        out = []
+        for deltas in history.intervals():
+            rates = derive_rates(deltas, model)
+            if rates is not None:
+                out.append(rates)
+        return out

@@ -1,0 +1,285 @@
+"""vLLM ``/metrics`` normalisation: wire names across versions -> one ``VllmScrape``.
+
+Every metric name and version fallback lives in the tables at the top of this module
+(``../shared/reference/vllm/metrics.md``). Engine series are summed over the ``engine`` label and kept
+apart by ``model_name``; per-engine KV usage is kept because the max over engines matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sparktui.model.promtext import Exposition
+
+# Counters: logical key -> wire names, first present wins (newest name first).
+COUNTERS: Mapping[str, tuple[str, ...]] = {
+    "generation_tokens": ("vllm:generation_tokens_total",),
+    "prompt_tokens": ("vllm:prompt_tokens_total",),
+    "prompt_tokens_cached": ("vllm:prompt_tokens_cached_total",),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "external_prefix_cache_queries": ("vllm:external_prefix_cache_queries_total",),
+    "external_prefix_cache_hits": ("vllm:external_prefix_cache_hits_total",),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+}
+
+# Counters split by one label: logical key -> (wire name, label). Keys become "key:labelvalue".
+LABELLED_COUNTERS: Mapping[str, tuple[str, str]] = {
+    "spec_accepted_pos": ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"),
+    "finished": ("vllm:request_success_total", "finished_reason"),
+    "prompt_by_source": ("vllm:prompt_tokens_by_source_total", "source"),
+}
+
+# Histograms: logical key -> wire base names (``_bucket``/``_sum``/``_count`` appended).
+HISTOGRAMS: Mapping[str, tuple[str, ...]] = {
+    "ttft": ("vllm:time_to_first_token_seconds",),
+    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "tpot": ("vllm:request_time_per_output_token_seconds",),
+    "e2e": ("vllm:e2e_request_latency_seconds",),
+    "queue": ("vllm:request_queue_time_seconds",),
+    "prefill": ("vllm:request_prefill_time_seconds",),
+    "decode": ("vllm:request_decode_time_seconds",),
+    "prompt_len": ("vllm:request_prompt_tokens",),
+    "gen_len": ("vllm:request_generation_tokens",),
+}
+
+GAUGES: Mapping[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+}
+
+CACHE_CONFIG = "vllm:cache_config_info"
+WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
+SLEEP_STATE = "vllm:engine_sleep_state"
+PROCESS_START = "process_start_time_seconds"
+
+
+def wanted_sample_names() -> tuple[str, ...]:
+    """Every sample name the normaliser reads: for ``/metrics?name[]=...`` and the parser filter."""
+    names: list[str] = [PROCESS_START, CACHE_CONFIG, WAITING_BY_REASON, SLEEP_STATE]
+    for wires in (*COUNTERS.values(), *GAUGES.values()):
+        names.extend(wires)
+    names.extend(wire for wire, _label in LABELLED_COUNTERS.values())
+    for bases in HISTOGRAMS.values():
+        for base in bases:
+            names.extend((f"{base}_bucket", f"{base}_sum", f"{base}_count"))
+    return tuple(names)
+
+
+WANTED = frozenset(wanted_sample_names())
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSample:
+    """A cumulative histogram at one scrape, summed over engines. ``bounds`` ends with +Inf."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    sum: float
+    count: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelScrape:
+    """One served model's engine series at one scrape, summed over engines."""
+
+    model_name: str
+    engines: tuple[str, ...]
+    counters: Mapping[str, float]
+    histograms: Mapping[str, HistogramSample]
+    running: float | None
+    waiting: float | None
+    waiting_for_capacity: float | None
+    kv_usage_by_engine: Mapping[str, float]
+    asleep: bool
+
+    @property
+    def kv_usage_max(self) -> float | None:
+        return max(self.kv_usage_by_engine.values()) if self.kv_usage_by_engine else None
+
+    @property
+    def kv_usage_mean(self) -> float | None:
+        values = self.kv_usage_by_engine.values()
+        return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """``vllm:cache_config_info`` labels of one engine; every value is a string ("None" possible)."""
+
+    labels: Mapping[str, str]
+
+    def _number(self, key: str) -> float | None:
+        raw = self.labels.get(key)
+        if raw is None or raw in ("None", ""):
+            return None
+        try:
+            return float(raw)
+        except ValueError:
+            return None
+
+    @property
+    def capacity_tokens(self) -> float | None:
+        """KV capacity in tokens: ``kv_cache_size_tokens`` (0.33), else blocks x block size."""
+        direct = self._number("kv_cache_size_tokens")
+        if direct is not None:
+            return direct
+        blocks, block_size = self._number("num_gpu_blocks"), self._number("block_size")
+        if blocks is None or block_size is None:
+            return None
+        return blocks * block_size
+
+    @property
+    def max_concurrency(self) -> float | None:
+        return self._number("kv_cache_max_concurrency")
+
+    @property
+    def gpu_memory_utilization(self) -> float | None:
+        return self._number("gpu_memory_utilization")
+
+
+@dataclass(frozen=True, slots=True)
+class VllmScrape:
+    """A normalised vLLM scrape. ``has_engine_stats`` is False under ``--disable-log-stats``."""
+
+    models: Mapping[str, ModelScrape]
+    cache_config: Mapping[str, CacheConfig] = field(default_factory=dict)
+    process_start: float | None = None
+
+    @property
+    def has_engine_stats(self) -> bool:
+        return bool(self.models)
+
+    @property
+    def kv_capacity_tokens(self) -> float | None:
+        capacities = [c.capacity_tokens for c in self.cache_config.values()]
+        known = [c for c in capacities if c is not None]
+        return sum(known) if known else None
+
+
+def _first_present(expo: Exposition, names: tuple[str, ...]) -> str | None:
+    for name in names:
+        if name in expo:
+            return name
+    return None
+
+
+class _ModelAccumulator:
+    __slots__ = ("asleep", "counters", "engines", "hist", "kv", "running", "waiting", "waiting_capacity")
+
+    def __init__(self) -> None:
+        self.engines: set[str] = set()
+        self.counters: dict[str, float] = {}
+        # histogram key -> (bucket le -> cumulative count, [sum, count])
+        self.hist: dict[str, tuple[dict[float, float], list[float]]] = {}
+        self.kv: dict[str, float] = {}
+        self.running: float | None = None
+        self.waiting: float | None = None
+        self.waiting_capacity: float | None = None
+        self.asleep = False
+
+    def add_counter(self, key: str, value: float) -> None:
+        self.counters[key] = self.counters.get(key, 0.0) + value
+
+
+def _gauge_sum(current: float | None, value: float) -> float:
+    return value if current is None else current + value
+
+
+def normalise(expo: Exposition) -> VllmScrape:
+    """Turn one parsed vLLM scrape into per-model sums over engines."""
+    models: dict[str, _ModelAccumulator] = {}
+
+    def model(labels: Mapping[str, str]) -> _ModelAccumulator:
+        name = labels.get("model_name", "")
+        acc = models.get(name)
+        if acc is None:
+            acc = models[name] = _ModelAccumulator()
+        engine = labels.get("engine")
+        if engine is not None:
+            acc.engines.add(engine)
+        return acc
+
+    for key, wires in COUNTERS.items():
+        wire = _first_present(expo, wires)
+        if wire is not None:
+            for labels, value in expo.get(wire):
+                model(labels).add_counter(key, value)
+    for key, (wire, label) in LABELLED_COUNTERS.items():
+        for labels, value in expo.get(wire):
+            model(labels).add_counter(f"{key}:{labels.get(label, '')}", value)
+
+    for key, bases in HISTOGRAMS.items():
+        base = _first_present(expo, tuple(f"{b}_count" for b in bases))
+        if base is None:
+            continue
+        base = base[: -len("_count")]
+        for labels, value in expo.get(f"{base}_bucket"):
+            le = labels.get("le")
+            if le is None:
+                continue
+            buckets, _totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
+            bound = float(le)
+            buckets[bound] = buckets.get(bound, 0.0) + value
+        for suffix, index in (("_sum", 0), ("_count", 1)):
+            for labels, value in expo.get(f"{base}{suffix}"):
+                _buckets, totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
+                totals[index] += value
+
+    running = _first_present(expo, GAUGES["running"])
+    for labels, value in expo.get(running) if running else ():
+        acc = model(labels)
+        acc.running = _gauge_sum(acc.running, value)
+    waiting = _first_present(expo, GAUGES["waiting"])
+    for labels, value in expo.get(waiting) if waiting else ():
+        acc = model(labels)
+        acc.waiting = _gauge_sum(acc.waiting, value)
+    for labels, value in expo.get(WAITING_BY_REASON):
+        if labels.get("reason") == "capacity":
+            acc = model(labels)
+            acc.waiting_capacity = _gauge_sum(acc.waiting_capacity, value)
+    kv = _first_present(expo, GAUGES["kv_usage"])
+    for labels, value in expo.get(kv) if kv else ():
+        model(labels).kv[labels.get("engine", "0")] = value
+    for labels, value in expo.get(SLEEP_STATE):
+        if labels.get("sleep_state") == "awake" and value == 0:
+            model(labels).asleep = True
+
+    cache_config = {
+        labels.get("engine", "0"): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
+        for labels, _value in expo.get(CACHE_CONFIG)
+    }
+
+    return VllmScrape(
+        models={name: _freeze(name, acc) for name, acc in models.items()},
+        cache_config=cache_config,
+        process_start=expo.first_value(PROCESS_START),
+    )
+
+
+def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
+    histograms: dict[str, HistogramSample] = {}
+    for key, (buckets, (total, count)) in acc.hist.items():
+        bounds = tuple(sorted(buckets))
+        histograms[key] = HistogramSample(
+            bounds=bounds,
+            cumulative=tuple(buckets[b] for b in bounds),
+            sum=total,
+            count=count,
+        )
+    return ModelScrape(
+        model_name=name,
+        engines=tuple(sorted(acc.engines)),
+        counters=acc.counters,
+        histograms=histograms,
+        running=acc.running,
+        waiting=acc.waiting,
+        waiting_for_capacity=acc.waiting_capacity,
+        kv_usage_by_engine=acc.kv,
+        asleep=acc.asleep,
+    )

@@ -1,0 +1,169 @@
+"""Polls one node's HTTP endpoints (vLLM, GPU exporter, node_exporter, side services) into a
+``NodeObservation``, with per-endpoint backoff for dead ones."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+import httpx
+
+from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
+from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
+from sparktui.model.vllm import wanted_sample_names
+from sparktui.sources.http import fetch
+
+METRICS_FILTER = {"name[]": list(wanted_sample_names())}
+VERSION_EVERY = 60  # polls between /version checks while healthy
+MODELS_EVERY = 30  # polls between /v1/models checks while healthy
+
+
+@dataclass
+class Backoff:
+    """Skip polls of an endpoint that keeps failing: wait 1, 2, 4... intervals, up to ``max_s``."""
+
+    interval_s: float
+    max_s: float
+    failures: int = 0
+    next_try: float = 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_try
+
+    def record(self, result: HttpResult, now: float) -> None:
+        if result.answered:
+            self.failures, self.next_try = 0, 0.0
+            return
+        self.failures += 1
+        if self.failures >= 2:
+            delay = min(self.interval_s * 2 ** (self.failures - 2), self.max_s)
+            self.next_try = now + delay
+
+
+class _InstancePoller:
+    def __init__(self, spec: VllmSpec, fleet: FleetSpec) -> None:
+        self.spec = spec
+        self.fleet = fleet
+        self.backoff = Backoff(fleet.poll_interval_s, max(10.0, fleet.poll_interval_s))
+        self.polls = 0
+        self.need_version = True
+        self.need_models = True
+        self.was_healthy = False
+
+    def _headers(self) -> dict[str, str]:
+        key = self.spec.api_key
+        return {"Authorization": f"Bearer {key.get_secret_value()}"} if key is not None else {}
+
+    async def poll(self, client: httpx.AsyncClient) -> VllmObservation:
+        base = self.spec.base_url
+        if base is None:  # a tensor-parallel worker serves no HTTP
+            return VllmObservation(name=self.spec.name, health=None, metrics=None)
+        now = time.monotonic()
+        if not self.backoff.due(now):
+            return VllmObservation(name=self.spec.name, health=None, metrics=None)
+        self.polls += 1
+        timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
+        params = METRICS_FILTER if self.spec.metrics_filter else None
+        ask_version = self.need_version or self.polls % VERSION_EVERY == 0
+        ask_models = self.need_models or self.polls % MODELS_EVERY == 0
+        calls: list[Awaitable[HttpResult]] = [
+            fetch(client, f"{base}/health", timeout_s=timeout, max_bytes=64 * 1024),
+            fetch(client, f"{base}/metrics", timeout_s=timeout, max_bytes=cap, params=params),
+        ]
+        if ask_version:
+            calls.append(fetch(client, f"{base}/version", timeout_s=timeout, max_bytes=64 * 1024))
+        if ask_models:
+            calls.append(
+                fetch(
+                    client,
+                    f"{base}/v1/models",
+                    timeout_s=timeout,
+                    max_bytes=1024 * 1024,
+                    headers=self._headers(),
+                )
+            )
+        results = await asyncio.gather(*calls)
+        health, metrics = results[0], results[1]
+        version = results[2] if ask_version else None
+        models = results[-1] if ask_models else None
+        self.backoff.record(health if health.answered else metrics, time.monotonic())
+        healthy = health.ok
+        if version is not None and version.ok:
+            self.need_version = False
+        if models is not None and models.answered:
+            self.need_models = False
+        if healthy and not self.was_healthy:  # came (back) up: a restart may have changed both
+            self.need_version = self.need_models = True
+        self.was_healthy = healthy
+        return VllmObservation(
+            name=self.spec.name, health=health, metrics=metrics, version=version, models=models
+        )
+
+
+class NodeCollector:
+    """Everything HTTP about one node. ``poll()`` never raises and ends within about ``timeout_s``."""
+
+    def __init__(self, node: NodeSpec, fleet: FleetSpec) -> None:
+        self.node = node
+        self.fleet = fleet
+        self._instances = [_InstancePoller(spec, fleet) for spec in node.vllm]
+        interval = fleet.poll_interval_s
+        self._backoffs: dict[str, Backoff] = {}
+        self._interval = interval
+
+    def _backoff(self, key: str) -> Backoff:
+        found = self._backoffs.get(key)
+        if found is None:
+            found = self._backoffs[key] = Backoff(self._interval, max(10.0, self._interval))
+        return found
+
+    async def _maybe(
+        self, client: httpx.AsyncClient, key: str, url: str, timeout_s: float, max_bytes: int
+    ) -> HttpResult | None:
+        backoff = self._backoff(key)
+        if not backoff.due(time.monotonic()):
+            return None
+        result = await fetch(client, url, timeout_s=timeout_s, max_bytes=max_bytes)
+        backoff.record(result, time.monotonic())
+        return result
+
+    async def poll(self, client: httpx.AsyncClient) -> NodeObservation:
+        fleet = self.fleet
+        node = self.node
+        vllm_calls = [instance.poll(client) for instance in self._instances]
+        gpu = (
+            self._maybe(client, "gpu", node.gpu_exporter.url, fleet.timeout_s, fleet.max_body_bytes)
+            if node.gpu_exporter is not None
+            else _none()
+        )
+        host = (
+            self._maybe(client, "node", node.node_exporter.url, fleet.timeout_s, fleet.max_body_bytes)
+            if node.node_exporter is not None
+            else _none()
+        )
+        service_calls = [
+            self._maybe(client, f"service:{s.name}", s.url, s.timeout_s or fleet.timeout_s, 1024 * 1024)
+            for s in node.services
+        ]
+        vllm_results, gpu_result, host_result, service_results = await asyncio.gather(
+            asyncio.gather(*vllm_calls), gpu, host, asyncio.gather(*service_calls)
+        )
+        return NodeObservation(
+            node=node.name,
+            t=time.monotonic(),
+            wall=time.time(),
+            vllm=tuple(vllm_results),
+            gpu_exporter=gpu_result,
+            node_exporter=host_result,
+            services=tuple(
+                (spec.name, result)
+                for spec, result in zip(node.services, service_results, strict=True)
+                if result is not None
+            ),
+        )
+
+
+async def _none() -> None:
+    return None

@@ -1,0 +1,133 @@
+"""HTTP GET with a total deadline and a body-size cap, as plain ``HttpResult`` data.
+
+Every failure ends in an ``HttpResult`` with a one-line reason; nothing raises to the caller (except
+cancellation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Mapping
+
+# httpx's package __init__ imports its command-line tool, which drags in click, pygments and rich
+# (~40 ms, and a UI library in processes that must not load one). A None entry makes that import
+# fail fast, and httpx then falls back to a stub ``main``; the client itself is unaffected.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+import httpx  # noqa: E402
+
+from sparktui.model.observations import FetchKind, HttpResult  # noqa: E402
+
+USER_AGENT = "sparktui"
+
+
+def make_client(max_connections: int = 64) -> httpx.AsyncClient:
+    """The one shared client: pooled keep-alive connections, no global timeout (each call sets one)."""
+    return httpx.AsyncClient(
+        headers={"User-Agent": USER_AGENT},
+        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        follow_redirects=False,
+        timeout=None,
+        trust_env=False,
+    )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connect error was a refusal (httpx wraps the OSError a few causes deep)."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        if isinstance(seen, OSError) and getattr(seen, "errno", None) == 111:
+            return True
+        if isinstance(seen, BaseExceptionGroup):
+            return any(_refused(inner) for inner in seen.exceptions)
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+async def fetch(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    timeout_s: float,
+    max_bytes: int,
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, str | list[str]] | None = None,
+) -> HttpResult:
+    """GET ``url``; the whole exchange (connect, headers, body) must finish within ``timeout_s``."""
+    started = time.perf_counter()
+
+    def result(
+        kind: FetchKind,
+        error: str | None = None,
+        *,
+        status: int | None = None,
+        body: bytes = b"",
+        content_type: str | None = None,
+    ) -> HttpResult:
+        return HttpResult(
+            url=url,
+            kind=kind,
+            status=status,
+            body=body,
+            elapsed_s=time.perf_counter() - started,
+            error=error,
+            content_type=content_type,
+        )
+
+    per_op = httpx.Timeout(timeout_s)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("GET", url, headers=headers, params=params, timeout=per_op) as response:
+                declared = response.headers.get("content-length")
+                if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                    return result(
+                        FetchKind.TOO_LARGE,
+                        f"body of {_mib(int(declared))} is over the {_mib(max_bytes)} cap",
+                        status=response.status_code,
+                    )
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        return result(
+                            FetchKind.TOO_LARGE,
+                            f"body is over the {_mib(max_bytes)} cap",
+                            status=response.status_code,
+                        )
+                    chunks.append(chunk)
+                return result(
+                    FetchKind.OK,
+                    status=response.status_code,
+                    body=b"".join(chunks),
+                    content_type=response.headers.get("content-type"),
+                )
+    except (TimeoutError, httpx.TimeoutException):
+        return result(FetchKind.TIMEOUT, f"no answer within {timeout_s:g} s")
+    except httpx.ConnectError as exc:
+        if _refused(exc):
+            return result(FetchKind.REFUSED, "connection refused")
+        return result(FetchKind.ERROR, f"cannot connect: {_one_line(exc)}")
+    except httpx.RemoteProtocolError as exc:
+        if "incomplete" in str(exc) or "without sending complete message body" in str(exc):
+            return result(FetchKind.TRUNCATED, "body truncated: the connection closed mid-body")
+        return result(FetchKind.ERROR, f"protocol error: {_one_line(exc)}")
+    except httpx.DecodingError as exc:
+        return result(FetchKind.ERROR, f"cannot decode the body: {_one_line(exc)}")
+    except (httpx.HTTPError, OSError) as exc:
+        return result(FetchKind.ERROR, _one_line(exc) or type(exc).__name__)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

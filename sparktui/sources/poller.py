@@ -1,0 +1,46 @@
+"""Polling the fleet: one loop per node at a fixed rate that never drifts and never overlaps.
+
+A slow or dead node only delays its own loop; each poll is bounded by the fetch deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import httpx
+
+from sparktui.model.observations import NodeObservation
+from sparktui.model.specs import FleetSpec
+from sparktui.sources.collector import NodeCollector
+
+
+class FleetPoller:
+    def __init__(self, fleet: FleetSpec, client: httpx.AsyncClient) -> None:
+        self.fleet = fleet
+        self.client = client
+        self.collectors = [NodeCollector(node, fleet) for node in fleet.nodes]
+
+    async def poll_all(self) -> list[NodeObservation]:
+        """One poll of every node, concurrently (for the headless commands)."""
+        return list(await asyncio.gather(*(c.poll(self.client) for c in self.collectors)))
+
+    async def run(self, on_observation: Callable[[NodeObservation], None]) -> None:
+        """Poll every node forever, each in its own loop; cancel to stop."""
+        async with asyncio.TaskGroup() as group:
+            for collector in self.collectors:
+                group.create_task(self._loop(collector, on_observation))
+
+    async def _loop(
+        self, collector: NodeCollector, on_observation: Callable[[NodeObservation], None]
+    ) -> None:
+        interval = self.fleet.poll_interval_s
+        next_at = time.monotonic()
+        while True:
+            on_observation(await collector.poll(self.client))
+            next_at += interval
+            now = time.monotonic()
+            if next_at < now:  # the poll overran: skip the missed ticks rather than bunch up
+                next_at = now + interval - ((now - next_at) % interval)
+            await asyncio.sleep(next_at - now)

@@ -1,0 +1,143 @@
+"""Node and instance status from observations (pure): up, loading, degraded, down, stale, wedged."""
+
+from __future__ import annotations
+
+from sparktui.config import parse_config
+from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.status import State, Status
+from tests.fixture_fleet import scenario_scrapes
+
+CONFIG = """
+poll_interval_s = 1.0
+stale_after = 3
+[thresholds]
+kv_usage_warn = 0.30
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "qwen"
+port = 8001
+unit = "vllm-qwen36.service"
+[[nodes.services]]
+name = "asr"
+port = 8765
+"""
+FLEET = parse_config(CONFIG, source="test.toml")
+URL = "http://10.0.0.1:8001"
+SCRAPES = scenario_scrapes("mtp2-steady")
+
+
+def ok(body: str = "", status: int = 200, elapsed: float = 0.01) -> HttpResult:
+    return HttpResult(url=URL, kind=FetchKind.OK, status=status, body=body.encode(), elapsed_s=elapsed)
+
+
+def failed(kind: FetchKind, error: str) -> HttpResult:
+    return HttpResult(url=URL, kind=kind, error=error)
+
+
+def observe(
+    state: FleetState,
+    t: float,
+    health: HttpResult,
+    metrics: HttpResult | None = None,
+    service: HttpResult | None = None,
+) -> None:
+    state.apply(
+        NodeObservation(
+            node="spark1",
+            t=t,
+            wall=1e9 + t,
+            vllm=(VllmObservation(name="qwen", health=health, metrics=metrics),),
+            services=(("asr", service or ok()),),
+        )
+    )
+
+
+def view(state: FleetState, now: float) -> NodeView:
+    (node,) = state.view(now, window_s=None)
+    return node
+
+
+def test_healthy_until_a_threshold_is_crossed() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]))
+    observe(state, 1.0, ok(), ok(SCRAPES[1]))
+    assert view(state, 1.0).status == Status(State.UP)
+    observe(state, 29.0, ok(), ok(SCRAPES[29]))  # KV usage 0.35 in the last scrape, threshold 0.30
+    node = view(state, 29.0)
+    assert node.status.state is State.DEGRADED
+    assert node.status.reasons == ("qwen: KV cache 35% (warn at 30%)",)
+
+
+def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
+    assert view(state, 0.0).status == Status(State.DOWN, ("qwen: /health connection refused",))
+    state.nodes["spark1"].instances["qwen"].starting = True
+    assert view(state, 0.0).status.state is State.LOADING
+
+
+def test_a_node_whose_polls_stopped_finishing_is_stale() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]))
+    assert view(state, 3.0).status.state is State.UP
+    node = view(state, 4.5)
+    assert node.status == Status(State.STALE, ("no poll finished for 4 s",))
+
+
+def test_running_requests_without_progress_is_wedged() -> None:
+    state = FleetState(FLEET)
+    for second in range(0, 31, 5):
+        # The same scrape again and again: 11 requests running, no token generated.
+        observe(state, float(second), ok(), ok(SCRAPES[0]))
+    node = view(state, 30.0)
+    assert node.status.state is State.DEGRADED
+    assert "qwen: wedged: 11 running, no token generated for 30 s" in node.status.reasons
+
+
+def test_side_service_down_degrades_but_does_not_down_the_node() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]), service=failed(FetchKind.REFUSED, "connection refused"))
+    node = view(state, 0.0)
+    assert node.services[0].status.state is State.DOWN
+    assert node.status == Status(State.DEGRADED, ("asr: connection refused",))
+
+
+def test_slow_side_service_is_degraded_with_its_latency() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]), service=ok(elapsed=1.7))
+    assert view(state, 0.0).services[0].status == Status(State.DEGRADED, ("asr: slow, 1.70 s",))
+
+
+def test_everything_down_is_down_with_every_reason() -> None:
+    state = FleetState(FLEET)
+    observe(
+        state,
+        0.0,
+        failed(FetchKind.TIMEOUT, "no answer within 2 s"),
+        service=failed(FetchKind.TIMEOUT, "no answer within 2 s"),
+    )
+    node = view(state, 0.0)
+    assert node.status.state is State.DOWN
+    assert set(node.status.reasons) == {"qwen: /health no answer within 2 s", "asr: no answer within 2 s"}
+
+
+def test_worst_orders_states_and_keeps_reasons_of_the_worst() -> None:
+    worst = Status.worst(
+        [
+            Status(State.UP),
+            Status(State.DEGRADED, ("a",)),
+            Status(State.DEGRADED, ("b",)),
+            Status(State.LOADING, ("c",)),
+        ]
+    )
+    assert worst == Status(State.DEGRADED, ("a", "b"))
+    assert [s.severity for s in (State.UP, State.DEGRADED, State.LOADING, State.DOWN, State.STALE)] == [
+        0,
+        1,
+        1,
+        2,
+        2,
+    ]
