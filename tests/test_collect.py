@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -197,8 +198,6 @@ async def test_dead_side_service_and_exporter_degrade_the_node_not_the_fleet(nod
 
 
 async def test_one_dead_node_does_not_delay_the_others() -> None:
-    import asyncio
-
     slow = start_node("slow", "mtp2-steady", "nvidia_gpu_exporter.prom", advance_every_s=None)
     fast = start_node("fast", "mtp3-poor-pos2", "nvidia_gpu_exporter.prom", advance_every_s=None)
     try:
@@ -221,3 +220,42 @@ async def test_one_dead_node_does_not_delay_the_others() -> None:
     finally:
         for server in [*slow.servers(), *fast.servers()]:
             server.stop()
+
+
+async def test_a_failing_observer_does_not_stop_the_polling(node: FixtureNode) -> None:
+    fleet = parse_config(fleet_config([node], interval_s=0.1, timeout_s=0.5), source="test.toml")
+    errors: list[tuple[str, Exception]] = []
+    polls = [0]
+
+    def buggy(_obs: object) -> None:
+        polls[0] += 1
+        raise RuntimeError("bug in the observer")
+
+    async with make_client() as client:
+        task = asyncio.create_task(FleetPoller(fleet, client).run(buggy, lambda n, e: errors.append((n, e))))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert polls[0] >= 3
+    assert len(errors) == polls[0]
+    assert errors[0][0] == "spark1" and isinstance(errors[0][1], RuntimeError)
+
+
+def test_backoff_waits_longer_after_each_failure_and_resets_on_answer() -> None:
+    from sparktui.model.observations import FetchKind, HttpResult
+    from sparktui.sources.collector import Backoff
+
+    refused = HttpResult(url="u", kind=FetchKind.REFUSED, error="connection refused")
+    answered = HttpResult(url="u", kind=FetchKind.OK, status=503)
+    backoff = Backoff(interval_s=1.0, max_s=10.0)
+    backoff.record(refused, now=0.0)
+    assert backoff.due(0.0)  # one failure: try again on the next poll
+    delays = []
+    for now in (1.0, 3.0, 7.0, 15.0, 25.0):
+        backoff.record(refused, now=now)
+        delays.append(backoff.next_try - now)
+    assert delays == [1.0, 2.0, 4.0, 8.0, 10.0]
+    assert not backoff.due(30.0) and backoff.due(35.0)
+    backoff.record(answered, now=35.0)
+    assert backoff.due(35.0) and backoff.failures == 0

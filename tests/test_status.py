@@ -141,3 +141,38 @@ def test_worst_orders_states_and_keeps_reasons_of_the_worst() -> None:
         2,
         2,
     ]
+
+
+TP_CONFIG = """
+[[nodes]]
+name = "spark3"
+host = "10.0.0.3"
+[[nodes.vllm]]
+name = "qwen235"
+port = 8000
+role = "head"
+job = "qwen235-tp2"
+[[nodes]]
+name = "spark4"
+host = "10.0.0.4"
+[[nodes.vllm]]
+name = "qwen235"
+role = "worker"
+job = "qwen235-tp2"
+"""
+
+
+def test_tensor_parallel_worker_follows_its_head() -> None:
+    state = FleetState(parse_config(TP_CONFIG, source="tp.toml"))
+    head_obs = VllmObservation(name="qwen235", health=ok(), metrics=ok(SCRAPES[0]))
+    state.apply(NodeObservation(node="spark3", t=0.0, wall=1e9, vllm=(head_obs,)))
+    state.apply(
+        NodeObservation(node="spark4", t=0.0, wall=1e9, vllm=(VllmObservation("qwen235", None, None),))
+    )
+    head, worker = state.view(0.0)
+    assert head.status.state is State.UP
+    assert worker.status == Status(State.UP)
+    dead = VllmObservation(name="qwen235", health=ok(status=503), metrics=None)
+    state.apply(NodeObservation(node="spark3", t=1.0, wall=1e9, vllm=(dead,)))
+    _head, worker = state.view(1.0)
+    assert worker.status == Status(State.DOWN, ("qwen235: worker of spark3/qwen235, which is down",))

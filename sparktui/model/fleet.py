@@ -7,6 +7,7 @@ the dashboard and the headless commands render. No I/O here.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparktui.model.derive import VllmRates
@@ -163,9 +164,11 @@ class InstanceState:
         lengths = [card.get("max_model_len") for card in cards]
         self.max_model_len = next((n for n in lengths if isinstance(n, int)), None)
 
-    def status(self, t: float, thresholds: Thresholds, rates: VllmRates | None) -> Status:
+    def status(
+        self, t: float, thresholds: Thresholds, rates: VllmRates | None, head: HeadStatus | None = None
+    ) -> Status:
         if self.spec.base_url is None:
-            return Status(State.UNKNOWN, (f"{self.spec.name}: tensor-parallel worker, no HTTP endpoint",))
+            return _worker_status(self.spec.name, head)
         health = self.health
         name = self.spec.name
         if health is None:
@@ -213,7 +216,12 @@ class InstanceState:
         return problems
 
     def view(
-        self, t: float, thresholds: Thresholds, window_s: float | None, memory: HostMemory | None
+        self,
+        t: float,
+        thresholds: Thresholds,
+        window_s: float | None,
+        memory: HostMemory | None,
+        head: HeadStatus | None = None,
     ) -> InstanceView:
         rates = self.tracker.rates(window_s=window_s)
         latest = self.tracker.latest
@@ -224,7 +232,7 @@ class InstanceState:
         if gmu is None and latest is not None:
             configured = [c.gpu_memory_utilization for c in latest.cache_config.values()]
             gmu = next((g for g in configured if g is not None), None)
-        status = self.status(t, thresholds, rates)
+        status = self.status(t, thresholds, rates, head)
         # Launch readiness answers "would it start now?": it matters while the instance is not
         # serving. A running instance already holds its memory, so the check would mislead.
         serving = status.state in (State.UP, State.DEGRADED)
@@ -248,6 +256,23 @@ class InstanceState:
             rates=rates,
             launch=launch,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class HeadStatus:
+    """The head of a multi-node (tensor-parallel) job, as its workers see it."""
+
+    where: str  # "node/instance"
+    status: Status
+
+
+def _worker_status(name: str, head: HeadStatus | None) -> Status:
+    """A worker serves no HTTP: it is as healthy as the job's head (its own host state comes over SSH)."""
+    if head is None:
+        return Status(State.UNKNOWN, (f"{name}: tensor-parallel worker whose head is not in the fleet",))
+    if head.status.state in (State.UP, State.DEGRADED):
+        return Status(State.UP)
+    return Status(head.status.state, (f"{name}: worker of {head.where}, which is {head.status.state.value}",))
 
 
 def _service_status(spec: ServiceSpec, result: HttpResult | None, thresholds: Thresholds) -> Status:
@@ -333,11 +358,25 @@ class NodeState:
         if self.host_memory is None:
             self.host_memory = host_memory_from_exposition(expo)
 
-    def view(self, now: float, window_s: float | None) -> NodeView:
+    def head_statuses(self, now: float, window_s: float | None) -> dict[str, HeadStatus]:
+        """Status of every job head on this node, by job name."""
+        heads: dict[str, HeadStatus] = {}
+        for instance in self.instances.values():
+            if instance.spec.role == "head" and instance.spec.job is not None:
+                rates = instance.tracker.rates(window_s=window_s)
+                status = instance.status(now, self.fleet.thresholds, rates)
+                heads[instance.spec.job] = HeadStatus(f"{self.spec.name}/{instance.spec.name}", status)
+        return heads
+
+    def view(
+        self, now: float, window_s: float | None, heads: Mapping[str, HeadStatus] | None = None
+    ) -> NodeView:
         fleet = self.fleet
         thresholds = fleet.thresholds
+        heads = heads or {}
         instances = tuple(
-            i.view(now, thresholds, window_s, self.host_memory) for i in self.instances.values()
+            i.view(now, thresholds, window_s, self.host_memory, heads.get(i.spec.job or ""))
+            for i in self.instances.values()
         )
         services = tuple(
             ServiceView(
@@ -411,4 +450,7 @@ class FleetState:
             node.apply(obs)
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
-        return tuple(node.view(now, window_s) for node in self.nodes.values())
+        heads: dict[str, HeadStatus] = {}
+        for node in self.nodes.values():
+            heads.update(node.head_statuses(now, window_s))
+        return tuple(node.view(now, window_s, heads) for node in self.nodes.values())

@@ -26,19 +26,34 @@ class FleetPoller:
         """One poll of every node, concurrently (for the headless commands)."""
         return list(await asyncio.gather(*(c.poll(self.client) for c in self.collectors)))
 
-    async def run(self, on_observation: Callable[[NodeObservation], None]) -> None:
-        """Poll every node forever, each in its own loop; cancel to stop."""
+    async def run(
+        self,
+        on_observation: Callable[[NodeObservation], None],
+        on_error: Callable[[str, Exception], None] | None = None,
+    ) -> None:
+        """Poll every node forever, each in its own loop; cancel to stop.
+
+        ``on_error`` hears of an exception from a poll or from ``on_observation`` (a bug); the loop
+        goes on.
+        """
         async with asyncio.TaskGroup() as group:
             for collector in self.collectors:
-                group.create_task(self._loop(collector, on_observation))
+                group.create_task(self._loop(collector, on_observation, on_error))
 
     async def _loop(
-        self, collector: NodeCollector, on_observation: Callable[[NodeObservation], None]
+        self,
+        collector: NodeCollector,
+        on_observation: Callable[[NodeObservation], None],
+        on_error: Callable[[str, Exception], None] | None,
     ) -> None:
         interval = self.fleet.poll_interval_s
         next_at = time.monotonic()
         while True:
-            on_observation(await collector.poll(self.client))
+            try:
+                on_observation(await collector.poll(self.client))
+            except Exception as exc:  # a bug must not stop this node's polling, nor the others'
+                if on_error is not None:
+                    on_error(collector.node.name, exc)
             next_at += interval
             now = time.monotonic()
             if next_at < now:  # the poll overran: skip the missed ticks rather than bunch up
