@@ -38,6 +38,18 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds between the two scrapes used for rates (default 1)",
     )
 
+    demo = sub.add_parser(
+        "demo",
+        help="start the simulated fleet on 127.0.0.1 and run a command against it",
+        description="Start simulated DGX Sparks (real HTTP servers on 127.0.0.1), write their config, "
+        "and run COMMAND with SPARKTUI_CONFIG pointing at it; without COMMAND, serve until Ctrl-C.",
+    )
+    demo.add_argument("--nodes", type=int, help="N single-model nodes instead of the default fleet of four")
+    demo.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
+    demo.add_argument("--serve-only", action="store_true", help="serve the fleet alone (the default for now)")
+    demo.add_argument("--write-config", type=Path, help="also write the fleet's config to this file")
+    demo.add_argument("run", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...] to run against the fleet")
+
     config = sub.add_parser("config", help="config file tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_check = config_sub.add_parser("check", help="validate a config file")
@@ -61,11 +73,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _config_check(args.file or args.config)
     if args.command in ("snapshot", "check"):
         return _headless(args)
+    if args.command == "demo":
+        from sparktui.demo import run
+
+        if args.nodes is not None and not 1 <= args.nodes <= 256:
+            print("sparktui demo: --nodes must be between 1 and 256", file=sys.stderr)
+            return 2
+        command = [c for c in args.run if c != "--"]
+        return run.main(args.nodes, args.seed, command, args.write_config)
     print(
         "sparktui: the interactive dashboard is not built yet. Working now:\n"
         "  sparktui snapshot [--json]   every node, service and derived number\n"
         "  sparktui check [--json]      exit 0 healthy, 1 degraded, 2 down\n"
-        "  sparktui config check [FILE] validate a config file",
+        "  sparktui config check [FILE] validate a config file\n"
+        "  sparktui demo [-- COMMAND]   the simulated fleet on 127.0.0.1",
         file=sys.stderr,
     )
     return 0 if args.command is None else 2

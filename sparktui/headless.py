@@ -103,6 +103,9 @@ def _instance_lines(view: InstanceView) -> list[str]:
     lines.extend(f"    ! {reason}" for reason in view.status.reasons)
     if view.launch is not None:
         lines.append(f"    launch readiness: {view.launch.reason}")
+    if view.url is None:
+        lines.append("    tensor-parallel worker: no HTTP of its own; its numbers are the head's")
+        return lines
     if view.status.state in (State.DOWN, State.UNKNOWN, State.LOADING) and not view.engine_stats:
         return lines
     if not view.engine_stats:
