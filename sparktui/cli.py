@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--nodes", type=int, help="N single-model nodes instead of the default fleet of four")
     demo.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
+    demo.add_argument(
+        "--scenario",
+        default="healthy",
+        help="what goes wrong: healthy (default), wedged, spec-degradation, kv-pressure, node-down, "
+        "engine-dead, restart",
+    )
     demo.add_argument("--serve-only", action="store_true", help="serve the fleet alone (the default for now)")
     demo.add_argument("--write-config", type=Path, help="also write the fleet's config to this file")
     demo.add_argument("run", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...] to run against the fleet")
@@ -79,8 +85,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.nodes is not None and not 1 <= args.nodes <= 256:
             print("sparktui demo: --nodes must be between 1 and 256", file=sys.stderr)
             return 2
+        from sparktui.demo.scenarios import SCENARIOS
+
+        scenario = SCENARIOS.get(args.scenario)
+        if scenario is None:
+            print(
+                f"sparktui demo: unknown scenario {args.scenario!r}; choose one of: {', '.join(SCENARIOS)}",
+                file=sys.stderr,
+            )
+            return 2
+        if args.nodes is not None and scenario.events:
+            print(
+                "sparktui demo: scenarios script the default four-node fleet; drop --nodes", file=sys.stderr
+            )
+            return 2
         command = [c for c in args.run if c != "--"]
-        return run.main(args.nodes, args.seed, command, args.write_config)
+        return run.main(args.nodes, args.seed, command, args.write_config, scenario)
     print(
         "sparktui: the interactive dashboard is not built yet. Working now:\n"
         "  sparktui snapshot [--json]   every node, service and derived number\n"

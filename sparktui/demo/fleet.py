@@ -25,6 +25,7 @@ from sparktui.demo.exposition import (
     nvidia_gpu_exporter_page,
 )
 from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.demo.scenarios import Scenario
 from sparktui.demo.sim import PROFILES, Engine, EngineState, ModelProfile
 from sparktui.demo.sim import Request as SimRequest
 
@@ -303,7 +304,11 @@ class DemoFleet:
     """Every simulated node; ``start()`` opens their servers on 127.0.0.1."""
 
     def __init__(
-        self, nodes: tuple[NodeSpec, ...] = DEFAULT_NODES, seed: int = 7, warmup_s: float = WARMUP_S
+        self,
+        nodes: tuple[NodeSpec, ...] = DEFAULT_NODES,
+        seed: int = 7,
+        warmup_s: float = WARMUP_S,
+        scenario: Scenario | None = None,
     ) -> None:
         self.seed = seed
         self.now = 0.0
@@ -317,6 +322,21 @@ class DemoFleet:
                 node.services[name] = HttpServer(_service_handler(kind, rng))  # type: ignore[arg-type]
             self.nodes.append(node)
         self._fast_forward(warmup_s)
+        self.started_at = self.now  # scenario time counts from here
+        self.scenario = scenario
+        self._pending = sorted(scenario.events, key=lambda e: e.at_s) if scenario else []
+        self.events_log: list[str] = []
+
+    @property
+    def elapsed(self) -> float:
+        """Simulated seconds since the fleet started serving."""
+        return self.now - self.started_at
+
+    async def _fire_due_events(self) -> None:
+        while self._pending and self._pending[0].at_s <= self.elapsed + 1e-9:
+            event = self._pending.pop(0)
+            await event.action(self)
+            self.events_log.append(f"{event.at_s:5.0f} s  {event.what}")
 
     def node(self, name: str) -> DemoNode:
         return next(n for n in self.nodes if n.name == name)
@@ -358,6 +378,7 @@ class DemoFleet:
                 node.advance(step)
             self.now += step
             remaining -= step
+            await self._fire_due_events()
         for node in self.nodes:
             for instance in node.instances:
                 await instance.sync_listening()

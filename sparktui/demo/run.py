@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sparktui.demo.fleet import DEFAULT_NODES, DemoFleet, scaled_nodes
+from sparktui.demo.scenarios import Scenario
 
 
 async def serve(
@@ -21,9 +22,10 @@ async def serve(
     seed: int,
     command: Sequence[str],
     config_out: Path | None,
+    scenario: Scenario | None = None,
     quiet: bool = False,
 ) -> int:
-    fleet = DemoFleet(scaled_nodes(nodes) if nodes else DEFAULT_NODES, seed=seed)
+    fleet = DemoFleet(scaled_nodes(nodes) if nodes else DEFAULT_NODES, seed=seed, scenario=scenario)
     await fleet.start()
     clock = asyncio.create_task(fleet.run_clock())
     with tempfile.TemporaryDirectory(prefix="sparktui-demo-") as tmp:
@@ -35,6 +37,8 @@ async def serve(
                 for line in fleet.endpoints():
                     print("  " + line)
                 print(f"config: {config}")
+                if scenario is not None and scenario.events:
+                    print(f"scenario {scenario.name}: {scenario.summary}")
             if command:
                 env = dict(os.environ, SPARKTUI_CONFIG=str(config))
                 process = await asyncio.create_subprocess_exec(*command, env=env)
@@ -54,9 +58,17 @@ async def serve(
             await fleet.stop()
 
 
-def main(nodes: int | None, seed: int, command: Sequence[str], config_out: Path | None) -> int:
+def main(
+    nodes: int | None,
+    seed: int,
+    command: Sequence[str],
+    config_out: Path | None,
+    scenario: Scenario | None = None,
+) -> int:
     try:
-        return asyncio.run(serve(nodes=nodes, seed=seed, command=command, config_out=config_out))
+        return asyncio.run(
+            serve(nodes=nodes, seed=seed, command=command, config_out=config_out, scenario=scenario)
+        )
     except KeyboardInterrupt:
         return 0
     except OSError as exc:

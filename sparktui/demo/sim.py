@@ -53,7 +53,7 @@ PROFILES: dict[str, ModelProfile] = {
         step_s=0.040,
         step_per_request_s=0.0006,
         prefill_tokens_per_s=4000.0,
-        max_num_seqs=32,
+        max_num_seqs=128,
         kv_capacity_tokens=1_638_400,
         block_size=16,
         max_model_len=131072,
@@ -126,11 +126,15 @@ class Request:
     target_tokens: int
     scheduled: float | None = None
     first_token: float | None = None
-    prefill_left_s: float = 0.0
+    prefill_left: float = 0.0  # prompt tokens still to compute
+    stall_s: float = 0.0  # time before its prefill can start (cold JIT)
     generated: int = 0
     preemptions: int = 0
     on_token: Callable[[int], None] | None = None  # streaming clients
     on_finish: Callable[[str], None] | None = None
+
+
+CHUNK_TOKENS = 8192  # max_num_batched_tokens on the Sparks in the write-ups
 
 
 def _lognormal(rng: random.Random, median: float, sigma: float, low: int, high: int) -> int:
@@ -160,6 +164,9 @@ class Engine:
     now: float = 0.0
     state: EngineState = EngineState.UP
     load_factor: float = 1.0  # multiplies the arrival rate (scenarios)
+    prompt_factor: float = 1.0  # multiplies prompt lengths (scenarios)
+    output_factor: float = 1.0  # multiplies output lengths (scenarios)
+    cached_share: tuple[float, float] = (0.5, 0.95)  # prefix share reused by a repeat request
     acceptance_factor: tuple[float, ...] | None = None  # overrides conditional acceptance (scenarios)
     waiting: deque[Request] = field(default_factory=deque)
     running: list[Request] = field(default_factory=list)
@@ -180,14 +187,16 @@ class Engine:
 
     def new_request(self, max_tokens: int | None = None, prompt_tokens: int | None = None) -> Request:
         p = self.profile
-        prompt = prompt_tokens or _lognormal(self.rng, p.prompt_median, 0.8, 16, p.max_model_len // 2)
+        median = p.prompt_median * self.prompt_factor
+        prompt = prompt_tokens or _lognormal(self.rng, median, 0.8, 16, p.max_model_len // 2)
         cached = 0
         if self.recent_prefixes and self.rng.random() < p.prefix_reuse_share:
-            share = self.rng.uniform(0.5, 0.95)
+            share = self.rng.uniform(*self.cached_share)
             cached = int(prompt * share) // p.block_size * p.block_size
         self.recent_prefixes += 1
-        limit = max_tokens or p.max_tokens
-        target = min(limit, _lognormal(self.rng, p.output_median, 0.7, 1, p.max_model_len - prompt))
+        limit = max_tokens or int(p.max_tokens * self.output_factor)
+        output = p.output_median * self.output_factor
+        target = min(limit, _lognormal(self.rng, output, 0.7, 1, p.max_model_len - prompt))
         self.next_id += 1
         return Request(self.next_id, self.now, prompt, cached, limit, max(1, target))
 
@@ -197,7 +206,9 @@ class Engine:
     # --- the engine -----------------------------------------------------------------------------
 
     def kv_used_tokens(self) -> int:
-        return sum(r.prompt_tokens + r.generated for r in self.running)
+        """Tokens whose KV blocks running requests hold: cached prefix, what prefill computed so far,
+        and the generated tokens."""
+        return sum(int(r.prompt_tokens - r.prefill_left) + r.generated for r in self.running)
 
     def step_time(self) -> float:
         return self.profile.step_s + self.profile.step_per_request_s * len(self.running)
@@ -226,14 +237,20 @@ class Engine:
 
     def _schedule(self) -> None:
         p = self.profile
+        # Like vLLM's V1 scheduler, admit a request when its cached blocks and its first prefill chunk
+        # fit: the rest is allocated as prefill proceeds, so the pool can overcommit and preempt.
         while self.waiting and len(self.running) < p.max_num_seqs:
             request = self.waiting[0]
-            if self.kv_used_tokens() + request.prompt_tokens > p.kv_capacity_tokens:
+            computed = request.prompt_tokens - request.cached_tokens
+            first_chunk = min(computed, CHUNK_TOKENS)
+            if self.kv_used_tokens() + request.cached_tokens + first_chunk > p.kv_capacity_tokens:
                 break
             self.waiting.popleft()
-            request.scheduled = self.now
-            computed = request.prompt_tokens - request.cached_tokens
-            request.prefill_left_s = computed / p.prefill_tokens_per_s + self.first_request_penalty_s
+            if request.scheduled is None:
+                request.scheduled = self.now
+            # A preempted request recomputes everything it held (prompt and generated tokens).
+            request.prefill_left = float(computed + (request.generated if request.preemptions else 0))
+            request.stall_s = self.first_request_penalty_s
             self.first_request_penalty_s = 0.0
             self.running.append(request)
 
@@ -243,16 +260,29 @@ class Engine:
     def _run(self, dt: float) -> None:
         step = self.step_time()
         finished: list[tuple[Request, str]] = []
+        # Chunked prefill: every engine step carries the decode tokens of the running requests plus a
+        # chunk of prompt; the engine's prefill throughput is shared, oldest request first, and a
+        # step with a prefill chunk in it takes longer.
+        prefill_budget = self.profile.prefill_tokens_per_s * dt
+        prefill_used_s = 0.0
         for request in list(self.running):
-            budget = dt
-            if request.first_token is None:
-                if request.prefill_left_s > budget:
-                    request.prefill_left_s -= budget
-                    continue
-                budget -= request.prefill_left_s
-                request.prefill_left_s = 0.0
-                self._first_token(request, self.now + dt - budget)
-            steps = int(budget / step + self.rng.random())
+            if request.prefill_left <= 0:
+                continue
+            if request.stall_s > 0:
+                request.stall_s = max(0.0, request.stall_s - dt)
+                continue
+            take = min(request.prefill_left, prefill_budget)
+            request.prefill_left -= take
+            prefill_budget -= take
+            prefill_used_s += take / self.profile.prefill_tokens_per_s
+            if request.prefill_left <= 0 and request.first_token is None:
+                self._first_token(request, self.now + min(dt, prefill_used_s))
+        if prefill_used_s > 0:
+            step *= 1.0 + 0.6 * min(1.0, prefill_used_s / dt)
+        for request in list(self.running):
+            if request.first_token is None or request.prefill_left > 0:
+                continue
+            steps = int(dt / step + self.rng.random())
             if steps <= 0:
                 continue
             emitted = self._decode(request, steps, step)

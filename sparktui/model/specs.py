@@ -211,7 +211,7 @@ class Thresholds(_Spec):
     kv_usage_warn: Num = Field(0.90, gt=0, le=1)
     waiting_warn: Count = Field(8, ge=0)
     ttft_p90_warn_s: Num = Field(10.0, gt=0)
-    preemptions_per_s_warn: Num = Field(0.5, ge=0)
+    preemptions_per_s_warn: Num = Field(0.05, ge=0)
     mem_available_warn_gib: Num = Field(8.0, ge=0)
     mem_available_crit_gib: Num = Field(4.0, ge=0)
     service_latency_warn_s: Num = Field(1.0, gt=0)

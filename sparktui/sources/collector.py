@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
@@ -16,6 +16,7 @@ from sparktui.model.vllm import wanted_sample_names
 from sparktui.sources.http import fetch
 
 METRICS_FILTER = {"name[]": list(wanted_sample_names())}
+Clock = Callable[[], float]
 VERSION_EVERY = 60  # polls between /version checks while healthy
 MODELS_EVERY = 30  # polls between /v1/models checks while healthy
 
@@ -43,8 +44,9 @@ class Backoff:
 
 
 class _InstancePoller:
-    def __init__(self, spec: VllmSpec, fleet: FleetSpec) -> None:
+    def __init__(self, spec: VllmSpec, fleet: FleetSpec, clock: Clock) -> None:
         self.spec = spec
+        self.clock = clock
         self.fleet = fleet
         self.backoff = Backoff(fleet.poll_interval_s, max(10.0, fleet.poll_interval_s))
         self.polls = 0
@@ -60,7 +62,7 @@ class _InstancePoller:
         base = self.spec.base_url
         if base is None:  # a tensor-parallel worker serves no HTTP
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
-        now = time.monotonic()
+        now = self.clock()
         if not self.backoff.due(now):
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
         self.polls += 1
@@ -88,7 +90,7 @@ class _InstancePoller:
         health, metrics = results[0], results[1]
         version = results[2] if ask_version else None
         models = results[-1] if ask_models else None
-        self.backoff.record(health if health.answered else metrics, time.monotonic())
+        self.backoff.record(health if health.answered else metrics, self.clock())
         healthy = health.ok
         if version is not None and version.ok:
             self.need_version = False
@@ -105,10 +107,11 @@ class _InstancePoller:
 class NodeCollector:
     """Everything HTTP about one node. ``poll()`` never raises and ends within about ``timeout_s``."""
 
-    def __init__(self, node: NodeSpec, fleet: FleetSpec) -> None:
+    def __init__(self, node: NodeSpec, fleet: FleetSpec, clock: Clock = time.monotonic) -> None:
         self.node = node
         self.fleet = fleet
-        self._instances = [_InstancePoller(spec, fleet) for spec in node.vllm]
+        self.clock = clock
+        self._instances = [_InstancePoller(spec, fleet, clock) for spec in node.vllm]
         interval = fleet.poll_interval_s
         self._backoffs: dict[str, Backoff] = {}
         self._interval = interval
@@ -123,10 +126,10 @@ class NodeCollector:
         self, client: httpx.AsyncClient, key: str, url: str, timeout_s: float, max_bytes: int
     ) -> HttpResult | None:
         backoff = self._backoff(key)
-        if not backoff.due(time.monotonic()):
+        if not backoff.due(self.clock()):
             return None
         result = await fetch(client, url, timeout_s=timeout_s, max_bytes=max_bytes)
-        backoff.record(result, time.monotonic())
+        backoff.record(result, self.clock())
         return result
 
     async def poll(self, client: httpx.AsyncClient) -> NodeObservation:
@@ -152,7 +155,7 @@ class NodeCollector:
         )
         return NodeObservation(
             node=node.name,
-            t=time.monotonic(),
+            t=self.clock(),
             wall=time.time(),
             vllm=tuple(vllm_results),
             gpu_exporter=gpu_result,

@@ -13,14 +13,15 @@ import httpx
 
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
-from sparktui.sources.collector import NodeCollector
+from sparktui.sources.collector import Clock, NodeCollector
 
 
 class FleetPoller:
-    def __init__(self, fleet: FleetSpec, client: httpx.AsyncClient) -> None:
+    def __init__(self, fleet: FleetSpec, client: httpx.AsyncClient, clock: Clock = time.monotonic) -> None:
+        """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own."""
         self.fleet = fleet
         self.client = client
-        self.collectors = [NodeCollector(node, fleet) for node in fleet.nodes]
+        self.collectors = [NodeCollector(node, fleet, clock) for node in fleet.nodes]
 
     async def poll_all(self) -> list[NodeObservation]:
         """One poll of every node, concurrently (for the headless commands)."""
