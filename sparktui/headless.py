@@ -22,13 +22,13 @@ from sparktui.model.units import (
     to_jsonable,
 )
 from sparktui.sources.http import make_client
-from sparktui.sources.poller import FleetPoller
+from sparktui.sources.poller import FleetPoller, fleet_origins
 
 
 async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[FleetState, float]:
     """Poll every node ``polls`` times, ``interval_s`` apart; return the state and the time of the end."""
     state = FleetState(fleet)
-    async with make_client() as client:
+    async with make_client(fleet_origins(fleet)) as client:
         poller = FleetPoller(fleet, client)
         for index in range(polls):
             if index:

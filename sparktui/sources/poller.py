@@ -14,6 +14,17 @@ import httpx
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.collector import Clock, NodeCollector
+from sparktui.sources.http import origin_of
+
+
+def fleet_origins(fleet: FleetSpec) -> list[str]:
+    """Every origin the fleet's endpoints live on (one connection pool each in ``make_client``)."""
+    urls: list[str] = []
+    for node in fleet.nodes:
+        urls.extend(v.base_url for v in node.vllm if v.base_url)
+        urls.extend(e.url for e in (node.gpu_exporter, node.node_exporter) if e is not None)
+        urls.extend(s.url for s in node.services)
+    return sorted({origin_of(url) for url in urls})
 
 
 class FleetPoller:
@@ -38,17 +49,22 @@ class FleetPoller:
         goes on.
         """
         async with asyncio.TaskGroup() as group:
-            for collector in self.collectors:
-                group.create_task(self._loop(collector, on_observation, on_error))
+            count = len(self.collectors)
+            for index, collector in enumerate(self.collectors):
+                # Spread the nodes over the interval so their polls do not all land at once.
+                offset = self.fleet.poll_interval_s * index / count
+                group.create_task(self._loop(collector, on_observation, on_error, offset))
 
     async def _loop(
         self,
         collector: NodeCollector,
         on_observation: Callable[[NodeObservation], None],
         on_error: Callable[[str, Exception], None] | None,
+        offset_s: float = 0.0,
     ) -> None:
         interval = self.fleet.poll_interval_s
-        next_at = time.monotonic()
+        next_at = time.monotonic() + offset_s
+        await asyncio.sleep(offset_s)
         while True:
             try:
                 on_observation(await collector.poll(self.client))
