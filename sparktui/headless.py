@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterable
 
 from sparktui.model.derive import LatencySummary, VllmRates
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
+from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.model.units import (
@@ -21,21 +23,47 @@ from sparktui.model.units import (
     fmt_tokens,
     to_jsonable,
 )
+from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
 
 
 async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[FleetState, float]:
-    """Poll every node ``polls`` times, ``interval_s`` apart; return the state and the time of the end."""
+    """Poll every node ``polls`` times, ``interval_s`` apart, while host state streams in; return the
+    state and the time of the end."""
     state = FleetState(fleet)
-    async with make_client(fleet_origins(fleet)) as client:
-        poller = FleetPoller(fleet, client)
-        for index in range(polls):
-            if index:
-                await asyncio.sleep(interval_s)
-            for observation in await poller.poll_all():
-                state.apply(observation)
+    hosted = [node for node in fleet.nodes if wants_host_state(node)]
+    # Host state: connect, run the sampler, take its first frame (or the reason there is none).
+    deadline = time.monotonic() + max((n.ssh.connect_timeout_s for n in hosted), default=0.0) + 3.0
+    heard = asyncio.Event()
+
+    def on_host(update: HostUpdate) -> None:
+        state.apply_host(update)
+        if all(_host_heard(state, n.name) for n in hosted):
+            heard.set()
+
+    tasks = [asyncio.create_task(HostCollector(node, fleet).run(on_host)) for node in hosted]
+    try:
+        async with make_client(fleet_origins(fleet)) as client:
+            poller = FleetPoller(fleet, client)
+            for index in range(polls):
+                if index:
+                    await asyncio.sleep(interval_s)
+                for observation in await poller.poll_all():
+                    state.apply(observation)
+        if hosted:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(heard.wait(), max(0.0, deadline - time.monotonic()))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     return state, time.monotonic()
+
+
+def _host_heard(state: FleetState, node: str) -> bool:
+    found = state.nodes[node]
+    return found.host is not None or found.host_problem is not None
 
 
 def exit_code(views: Iterable[NodeView]) -> int:
@@ -131,18 +159,61 @@ def _node_lines(view: NodeView) -> list[str]:
             f"{fmt_number(gpu.power_w, 1)} W   util {fmt_pct(gpu.utilization, 0)}   SM clock "
             f"{fmt_number(None if gpu.sm_clock_hz is None else gpu.sm_clock_hz / 1e6)} MHz   memory {memory}"
         )
-    mem = view.host_memory
-    if mem is not None:
-        lines.append(
-            f"  memory: {fmt_gib(mem.mem_total)} total   {fmt_gib(mem.mem_available)} available   "
-            f"{fmt_gib(mem.mem_free)} free   page cache droppable {fmt_gib(mem.page_cache_droppable)}   "
-            f"shmem {fmt_gib(mem.shmem)}"
-        )
+    lines.extend(_memory_lines(view))
+    lines.extend(_host_lines(view))
     for service in view.services:
         latency = fmt_seconds(service.latency_s)
         lines.append(f"  service {service.name} ({service.kind}): {service.status.state.value}   {latency}")
     other = [r for r in view.status.reasons if not any(r in i.status.reasons for i in view.instances)]
     lines.extend(f"  ! {reason}" for reason in other)
+    return lines
+
+
+def _memory_lines(view: NodeView) -> list[str]:
+    mem = view.host_memory
+    if mem is None:
+        return []
+    lines = [
+        f"  memory: {fmt_gib(mem.mem_total)} total   {fmt_gib(mem.mem_available)} available   "
+        f"{fmt_gib(mem.mem_free)} free   page cache droppable {fmt_gib(mem.page_cache_droppable)}   "
+        f"shmem {fmt_gib(mem.shmem)}"
+    ]
+    ledger = view.ledger
+    if ledger is not None and ledger.segments():
+        parts = "   ".join(f"{label} {fmt_gib(size)}" for label, size in ledger.segments())
+        lines.append(f"  unified memory: {parts}")
+    pressure = view.pressure
+    if pressure is not None and pressure.some_avg10 is not None:
+        lines.append(
+            f"  memory pressure (PSI): some {fmt_number(pressure.some_avg10, 2)}% (10 s) "
+            f"{fmt_number(pressure.some_avg60, 2)}% (60 s)   "
+            f"full {fmt_number(pressure.full_avg10, 2)}% (10 s)"
+        )
+    return lines
+
+
+def _host_lines(view: NodeView) -> list[str]:
+    host = view.host_state
+    lines: list[str] = []
+    if host is not None:
+        load = " ".join(f"{x:.2f}" for x in host.load) if host.load else NO_DATA
+        uptime = f"{host.uptime_s / 86400:.1f} days" if host.uptime_s is not None else NO_DATA
+        processes = host.processes
+        count = len(processes) if processes is not None else None
+        lines.append(f"  host: load {load}   up {uptime}   vLLM processes {fmt_number(count)}")
+        for instance in view.instances:
+            service = instance.service
+            if service is None:
+                continue
+            detail = f"{service.state}" + (f" ({service.sub_state})" if service.sub_state else "")
+            restarts = f", {service.restarts} restarts" if service.restarts else ""
+            lines.append(f"  {service.manager} {service.name}: {detail}{restarts}")
+        lines.extend(f"  ! host: {problem}" for problem in host.problems)
+    if view.shm_leftovers:
+        held = sum(e.held_bytes for e in view.shm_leftovers)
+        names = ", ".join(e.name for e in view.shm_leftovers[:4])
+        more = f" and {len(view.shm_leftovers) - 4} more" if len(view.shm_leftovers) > 4 else ""
+        lines.append(f"  /dev/shm leftovers with no vLLM running: {fmt_gib(held)} in {names}{more}")
     return lines
 
 

@@ -291,6 +291,9 @@ def node_config(node: FixtureNode, *, interval_s: float = 1.0, extra_vllm: str =
 name = "{node.name}"
 host = "127.0.0.1"
 
+[nodes.ssh]
+enabled = false  # fixture nodes serve HTTP only
+
 [[nodes.vllm]]
 name = "vllm"
 url = "{node.vllm.url}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from sparktui.config import parse_config
 from sparktui.model.fleet import FleetState, NodeView
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.host import HostSample, ServiceState
+from sparktui.model.memory import HostMemory
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State, Status
 from tests.fixture_fleet import scenario_scrapes
 
@@ -55,6 +57,22 @@ def observe(
     )
 
 
+def host_sample(unit: ServiceState, remote_epoch: float = 2000.0) -> HostSample:
+    memory = HostMemory(mem_total=128 * 2**30, mem_available=60 * 2**30, mem_free=20 * 2**30)
+    return HostSample(
+        remote_epoch=remote_epoch,
+        memory=memory,
+        pressure=None,
+        pressure_problem=None,
+        shm=(),
+        processes=(),
+        load=(0.1, 0.1, 0.1),
+        uptime_s=1000.0,
+        services={unit.instance: unit},
+        problems=(),
+    )
+
+
 def view(state: FleetState, now: float) -> NodeView:
     (node,) = state.view(now, window_s=None)
     return node
@@ -75,8 +93,66 @@ def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
     state = FleetState(FLEET)
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     assert view(state, 0.0).status == Status(State.DOWN, ("qwen: /health connection refused",))
-    state.nodes["spark1"].instances["qwen"].starting = True
-    assert view(state, 0.0).status.state is State.LOADING
+    unit = ServiceState(
+        "qwen", "systemd", "vllm-qwen36.service", "activating", sub_state="start", started_epoch=1000.0
+    )
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit, remote_epoch=1130.0)))
+    assert view(state, 0.0).status == Status(
+        State.LOADING,
+        ("qwen: loading for 2m10s: vllm-qwen36.service is activating, the port is not open yet",),
+    )
+
+
+def test_a_crash_loop_and_a_missing_program_are_down_with_the_managers_word() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
+    looping = ServiceState(
+        "qwen",
+        "systemd",
+        "vllm-qwen36.service",
+        "activating",
+        sub_state="auto-restart",
+        exit_status=1,
+        restarts=14,
+    )
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(looping)))
+    assert view(state, 0.0).status.reasons == (
+        "qwen: vllm-qwen36.service is crash-looping: 14 restarts, last exit status 1",
+    )
+    missing = ServiceState(
+        "qwen",
+        "systemd",
+        "vllm-qwen36.service",
+        "activating",
+        sub_state="auto-restart",
+        exit_status=127,
+        restarts=3,
+        exec_path="/opt/serve.sh",
+        exec_exists=False,
+    )
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(missing)))
+    node = view(state, 0.0)
+    assert node.status.state is State.DOWN
+    assert node.status.reasons == (
+        "qwen: vllm-qwen36.service cannot start: status=127, the program it runs was not found; "
+        "/opt/serve.sh does not exist (3 restarts)",
+    )
+
+
+def test_ssh_problem_degrades_the_node_and_says_why() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]))
+    state.apply_host(HostUpdate("spark1", 0.0, problem="ssh: spark1 (10.0.0.1:22): host key is not trusted"))
+    node = view(state, 0.0)
+    assert node.status == Status(State.DEGRADED, ("ssh: spark1 (10.0.0.1:22): host key is not trusted",))
+
+
+def test_host_state_that_stops_arriving_is_reported_as_old() -> None:
+    state = FleetState(FLEET)
+    unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running")
+    observe(state, 30.0, ok(), ok(SCRAPES[0]))
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit)))
+    assert view(state, 30.0).status == Status(State.DEGRADED, ("host state is 30 s old",))
 
 
 def test_a_node_whose_polls_stopped_finishing_is_stale() -> None:

@@ -429,6 +429,8 @@ class DemoFleet:
         ]
         for node in self.nodes:
             lines += ["[[nodes]]", f'name = "{node.name}"', 'host = "127.0.0.1"', ""]
+            # The demo's nodes serve HTTP; their simulated SSH side is not built yet.
+            lines += ["[nodes.ssh]", "enabled = false", ""]
             for instance in node.instances:
                 spec = instance.spec
                 lines += ["[[nodes.vllm]]", f'name = "{spec.name}"']

@@ -12,6 +12,17 @@ from dataclasses import dataclass
 
 from sparktui.model.derive import VllmRates
 from sparktui.model.exporters import GpuReading, gpu_reading
+from sparktui.model.host import (
+    HostProcess,
+    HostSample,
+    MemoryLedger,
+    ServiceState,
+    ShmEntry,
+    ledger,
+    leftovers,
+)
+from sparktui.model.host import merge as merge_host
+from sparktui.model.host import stale_workers as find_stale_workers
 from sparktui.model.memory import (
     HostMemory,
     LaunchReadiness,
@@ -20,7 +31,7 @@ from sparktui.model.memory import (
     launch_readiness,
     pressure_from_exposition,
 )
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import ParseError, PromParser, looks_truncated
 from sparktui.model.specs import FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
@@ -28,6 +39,7 @@ from sparktui.model.tracker import VllmTracker
 from sparktui.model.vllm import WANTED, normalise
 
 GIB = 1024**3
+CRASH_LOOP_RESTARTS = 3  # restarts of a unit that is not running before we call it a crash loop
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
 
 
@@ -48,6 +60,7 @@ class InstanceView:
     kv_capacity_tokens: float | None
     rates: VllmRates | None
     launch: LaunchReadiness | None
+    service: ServiceState | None = None  # its systemd unit or container, from the host sampler
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,20 @@ class NodeView:
     host_memory: HostMemory | None
     pressure: MemoryPressure | None
     polled_wall: float | None
+    host_state: HostSample | None = None
+    ledger: MemoryLedger | None = None
+    host_problem: str | None = None
+    shm_leftovers: tuple[ShmEntry, ...] = ()
+    stale_workers: tuple[HostProcess, ...] = ()
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def _json_field(body: bytes) -> object:
@@ -94,7 +121,8 @@ class InstanceState:
         self.served_models: tuple[str, ...] = ()
         self.max_model_len: int | None = None
         self.last_progress_t: float | None = None
-        self.starting = False  # set from the service manager's state (SSH) when known
+        self.service: ServiceState | None = None  # from the host sampler, when known
+        self.service_age_s: float | None = None  # how long the service has been in its state
 
     def apply(self, obs: VllmObservation, t: float) -> None:
         if obs.health is not None:
@@ -174,8 +202,9 @@ class InstanceState:
         if health is None:
             return Status(State.UNKNOWN, (f"{name}: not polled yet",))
         if not health.answered:
-            if self.starting and health.kind is FetchKind.REFUSED:
-                return Status(State.LOADING, (f"{name}: starting (connection refused while loading)",))
+            manager = self._manager_status(health)
+            if manager is not None:
+                return manager
             return Status(State.DOWN, (f"{name}: /health {health.problem()}",))
         if health.status == 503:
             return Status(State.DOWN, (f"{name}: engine dead (/health 503)",))
@@ -188,6 +217,35 @@ class InstanceState:
         if problems:
             return Status(State.DEGRADED, tuple(f"{name}: {p}" for p in problems))
         return UP
+
+    def _manager_status(self, health: HttpResult) -> Status | None:
+        """What the service manager says while the port does not answer: loading, crash loop, stopped."""
+        service = self.service
+        if service is None or health.kind is not FetchKind.REFUSED:
+            return None
+        name, unit = self.spec.name, service.name
+        restarts = service.restarts or 0
+        if service.exit_status == 127:
+            missing = f"; {service.exec_path} does not exist" if service.exec_exists is False else ""
+            return Status(
+                State.DOWN,
+                (
+                    f"{name}: {unit} cannot start: status=127, the program it runs was not found{missing} "
+                    f"({restarts} restarts)",
+                ),
+            )
+        if restarts >= CRASH_LOOP_RESTARTS and (service.restarting or service.failed):
+            status = f", last exit status {service.exit_status}" if service.exit_status else ""
+            return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {restarts} restarts{status}",))
+        if service.starting or service.running:
+            age = f" for {_duration(self.service_age_s)}" if self.service_age_s is not None else ""
+            return Status(
+                State.LOADING, (f"{name}: loading{age}: {unit} is {service.state}, the port is not open yet",)
+            )
+        if service.failed:
+            status = f" (exit status {service.exit_status})" if service.exit_status is not None else ""
+            return Status(State.DOWN, (f"{name}: {unit} failed{status}",))
+        return Status(State.DOWN, (f"{name}: {unit} is {service.state}: not running",))
 
     def _load_problems(self, t: float, thresholds: Thresholds, rates: VllmRates | None) -> list[str]:
         latest = self.tracker.latest
@@ -255,6 +313,7 @@ class InstanceState:
             kv_capacity_tokens=latest.kv_capacity_tokens if latest else None,
             rates=rates,
             launch=launch,
+            service=self.service,
         )
 
 
@@ -310,6 +369,40 @@ class NodeState:
         self._node_parser = PromParser()
         self.last_t: float | None = None
         self.last_wall: float | None = None
+        self.host: HostSample | None = None
+        self.host_t: float | None = None
+        self.host_problem: str | None = None
+
+    def apply_host(self, update: HostUpdate) -> None:
+        """A host sample (merged with what earlier frames carried) or a problem reading one."""
+        if update.sample is not None:
+            self.host = merge_host(self.host, update.sample)
+            self.host_t = update.t
+            self.host_problem = None
+            self._apply_services(self.host)
+        if update.problem is not None:
+            self.host_problem = update.problem
+
+    def _apply_services(self, host: HostSample) -> None:
+        services = host.services or {}
+        for name, instance in self.instances.items():
+            service = services.get(name)
+            instance.service = service
+            started = service.started_epoch if service is not None else None
+            instance.service_age_s = host.remote_epoch - started if started is not None else None
+
+    @property
+    def memory(self) -> HostMemory | None:
+        """Host memory: the sampler's /proc/meminfo when there is one, else node_exporter's."""
+        if self.host is not None and self.host.memory.mem_total is not None:
+            return self.host.memory
+        return self.host_memory
+
+    @property
+    def memory_pressure(self) -> MemoryPressure | None:
+        if self.host is not None and self.host.pressure is not None:
+            return self.host.pressure
+        return self.pressure
 
     def apply(self, obs: NodeObservation) -> None:
         self.last_t, self.last_wall = obs.t, obs.wall
@@ -348,8 +441,8 @@ class NodeState:
         except ParseError as exc:
             self.gpu_error = f"GPU exporter is not Prometheus text: {exc}"
             return
-        total = self.host_memory.mem_total if self.host_memory else None
-        reading = gpu_reading(expo, host_mem_total_bytes=total)
+        memory = self.memory
+        reading = gpu_reading(expo, host_mem_total_bytes=memory.mem_total if memory else None)
         if reading is None:
             self.gpu_error = "GPU exporter: no GPU series in its answer"
             return
@@ -375,7 +468,7 @@ class NodeState:
         thresholds = fleet.thresholds
         heads = heads or {}
         instances = tuple(
-            i.view(now, thresholds, window_s, self.host_memory, heads.get(i.spec.job or ""))
+            i.view(now, thresholds, window_s, self.memory, heads.get(i.spec.job or ""))
             for i in self.instances.values()
         )
         services = tuple(
@@ -394,6 +487,24 @@ class NodeState:
         # everything it serves is down (or, with no vLLM configured, every service is).
         parts = [i.status for i in instances] + [_at_most_degraded(s.status) for s in services]
         parts.extend(self._host_statuses(thresholds))
+        host = self.host
+        stale_workers = self._stale_workers()
+        if stale_workers:
+            pids = ", ".join(str(p.pid) for p in stale_workers[:6])
+            parts.append(
+                Status(
+                    State.DEGRADED,
+                    (
+                        f"{len(stale_workers)} stale VLLM::Worker process(es) while vLLM is stopped "
+                        f"(pid {pids})",
+                    ),
+                )
+            )
+        host_age = now - self.host_t if self.host_t is not None else None
+        if self.host_problem is not None:
+            parts.append(Status(State.DEGRADED, (self.host_problem,)))
+        elif host_age is not None and host_age > max(3 * fleet.poll_interval_s, 10.0):
+            parts.append(Status(State.DEGRADED, (f"host state is {host_age:.0f} s old",)))
         status = Status.worst(parts) if parts else Status(State.UNKNOWN, ("nothing configured",))
         serving = [i.status for i in instances] or [s.status for s in services]
         stale_after = fleet.stale_after * fleet.poll_interval_s
@@ -410,10 +521,26 @@ class NodeState:
             instances=instances,
             services=services,
             gpu=self.gpu,
-            host_memory=self.host_memory,
-            pressure=self.pressure,
+            host_memory=self.memory,
+            pressure=self.memory_pressure,
             polled_wall=self.last_wall,
+            host_state=host,
+            ledger=ledger(host) if host is not None and host.memory.mem_total is not None else None,
+            host_problem=self.host_problem,
+            shm_leftovers=leftovers(host) if host is not None else (),
+            stale_workers=stale_workers,
         )
+
+    def _stale_workers(self) -> tuple[HostProcess, ...]:
+        """VLLM::Worker processes alive while no configured vLLM service of the node is running."""
+        host = self.host
+        if host is None or host.processes is None or not self.instances:
+            return ()
+        services = [i.service for i in self.instances.values()]
+        if any(s is None for s in services):
+            return ()  # without the managers' word, a worker may belong to a running server
+        running = any(s is not None and (s.running or s.starting) for s in services)
+        return find_stale_workers(host, service_running=running)
 
     def _host_statuses(self, thresholds: Thresholds) -> list[Status]:
         out: list[Status] = []
@@ -427,7 +554,7 @@ class NodeState:
             out.append(Status(State.DEGRADED, (f"GPU at {self.gpu.temperature_c:.0f} °C",)))
         if self.host_error:
             out.append(Status(State.DEGRADED, (self.host_error,)))
-        memory = self.host_memory
+        memory = self.memory
         if memory is not None and memory.mem_available is not None:
             available_gib = memory.mem_available / GIB
             if available_gib < thresholds.mem_available_crit_gib:
@@ -448,6 +575,11 @@ class FleetState:
         node = self.nodes.get(obs.node)
         if node is not None:
             node.apply(obs)
+
+    def apply_host(self, update: HostUpdate) -> None:
+        node = self.nodes.get(update.node)
+        if node is not None:
+            node.apply_host(update)
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
         heads: dict[str, HeadStatus] = {}

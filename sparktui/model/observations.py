@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from sparktui.model.host import HostSample
+
 
 class FetchKind(StrEnum):
     OK = "ok"  # an HTTP answer arrived in full (any status code)
@@ -67,3 +69,16 @@ class NodeObservation:
     gpu_exporter: HttpResult | None = None
     node_exporter: HttpResult | None = None
     services: tuple[tuple[str, HttpResult], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class HostUpdate:
+    """Host state of one node: a new sample, or a problem reading it (one line, for the operator).
+
+    ``t`` is the monotonic clock of the receiving side when it arrived.
+    """
+
+    node: str
+    t: float
+    sample: HostSample | None = None
+    problem: str | None = None

@@ -241,6 +241,7 @@ class SshSpec(_Spec):
     key_file: UserPath | None = None  # None: the SSH agent and the default keys
     known_hosts: UserPath | None = None  # None: ~/.ssh/known_hosts
     connect_timeout_s: Num = Field(5.0, gt=0)
+    enabled: Flag = True  # false: no host state, logs or actions over SSH for this node
 
     @field_validator("user")
     @classmethod

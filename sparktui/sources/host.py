@@ -1,0 +1,90 @@
+"""Host state of one node: the sampler streamed over SSH, or read locally, as ``HostUpdate``s.
+
+Over SSH one long-lived command (``sampler.sampler_command``) prints a frame per interval; this module
+cuts the stream into frames and parses them (pure code in ``model.host``), and reports connection
+problems as they happen. ``NodeSsh.stream`` reconnects by itself, so ``run()`` goes on until cancelled.
+For a ``local`` node the same samples come from ``LocalSampler`` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from sparktui.model.host import FrameSplitter, parse_frame
+from sparktui.model.observations import HostUpdate
+from sparktui.model.specs import FleetSpec, NodeSpec
+from sparktui.sources.sampler import LocalSampler, sampler_command, service_probes
+from sparktui.sources.ssh import NodeSsh
+
+Clock = Callable[[], float]
+
+
+def wants_host_state(node: NodeSpec) -> bool:
+    """Whether host state is read for this node: locally, or over SSH unless disabled."""
+    return node.local or node.ssh.enabled
+
+
+class HostCollector:
+    """Streams one node's host state; ``run(on_update)`` until cancelled. Never raises."""
+
+    def __init__(
+        self,
+        node: NodeSpec,
+        fleet: FleetSpec,
+        ssh: NodeSsh | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.node = node
+        self.interval_s = fleet.poll_interval_s
+        self.clock = clock
+        self.ssh = ssh if ssh is not None or node.local else NodeSsh(node)
+        self._owns_ssh = ssh is None
+
+    async def run(self, on_update: Callable[[HostUpdate], None]) -> None:
+        try:
+            if self.node.local:
+                await self._run_local(on_update)
+            else:
+                await self._run_ssh(on_update)
+        finally:
+            if self._owns_ssh and self.ssh is not None:
+                await self.ssh.close()
+
+    async def _run_ssh(self, on_update: Callable[[HostUpdate], None]) -> None:
+        assert self.ssh is not None
+        command = sampler_command(self.interval_s, service_probes(self.node))
+        splitter = FrameSplitter()
+        # A frame is due every interval: silence for three of them (at least 5 s) is a stall.
+        read_timeout = max(5.0, 3 * self.interval_s)
+        name = self.node.name
+        async for event in self.ssh.stream(command, read_timeout_s=read_timeout):
+            if event.line is not None:
+                frame = splitter.feed(event.line)
+                if frame is None:
+                    if splitter.last_problem:
+                        on_update(
+                            HostUpdate(name, self.clock(), problem=f"host sampler: {splitter.last_problem}")
+                        )
+                        splitter.last_problem = None
+                    continue
+                try:
+                    sample = parse_frame(frame)
+                except ValueError as exc:
+                    on_update(HostUpdate(name, self.clock(), problem=f"host sampler: {exc}"))
+                    continue
+                on_update(HostUpdate(name, self.clock(), sample=sample))
+            elif event.problem is not None:
+                splitter = FrameSplitter()  # a new sampler starts after the reconnect
+                on_update(HostUpdate(name, self.clock(), problem=f"ssh: {event.problem.message}"))
+
+    async def _run_local(self, on_update: Callable[[HostUpdate], None]) -> None:
+        sampler = LocalSampler()
+        probes = service_probes(self.node)
+        next_at = time.monotonic()
+        while True:
+            sample = await asyncio.to_thread(sampler.sample, probes)
+            on_update(HostUpdate(self.node.name, self.clock(), sample=sample))
+            next_at += self.interval_s
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
