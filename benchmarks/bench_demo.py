@@ -76,9 +76,7 @@ def measure(nodes: int, seconds: float) -> dict[str, float]:
         finally:
             demo.terminate()
             demo.wait(timeout=10)
-    latencies = [
-        v.metrics.elapsed_s for o in observations for v in o.vllm if v.metrics is not None and v.metrics.ok
-    ]
+    latencies = [v.metrics.elapsed_s for o in observations for v in o.vllm if v.metrics is not None and v.metrics.ok]
     failures = sum(1 for o in observations for v in o.vllm if v.metrics is not None and not v.metrics.ok)
     per_node: dict[str, int] = {}
     for o in observations:

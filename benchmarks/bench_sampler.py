@@ -165,8 +165,7 @@ def command_rows() -> list[tuple[str, dict[str, object]]]:
             {"process_every": 1, "service_every": 1, "services": PROBES},
         ),
         (
-            f"**defaults**: scan every {PROCESS_EVERY}th frame, services every {SERVICE_EVERY}th, "
-            "1 systemd + 1 docker",
+            f"**defaults**: scan every {PROCESS_EVERY}th frame, services every {SERVICE_EVERY}th, 1 systemd + 1 docker",
             {"process_every": PROCESS_EVERY, "service_every": SERVICE_EVERY, "services": PROBES},
         ),
     ]

@@ -21,13 +21,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Operations dashboard for vLLM on NVIDIA DGX Spark fleets.",
     )
     parser.add_argument("--config", type=Path, help="fleet config (default: $SPARKTUI_CONFIG, else XDG path)")
+    parser.add_argument("--read-only", action="store_true", help="the dashboard without actions")
+    parser.add_argument("--theme", help="spark-dark (default), spark-light or high-contrast")
     sub = parser.add_subparsers(dest="command")
 
     snap = sub.add_parser("snapshot", help="scrape every node twice and print every number (headless)")
     snap.add_argument("--json", action="store_true", help="print JSON instead of text")
-    snap.add_argument(
-        "--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)"
-    )
+    snap.add_argument("--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)")
 
     check = sub.add_parser("check", help="health check for cron: exit 0 healthy, 1 degraded, 2 down")
     check.add_argument("--json", action="store_true", help="print JSON instead of one line per problem")
@@ -40,9 +40,10 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="start the simulated fleet on 127.0.0.1 and run a command against it",
-        description="Start simulated DGX Sparks (real HTTP servers on 127.0.0.1), write their config, "
-        "and run COMMAND with SPARKTUI_CONFIG pointing at it; without COMMAND, serve until Ctrl-C.",
+        help="the dashboard on a simulated fleet (servers on 127.0.0.1)",
+        description="Start simulated DGX Sparks (real HTTP servers on 127.0.0.1) and the dashboard on them. "
+        "With -- COMMAND, run COMMAND with SPARKTUI_CONFIG pointing at the fleet instead; with --serve-only, "
+        "serve the fleet until Ctrl-C.",
     )
     demo.add_argument("--nodes", type=int, help="N single-model nodes instead of the default fleet of four")
     demo.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
@@ -52,15 +53,92 @@ def _parser() -> argparse.ArgumentParser:
         help="what goes wrong: healthy (default), wedged, spec-degradation, kv-pressure, node-down, "
         "engine-dead, restart",
     )
-    demo.add_argument("--serve-only", action="store_true", help="serve the fleet alone (the default for now)")
+    demo.add_argument("--serve-only", action="store_true", help="serve the fleet without the dashboard")
     demo.add_argument("--write-config", type=Path, help="also write the fleet's config to this file")
     demo.add_argument("run", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...] to run against the fleet")
+
+    _init_parser(sub)
 
     config = sub.add_parser("config", help="config file tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_check = config_sub.add_parser("check", help="validate a config file")
     config_check.add_argument("file", nargs="?", type=Path, help="the file (default: the configured one)")
     return parser
+
+
+INIT_DESCRIPTION = """\
+Probe each HOST and write a commented config for it: one [[nodes]] per host, named from its hostname.
+
+Over HTTP (all at once, short timeouts), every port below is asked /version, /v1/models, /metrics,
+/health and /api/tags; what answers says what it is: a vLLM ({"version": ...} on /version), a GPU
+exporter or node_exporter (/metrics, told apart by metric names), Ollama (/api/tags) or a side
+service (/health). Over SSH (with --user, --port, --key, --known-hosts), the systemd units and docker
+containers that run vLLM are read, with their `vllm serve` command lines: --port (and docker's
+-p HOST:CONTAINER), --gpu-memory-utilization and --served-model-name.
+
+Every value in the file has a comment saying how it was found; what was probed and not found is
+listed in comments. The file is validated before it is written, and an existing file is only
+replaced with --force. An SSH problem (unknown host key...) is reported in one line and skips SSH
+for that host only; its HTTP findings are still written. docs/init.md has the details and an example."""
+
+INIT_EPILOG = """\
+ports probed by default:
+  vLLM           8000, 8001                      (--vllm-ports replaces them)
+  services       asr=8765, tts=8882, ollama=11434 (--service-ports replaces them)
+  exporters      9835, 9400, 9100                (--exporter-ports replaces them)
+  --ports adds ports to the list, each recognised by what it answers.
+
+examples:
+  sparktui init 192.168.1.11 192.168.1.12 --user milo
+  sparktui init spark1 --print --no-ssh
+  sparktui init 127.0.0.1 --vllm-ports 18001,18002 --service-ports asr=18765 --exporter-ports 19835
+"""
+
+
+def _init_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init = sub.add_parser(
+        "init",
+        help="probe hosts and write a commented config",
+        description=INIT_DESCRIPTION,
+        epilog=INIT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("hosts", nargs="+", metavar="HOST", help="host name or IP address of a node")
+    where = init.add_mutually_exclusive_group()
+    where.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        metavar="FILE",
+        help="write here (default: --config, else $SPARKTUI_CONFIG, else the XDG config path)",
+    )
+    where.add_argument(
+        "--print", dest="print_config", action="store_true", help="print the config to stdout, write no file"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite the file if it exists")
+    ssh = init.add_argument_group("SSH (written into each node's [nodes.ssh])")
+    ssh.add_argument("--user", help="SSH user (default: your user name)")
+    ssh.add_argument("--port", type=int, help="SSH port (default 22)")
+    ssh.add_argument("--key", type=Path, metavar="FILE", help="private key (default: the SSH agent, ~/.ssh/id_*)")
+    ssh.add_argument(
+        "--known-hosts",
+        type=Path,
+        metavar="FILE",
+        help="known_hosts to check host keys against (default ~/.ssh/known_hosts)",
+    )
+    ssh.add_argument("--no-ssh", action="store_true", help="probe over HTTP only")
+    probe = init.add_argument_group("probing")
+    probe.add_argument("--ports", metavar="PORTS", help="more ports to probe, comma-separated (8002,9500)")
+    probe.add_argument("--vllm-ports", metavar="PORTS", help="vLLM ports instead of 8000,8001")
+    probe.add_argument(
+        "--service-ports",
+        metavar="KIND=PORT,...",
+        help="side services instead of asr=8765,tts=8882,ollama=11434 (KIND: asr, tts, ollama, http)",
+    )
+    probe.add_argument("--exporter-ports", metavar="PORTS", help="exporter ports instead of 9835,9400,9100")
+    probe.add_argument(
+        "--timeout", type=float, default=2.0, metavar="SECONDS", help="timeout of each HTTP probe (default 2)"
+    )
 
 
 def _load(path: Path | None) -> FleetSpec | None:
@@ -79,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _config_check(args.file or args.config)
     if args.command in ("snapshot", "check"):
         return _headless(args)
+    if args.command == "init":
+        from sparktui import init
+
+        return init.main(args)
     if args.command == "demo":
         from sparktui.demo import run
 
@@ -95,21 +177,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         if args.nodes is not None and scenario.events:
-            print(
-                "sparktui demo: scenarios script the default four-node fleet; drop --nodes", file=sys.stderr
-            )
+            print("sparktui demo: scenarios script the default four-node fleet; drop --nodes", file=sys.stderr)
             return 2
         command = [c for c in args.run if c != "--"]
-        return run.main(args.nodes, args.seed, command, args.write_config, scenario)
-    print(
-        "sparktui: the interactive dashboard is not built yet. Working now:\n"
-        "  sparktui snapshot [--json]   every node, service and derived number\n"
-        "  sparktui check [--json]      exit 0 healthy, 1 degraded, 2 down\n"
-        "  sparktui config check [FILE] validate a config file\n"
-        "  sparktui demo [-- COMMAND]   the simulated fleet on 127.0.0.1",
-        file=sys.stderr,
-    )
-    return 0 if args.command is None else 2
+        if command or args.serve_only:
+            return run.main(args.nodes, args.seed, command, args.write_config, scenario)
+        from sparktui.ui.run import run_demo_dashboard
+
+        return run_demo_dashboard(
+            nodes=args.nodes, seed=args.seed, scenario=args.scenario, read_only=args.read_only, theme=args.theme
+        )
+    return _dashboard(args)
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from sparktui.config import ConfigError, default_config_path, load_config
+
+    path = args.config or default_config_path()
+    if not path.exists():
+        print(
+            f"sparktui: no config at {path}.\n"
+            "  sparktui init HOST...   probe your Sparks and write one\n"
+            "  sparktui demo           try the dashboard on a simulated fleet",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    try:
+        fleet = load_config(path)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_CONFIG
+    from sparktui.ui.run import run_dashboard
+
+    return run_dashboard(fleet, read_only=args.read_only, theme=args.theme)
 
 
 def _config_check(path: Path | None) -> int:

@@ -69,10 +69,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(
-            [
-                f"{path}: no config file; run 'sparktui init' to write one, "
-                "or 'sparktui demo' to try the demo fleet"
-            ]
+            [f"{path}: no config file; run 'sparktui init' to write one, or 'sparktui demo' to try the demo fleet"]
         ) from None
     except IsADirectoryError:
         raise ConfigError([f"{path}: is a folder, not a config file"]) from None
@@ -119,10 +116,7 @@ def _syntax_error(source: str, exc: tomllib.TOMLDecodeError, text: str) -> str:
         line = int(found["line"])
         lines = text.splitlines()
         hint = _quote_hint(lines[line - 1]) if line <= len(lines) else ""
-        return (
-            f"{source}: line {line}, column {found['col']}: TOML syntax error: "
-            f"{_lower_first(found['msg'])}{hint}"
-        )
+        return f"{source}: line {line}, column {found['col']}: TOML syntax error: {_lower_first(found['msg'])}{hint}"
     if found := _TOML_AT_END.match(message):
         return f"{source}: at the end of the file: TOML syntax error: {_lower_first(found['msg'])}"
     return f"{source}: TOML syntax error: {_lower_first(message)}"
@@ -174,9 +168,7 @@ def _drop_loader_only(data: dict[str, Any]) -> list[str]:
 
 def _reportable(errors: list[ErrorDetails]) -> list[ErrorDetails]:
     """Leave out "too short" for an array whose items failed: pydantic counts only the valid items."""
-    failed_items = {
-        tuple(e["loc"][:i]) for e in errors for i, part in enumerate(e["loc"]) if isinstance(part, int)
-    }
+    failed_items = {tuple(e["loc"][:i]) for e in errors for i, part in enumerate(e["loc"]) if isinstance(part, int)}
     return [e for e in errors if not (e["type"] == "too_short" and tuple(e["loc"]) in failed_items)]
 
 
@@ -307,10 +299,7 @@ def _unknown_key(loc: tuple[str | int, ...]) -> str:
     if outer is not None:
         move = f"move it above the {_table_header(table)} header"
         if close:
-            return (
-                f"unknown key (did you mean {close[0]!r}? if {key!r} is meant for "
-                f"{_table_header(outer)}, {move})"
-            )
+            return f"unknown key (did you mean {close[0]!r}? if {key!r} is meant for {_table_header(outer)}, {move})"
         return f"unknown key here; {key!r} belongs to {_table_header(outer)}: {move}"
     if close:
         return f"unknown key (did you mean {close[0]!r}?)"

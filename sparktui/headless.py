@@ -96,8 +96,7 @@ def _rates_lines(rates: VllmRates | None) -> list[str]:
         f"preemptions {fmt_number(rates.preemptions)}",
         "    "
         + "   ".join(
-            _latency(label, rates.latency.get(key))
-            for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+            _latency(label, rates.latency.get(key)) for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
         ),
     ]
     spec = rates.spec_decode

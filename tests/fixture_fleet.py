@@ -332,9 +332,7 @@ def fixture_fleet(advance_every_s: float | None = 1.0) -> Iterator[tuple[list[Fi
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="command to run against the fixture fleet")
     args = parser.parse_args(argv)
     command = [c for c in args.command if c != "--"]

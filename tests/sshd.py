@@ -113,11 +113,9 @@ JOURNAL_FAILED_START: tuple[str, ...] = (
     "vLLM API server version 0.11.0",
     "2026-11-26T09:58:52+0000 spark1 vllm[48213]: INFO 11-26 09:58:52 [core.py:77] Initializing a V1 LLM "
     "engine (v0.11.0) with config: model='Qwen/Qwen3-Next-80B-A3B-Instruct-FP8'",
-    "2026-11-26T09:59:05+0000 spark1 vllm[48213]: ERROR 11-26 09:59:05 [core.py:708] EngineCore failed to "
-    "start.",
+    "2026-11-26T09:59:05+0000 spark1 vllm[48213]: ERROR 11-26 09:59:05 [core.py:708] EngineCore failed to start.",
     f"2026-11-26T09:59:05+0000 spark1 vllm[48213]: ValueError: {FREE_MEMORY_ERROR}",
-    "2026-11-26T09:59:07+0000 spark1 systemd[1]: vllm.service: Main process exited, code=exited, "
-    "status=1/FAILURE",
+    "2026-11-26T09:59:07+0000 spark1 systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE",
 )
 DOCKER_FAILED_START: tuple[str, ...] = (
     "2026-11-26T09:58:47.120418337Z INFO 11-26 09:58:47 [api_server.py:1351] vLLM API server version 0.11.0",
@@ -126,9 +124,7 @@ DOCKER_FAILED_START: tuple[str, ...] = (
 )
 
 
-def container_inspect(
-    name: str, *, running: bool = True, exit_code: int = 0, restarts: int = 0
-) -> dict[str, Any]:
+def container_inspect(name: str, *, running: bool = True, exit_code: int = 0, restarts: int = 0) -> dict[str, Any]:
     """The fields of ``docker inspect`` a dashboard reads, as docker prints them."""
     return {
         "Id": "4f0c8e3a9b7d" + "0" * 52,
@@ -385,12 +381,7 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             for conn in connections:
-                if (
-                    conn.laddr
-                    and conn.raddr
-                    and conn.laddr.port == self.port
-                    and conn.raddr.port == client_port
-                ):
+                if conn.laddr and conn.raddr and conn.laddr.port == self.port and conn.raddr.port == client_port:
                     return proc
         raise LookupError(f"no sshd session on port {self.port} for client port {client_port}")
 
@@ -467,9 +458,7 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
         text = "".join(f"{key}={value}\n" for key, value in {"Id": unit, **properties}.items())
         self._write(self.state_dir / "systemd" / unit, text)
 
-    def set_container(
-        self, name: str, inspect: Mapping[str, Any] | None = None, *, running: bool = True
-    ) -> None:
+    def set_container(self, name: str, inspect: Mapping[str, Any] | None = None, *, running: bool = True) -> None:
         """What ``docker inspect NAME`` prints; a stopped container ends ``docker logs -f`` at once."""
         data = inspect if inspect is not None else container_inspect(name, running=running)
         self._write(self.state_dir / "docker" / f"{name}.json", json.dumps(data, indent=4))

@@ -18,9 +18,7 @@ HEADLESS_MODULES = [
 
 def test_import_linter_contracts_hold() -> None:
     lint_imports = Path(sys.executable).parent / "lint-imports"
-    result = subprocess.run(
-        [str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run([str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 

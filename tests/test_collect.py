@@ -121,9 +121,7 @@ async def test_401_on_models_is_degraded_and_says_what_to_do(node: FixtureNode) 
 async def test_api_key_is_sent_to_models(node: FixtureNode, monkeypatch: pytest.MonkeyPatch) -> None:
     node.vllm.endpoint.api_key = "s3cret-key"
     monkeypatch.setenv("TEST_VLLM_KEY", "s3cret-key")
-    fleet = _fleet(
-        node, **{"gpu_memory_utilization": 'api_key_env = "TEST_VLLM_KEY"\ngpu_memory_utilization'}
-    )
+    fleet = _fleet(node, **{"gpu_memory_utilization": 'api_key_env = "TEST_VLLM_KEY"\ngpu_memory_utilization'})
     view = await _poll(fleet, node)
     assert view.instances[0].status.state is State.UP
     assert view.instances[0].served_models
@@ -206,9 +204,7 @@ async def test_one_dead_node_does_not_delay_the_others() -> None:
         polls: dict[str, int] = {"slow": 0, "fast": 0}
         async with make_client() as client:
             poller = FleetPoller(fleet, client)
-            task = asyncio.create_task(
-                poller.run(lambda obs: polls.__setitem__(obs.node, polls[obs.node] + 1))
-            )
+            task = asyncio.create_task(poller.run(lambda obs: polls.__setitem__(obs.node, polls[obs.node] + 1)))
             await asyncio.sleep(1.6)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):

@@ -73,9 +73,7 @@ def test_example_config_loads_with_resolved_urls() -> None:
         None,
     )
     assert worker.vllm[0].container == "vllm-qwen235"
-    assert all(
-        n.gpu_exporter is not None and n.gpu_exporter.url.endswith(":9835/metrics") for n in fleet.nodes
-    )
+    assert all(n.gpu_exporter is not None and n.gpu_exporter.url.endswith(":9835/metrics") for n in fleet.nodes)
     assert fleet.thresholds == Thresholds()
 
 
@@ -370,8 +368,7 @@ RULES: list[tuple[str, str, str]] = [
     ),
     (
         "service-path-with-url",
-        NODE
-        + '[[nodes.services]]\nname = "asr"\nurl = "http://192.168.1.11:8765/health"\npath = "/health"\n',
+        NODE + '[[nodes.services]]\nname = "asr"\nurl = "http://192.168.1.11:8765/health"\npath = "/health"\n',
         "nodes[0].services[0].path: only used with port; with url, put the path in the url",
     ),
     (
@@ -396,8 +393,7 @@ RULES: list[tuple[str, str, str]] = [
     ),
     (
         "service-duplicate-name",
-        NODE
-        + '[[nodes.services]]\nname = "asr"\nport = 8765\n[[nodes.services]]\nname = "asr"\nport = 8766\n',
+        NODE + '[[nodes.services]]\nname = "asr"\nport = 8765\n[[nodes.services]]\nname = "asr"\nport = 8766\n',
         "nodes[0].services[1].name: same as services[0] ('asr'); give each service on a node its own name",
     ),
     # thresholds
@@ -477,8 +473,7 @@ def test_several_errors_from_one_check_are_reported_together() -> None:
     )
     assert errors_of(text) == [
         f"{SRC}: nodes[0].vllm[1].name: same as vllm[0] ('vllm'); give each vLLM on a node its own name",
-        f"{SRC}: nodes[0].services[1].name: same as services[0] ('x'); "
-        "give each service on a node its own name",
+        f"{SRC}: nodes[0].services[1].name: same as services[0] ('x'); give each service on a node its own name",
     ]
 
 
@@ -576,9 +571,7 @@ def test_default_path_is_in_the_xdg_config_home(tmp_path: Path, monkeypatch: pyt
 
 
 def test_api_key_comes_from_the_environment() -> None:
-    fleet = parse_config(
-        vllm('port = 8001\napi_key_env = "QWEN_KEY"\n'), source=SRC, env={"QWEN_KEY": SECRET + "\n"}
-    )
+    fleet = parse_config(vllm('port = 8001\napi_key_env = "QWEN_KEY"\n'), source=SRC, env={"QWEN_KEY": SECRET + "\n"})
     key = fleet.nodes[0].vllm[0].api_key
     assert key is not None
     assert key.get_secret_value() == SECRET
@@ -597,9 +590,7 @@ def test_api_key_file_is_read_relative_to_the_config_folder(tmp_path: Path) -> N
 
 def test_ssh_paths_expand_home_and_resolve_against_the_config_folder(tmp_path: Path) -> None:
     path = tmp_path / "fleet.toml"
-    path.write_text(
-        NODE + '[nodes.ssh]\nkey_file = "~/.ssh/id_spark"\nknown_hosts = "hosts/known"\n', encoding="utf-8"
-    )
+    path.write_text(NODE + '[nodes.ssh]\nkey_file = "~/.ssh/id_spark"\nknown_hosts = "hosts/known"\n', encoding="utf-8")
     ssh = load_config(path, env={}).nodes[0].ssh
     assert ssh.key_file == Path.home() / ".ssh" / "id_spark"
     assert ssh.known_hosts == tmp_path / "hosts" / "known"
@@ -637,9 +628,7 @@ def test_missing_and_empty_key_files_are_reported_together(tmp_path: Path) -> No
 
 
 def test_secret_never_appears_in_specs_or_messages(tmp_path: Path) -> None:
-    fleet = parse_config(
-        vllm('port = 8001\napi_key_env = "QWEN_KEY"\n'), source=SRC, env={"QWEN_KEY": SECRET}
-    )
+    fleet = parse_config(vllm('port = 8001\napi_key_env = "QWEN_KEY"\n'), source=SRC, env={"QWEN_KEY": SECRET})
     spec = fleet.nodes[0].vllm[0]
     assert spec.api_key is not None
     for shown in (repr(fleet), str(fleet), repr(spec), str(spec), fleet.model_dump_json(), str(spec.api_key)):

@@ -137,11 +137,7 @@ def test_nvidia_failed_collection_sets_collect_ok_false_with_a_problem() -> None
 
 
 def test_nvidia_failed_collection_without_gpu_series_is_reported_not_none() -> None:
-    text = (
-        "nvidia_smi_command_exit_code 9\n"
-        "nvidia_smi_failed_scrapes_total 3\n"
-        "nvidia_smi_last_collect_success 0\n"
-    )
+    text = "nvidia_smi_command_exit_code 9\nnvidia_smi_failed_scrapes_total 3\nnvidia_smi_last_collect_success 0\n"
     reading = _reading(text)
     assert reading.collect_ok is False
     assert reading.temperature_c is None

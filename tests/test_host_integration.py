@@ -107,9 +107,7 @@ async def test_host_state_streams_over_ssh_next_to_the_http_numbers(node: Fixtur
     assert "unified memory: vLLM" in text
 
 
-async def test_refused_port_while_the_unit_starts_is_loading_with_its_age(
-    node: FixtureNode, sshd: Sshd
-) -> None:
+async def test_refused_port_while_the_unit_starts_is_loading_with_its_age(node: FixtureNode, sshd: Sshd) -> None:
     unit = "vllm-loading.service"
     started = time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() - 95))
     sshd.set_unit(
@@ -131,9 +129,7 @@ async def test_refused_port_while_the_unit_starts_is_loading_with_its_age(
     assert reason.startswith("qwen36: loading for 1m3") and f"{unit} is activating" in reason
 
 
-async def test_missing_program_in_a_restart_loop_is_down_with_the_cause(
-    node: FixtureNode, sshd: Sshd
-) -> None:
+async def test_missing_program_in_a_restart_loop_is_down_with_the_cause(node: FixtureNode, sshd: Sshd) -> None:
     unit = "vllm-gone.service"
     sshd.set_unit(
         unit,

@@ -200,13 +200,8 @@ def test_exec_target_is_argv0_or_the_script_an_interpreter_runs() -> None:
     assert exec_target("{ path=/bin/bash ; argv[]=/bin/bash /home/milo/x.sh ; ignore_errors=no }") == (
         "/home/milo/x.sh"
     )
-    assert (
-        exec_target("{ path=/usr/bin/python3.12 ; argv[]=/usr/bin/python3.12 /opt/s.py ; x=y }")
-        == "/opt/s.py"
-    )
-    assert (
-        exec_target("{ path=/bin/bash ; argv[]=/bin/bash -c 'vllm serve' ; ignore_errors=no }") == "/bin/bash"
-    )
+    assert exec_target("{ path=/usr/bin/python3.12 ; argv[]=/usr/bin/python3.12 /opt/s.py ; x=y }") == "/opt/s.py"
+    assert exec_target("{ path=/bin/bash ; argv[]=/bin/bash -c 'vllm serve' ; ignore_errors=no }") == "/bin/bash"
     assert exec_target("{ path=/usr/bin/docker ; argv[]=/usr/bin/docker exec c bash /w/s.sh ; x=y }") == (
         "/usr/bin/docker"
     )
@@ -554,9 +549,7 @@ def test_launch_readiness_of_the_90_gib_page_cache_incident() -> None:
 
 
 def test_ledger_without_meminfo_has_no_segments() -> None:
-    sample = parse_frame(
-        GOOD_HEAD + "\n==meminfo unavailable /proc/meminfo could not be read\n==sparktui-end 7\n"
-    )
+    sample = parse_frame(GOOD_HEAD + "\n==meminfo unavailable /proc/meminfo could not be read\n==sparktui-end 7\n")
     book = ledger(sample)
     assert book.total is None
     assert book.segments() == ()
@@ -601,9 +594,7 @@ def test_no_leftovers_while_a_vllm_process_runs() -> None:
 def test_no_leftovers_when_the_process_list_is_unknown() -> None:
     _, second = serving()
     shm = (ShmEntry("psm_1", 10, "psm"),)
-    sample = HostSample(
-        second.remote_epoch, second.memory, None, None, shm, None, None, None, None, (), seq=1
-    )
+    sample = HostSample(second.remote_epoch, second.memory, None, None, shm, None, None, None, None, (), seq=1)
     assert leftovers(sample) == ()
 
 

@@ -71,9 +71,7 @@ def test_docker_timestamps_with_nanoseconds_and_trimmed_fractions() -> None:
         datetime(2026, 11, 26, 9, 58, 47, 120418, tzinfo=UTC),
         "INFO 11-26 09:58:47 [api_server.py:1351] vLLM API server version 0.11.0",
     )
-    assert parse_docker_line(DOCKER_FAILED_START[1])[0] == datetime(
-        2026, 11, 26, 9, 58, 52, 500000, tzinfo=UTC
-    )
+    assert parse_docker_line(DOCKER_FAILED_START[1])[0] == datetime(2026, 11, 26, 9, 58, 52, 500000, tzinfo=UTC)
     stamp, text = parse_log_line("docker", DOCKER_FAILED_START[2])
     assert stamp == at(5, 4511)
     assert text == f"(EngineCore_DP0 pid=212) ValueError: {FREE_MEMORY_ERROR}"

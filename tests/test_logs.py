@@ -62,9 +62,7 @@ def test_log_commands_follow_the_unit_or_the_container() -> None:
     )
     assert log_command(VllmSpec(name="w", role="worker", job="tp")) is None
     with pytest.raises(ValueError, match="neither a unit nor a container"):
-        LogStream(
-            NodeSsh(NodeSpec(name="spark1", host="127.0.0.1")), VllmSpec(name="w", role="worker", job="tp")
-        )
+        LogStream(NodeSsh(NodeSpec(name="spark1", host="127.0.0.1")), VllmSpec(name="w", role="worker", job="tp"))
 
 
 async def test_journal_lines_reach_the_buffer_with_their_timestamps(fresh_sshd: Sshd) -> None:
@@ -79,9 +77,7 @@ async def test_journal_lines_reach_the_buffer_with_their_timestamps(fresh_sshd: 
             assert found[0].timestamp == datetime(2026, 11, 26, 9, 59, 5, tzinfo=UTC)
             assert all(line.timestamp is not None for line in stream.buffer)
             # it keeps following: a line written now arrives
-            fresh_sshd.append_journal(
-                UNIT, ["2026-11-26T10:00:12+0000 spark1 systemd[1]: Started vllm.service."]
-            )
+            fresh_sshd.append_journal(UNIT, ["2026-11-26T10:00:12+0000 spark1 systemd[1]: Started vllm.service."])
             await until(lambda: texts(stream.buffer)[-1] == "Started vllm.service.")
     assert f"journalctl -u {UNIT} -f -o short-iso -n 200" in fresh_sshd.calls()
 
@@ -165,9 +161,7 @@ async def test_a_stopped_container_log_is_read_again_with_a_restart_marker(fresh
 
 async def test_a_small_buffer_keeps_the_newest_lines_and_counts_the_dropped(fresh_sshd: Sshd) -> None:
     buffer = LogBuffer(max_lines=50)
-    fresh_sshd.append_journal(
-        UNIT, [f"2026-11-26T10:00:00+0000 spark1 vllm[1]: line {i}" for i in range(300)]
-    )
+    fresh_sshd.append_journal(UNIT, [f"2026-11-26T10:00:00+0000 spark1 vllm[1]: line {i}" for i in range(300)])
     async with NodeSsh(fresh_sshd.node(), use_agent=False) as ssh:
         stream = LogStream(ssh, unit_vllm(), buffer, tail_lines=300)
         async with running(stream):

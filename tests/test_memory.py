@@ -184,9 +184,7 @@ def test_launch_not_ready_when_cache_is_already_counted_in_memavailable() -> Non
 
 def test_launch_not_ready_but_fits_after_dropping_page_cache() -> None:
     # The field report's shape: MemAvailable far below MemFree + page cache.
-    mem = HostMemory(
-        mem_total=GB10_MEMTOTAL, mem_available=30 * GIB, mem_free=11 * GIB, cached=100 * GIB, shmem=GIB
-    )
+    mem = HostMemory(mem_total=GB10_MEMTOTAL, mem_available=30 * GIB, mem_free=11 * GIB, cached=100 * GIB, shmem=GIB)
     result = launch_readiness(mem, 0.85, device_total_bytes=120 * GIB)
     # ceil(120 GiB × 0.85) = 102 GiB = 109521666048 bytes; short by 72 GiB; 11 + 99 = 110 GiB after drop.
     assert result.ready is False
@@ -201,9 +199,7 @@ def test_launch_not_ready_but_fits_after_dropping_page_cache() -> None:
 
 
 def test_launch_not_ready_even_after_dropping_page_cache() -> None:
-    mem = HostMemory(
-        mem_total=GB10_MEMTOTAL, mem_available=30 * GIB, mem_free=20 * GIB, cached=71 * GIB, shmem=GIB
-    )
+    mem = HostMemory(mem_total=GB10_MEMTOTAL, mem_available=30 * GIB, mem_free=20 * GIB, cached=71 * GIB, shmem=GIB)
     result = launch_readiness(mem, 0.85, device_total_bytes=120 * GIB)
     # 20 + 70 = 90 GiB after drop < 102 GiB needed.
     assert result.ready is False

@@ -142,9 +142,7 @@ def shm_file() -> Iterator[Path]:
 # --- the real command on this machine -------------------------------------------------------------
 
 
-def test_real_command_frames_parse_and_match_this_machine(
-    fake_worker: subprocess.Popen[bytes], shm_file: Path
-) -> None:
+def test_real_command_frames_parse_and_match_this_machine(fake_worker: subprocess.Popen[bytes], shm_file: Path) -> None:
     before = time.time()
     frames = run_frames(sampler_command(0.05, [], count=3, process_every=2, service_every=0))
     assert [f.seq for f in frames] == [1, 2, 3]
@@ -187,9 +185,7 @@ def test_frames_come_at_the_interval() -> None:
 
 def test_without_perl_the_loop_falls_back_to_sleep(minimal_path: str) -> None:
     assert shutil.which("perl", path=minimal_path) is None
-    frames = run_frames(
-        sampler_command(0.1, [], count=3, process_every=0, service_every=0), path=minimal_path
-    )
+    frames = run_frames(sampler_command(0.1, [], count=3, process_every=0, service_every=0), path=minimal_path)
     assert [f.seq for f in frames] == [1, 2, 3]
     first, last = frames[0].uptime_s, frames[-1].uptime_s
     assert first is not None and last is not None
@@ -203,9 +199,7 @@ def test_missing_psi_file_is_reported_and_not_fatal() -> None:
     (frame,) = frames
     assert frame.pressure is None
     assert frame.pressure_problem is not None
-    assert frame.pressure_problem.startswith(
-        "/nonexistent/pressure/memory does not exist (kernel without PSI"
-    )
+    assert frame.pressure_problem.startswith("/nonexistent/pressure/memory does not exist (kernel without PSI")
     assert frame.memory.mem_total == this_mem_total()
 
 
@@ -416,10 +410,7 @@ def test_local_sampler_without_systemctl_or_docker_reports_unknown(tmp_path: Pat
 def test_local_sampler_reports_a_missing_psi_file(tmp_path: Path) -> None:
     sample = LocalSampler(pressure_path=str(tmp_path / "memory")).sample([])
     assert sample.pressure is None
-    assert (
-        sample.pressure_problem is not None
-        and "does not exist (kernel without PSI" in sample.pressure_problem
-    )
+    assert sample.pressure_problem is not None and "does not exist (kernel without PSI" in sample.pressure_problem
 
 
 def test_local_sampler_refreshes_processes_every_nth_call(fake_worker: subprocess.Popen[bytes]) -> None:

@@ -101,9 +101,7 @@ async def test_commands_share_one_connection(sshd: Sshd) -> None:
 async def test_stubs_come_first_on_the_session_path(sshd: Sshd) -> None:
     async with ssh_for(sshd) as ssh:
         result = await ssh.run("command -v systemctl journalctl docker", timeout_s=5)
-    assert result.stdout.split() == [
-        str(sshd.stub_dir / name) for name in ("systemctl", "journalctl", "docker")
-    ]
+    assert result.stdout.split() == [str(sshd.stub_dir / name) for name in ("systemctl", "journalctl", "docker")]
 
 
 async def test_stub_systemctl_and_docker_answer_from_state_and_record_calls(sshd: Sshd) -> None:
@@ -178,9 +176,7 @@ async def test_command_cut_off_by_a_lost_connection_is_lost_and_not_run_again(fr
 # --- refused connections: each one a problem with a sentence, never accepted -----------------------------
 
 
-async def test_unknown_host_key_is_refused_and_the_fix_in_the_message_works(
-    sshd: Sshd, tmp_path: Path
-) -> None:
+async def test_unknown_host_key_is_refused_and_the_fix_in_the_message_works(sshd: Sshd, tmp_path: Path) -> None:
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
     async with ssh_for(sshd, known_hosts=known_hosts) as ssh:
@@ -230,10 +226,7 @@ async def test_missing_key_file_is_no_key(sshd: Sshd, tmp_path: Path) -> None:
     async with ssh_for(sshd, key_file=tmp_path / "id_missing") as ssh:
         result = await ssh.run("true", timeout_s=5)
     assert result.problem is not None and result.problem.kind is SshProblemKind.NO_KEY
-    assert (
-        f"cannot read the key file {tmp_path / 'id_missing'} (No such file or directory)"
-        in result.problem.message
-    )
+    assert f"cannot read the key file {tmp_path / 'id_missing'} (No such file or directory)" in result.problem.message
 
 
 async def test_nothing_listening_is_refused(sshd: Sshd) -> None:

@@ -93,9 +93,7 @@ def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
     state = FleetState(FLEET)
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     assert view(state, 0.0).status == Status(State.DOWN, ("qwen: /health connection refused",))
-    unit = ServiceState(
-        "qwen", "systemd", "vllm-qwen36.service", "activating", sub_state="start", started_epoch=1000.0
-    )
+    unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "activating", sub_state="start", started_epoch=1000.0)
     state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit, remote_epoch=1130.0)))
     assert view(state, 0.0).status == Status(
         State.LOADING,
@@ -242,9 +240,7 @@ def test_tensor_parallel_worker_follows_its_head() -> None:
     state = FleetState(parse_config(TP_CONFIG, source="tp.toml"))
     head_obs = VllmObservation(name="qwen235", health=ok(), metrics=ok(SCRAPES[0]))
     state.apply(NodeObservation(node="spark3", t=0.0, wall=1e9, vllm=(head_obs,)))
-    state.apply(
-        NodeObservation(node="spark4", t=0.0, wall=1e9, vllm=(VllmObservation("qwen235", None, None),))
-    )
+    state.apply(NodeObservation(node="spark4", t=0.0, wall=1e9, vllm=(VllmObservation("qwen235", None, None),)))
     head, worker = state.view(0.0)
     assert head.status.state is State.UP
     assert worker.status == Status(State.UP)

@@ -106,9 +106,7 @@ class CounterHistory:
         if prev_raw is None or prev is None:
             point = Point(t=t, values=dict(raw), reset=False)
         else:
-            restarted = (
-                process_start is not None and self._process is not None and process_start != self._process
-            )
+            restarted = process_start is not None and self._process is not None and process_start != self._process
             reset = restarted or any(value < prev_raw[key] for key, value in raw.items() if key in prev_raw)
             corrected = dict(prev.values)  # series that vanished keep their last corrected value
             for key, value in raw.items():

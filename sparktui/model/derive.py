@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparktui.model.counters import Deltas, histogram_deltas
 from sparktui.model.vllm import HistogramSample, ModelScrape
@@ -127,6 +127,7 @@ class VllmRates:
     preemptions_per_s: float | None
     spec_decode: SpecDecodeStats | None
     latency: Mapping[str, LatencySummary]
+    histograms: Mapping[str, HistogramSample] = field(default_factory=dict)  # bucket increases in the window
 
     def latency_of(self, key: str) -> LatencySummary | None:
         return self.latency.get(key)
@@ -182,6 +183,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
     if cached is None:
         cached = deltas.get("prompt_by_source:local_cache_hit")
     latency: dict[str, LatencySummary] = {}
+    histograms: dict[str, HistogramSample] = {}
     for key in LATENCY_KEYS:
         hist = latest.histograms.get(key)
         if hist is None:
@@ -189,6 +191,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         window = histogram_deltas(deltas, key, hist.bounds)
         if window is not None:
             latency[key] = LatencySummary.of(window)
+            histograms[key] = window
     preemptions = deltas.get("preemptions")
     return VllmRates(
         seconds=seconds,
@@ -204,4 +207,5 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         preemptions_per_s=_per_s(preemptions, seconds),
         spec_decode=spec_decode_stats(deltas),
         latency=latency,
+        histograms=histograms,
     )

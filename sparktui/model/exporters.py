@@ -184,9 +184,7 @@ def _gpu_keys(expo: Exposition, kind: ExporterKind) -> dict[str, Labels]:
 def _choose_gpu(expo: Exposition, kind: ExporterKind, keys: Mapping[str, Labels]) -> str:
     """GPU 0 when the exporter says which one that is, else the lowest UUID (or host name)."""
     if kind is ExporterKind.NVIDIA_GPU_EXPORTER:
-        index_0 = [
-            labels.get("uuid", "") for labels, _ in expo.get(NVIDIA_INFO) if labels.get("index") == "0"
-        ]
+        index_0 = [labels.get("uuid", "") for labels, _ in expo.get(NVIDIA_INFO) if labels.get("index") == "0"]
         index_0 += [labels.get("uuid", "") for labels, value in expo.get(NVIDIA_INDEX) if value == 0]
         for uuid in index_0:
             if uuid in keys:

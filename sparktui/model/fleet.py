@@ -84,6 +84,7 @@ class NodeView:
     pressure: MemoryPressure | None
     polled_wall: float | None
     host_state: HostSample | None = None
+    age_s: float | None = None  # seconds since the node's last finished poll
     ledger: MemoryLedger | None = None
     host_problem: str | None = None
     shm_leftovers: tuple[ShmEntry, ...] = ()
@@ -174,9 +175,7 @@ class InstanceState:
 
     def _apply_models(self, result: HttpResult) -> None:
         if result.answered and result.status == 401:
-            self.models_problem = (
-                "/v1/models: 401 unauthorized; set api_key_env or api_key_file for this instance"
-            )
+            self.models_problem = "/v1/models: 401 unauthorized; set api_key_env or api_key_file for this instance"
             return
         if not result.ok:
             self.models_problem = f"/v1/models: {result.problem()}" if result.answered else None
@@ -258,19 +257,14 @@ class InstanceState:
             if model.waiting is not None and model.waiting >= thresholds.waiting_warn:
                 problems.append(f"{model.waiting:.0f} requests waiting (warn at {thresholds.waiting_warn})")
         if rates is not None:
-            if (
-                rates.preemptions_per_s is not None
-                and rates.preemptions_per_s > thresholds.preemptions_per_s_warn
-            ):
+            if rates.preemptions_per_s is not None and rates.preemptions_per_s > thresholds.preemptions_per_s_warn:
                 problems.append(f"{rates.preemptions_per_s:.2f} preemptions/s: KV pressure")
             ttft = rates.latency.get("ttft")
             if ttft is not None and ttft.p90 is not None and ttft.p90 > thresholds.ttft_p90_warn_s:
                 problems.append(f"TTFT p90 {ttft.p90:.1f} s (warn at {thresholds.ttft_p90_warn_s:g} s)")
         running = self._running()
         if running and self.last_progress_t is not None and t - self.last_progress_t >= WEDGED_AFTER_S:
-            problems.append(
-                f"wedged: {running:.0f} running, no token generated for {t - self.last_progress_t:.0f} s"
-            )
+            problems.append(f"wedged: {running:.0f} running, no token generated for {t - self.last_progress_t:.0f} s")
         return problems
 
     def view(
@@ -461,15 +455,12 @@ class NodeState:
                 heads[instance.spec.job] = HeadStatus(f"{self.spec.name}/{instance.spec.name}", status)
         return heads
 
-    def view(
-        self, now: float, window_s: float | None, heads: Mapping[str, HeadStatus] | None = None
-    ) -> NodeView:
+    def view(self, now: float, window_s: float | None, heads: Mapping[str, HeadStatus] | None = None) -> NodeView:
         fleet = self.fleet
         thresholds = fleet.thresholds
         heads = heads or {}
         instances = tuple(
-            i.view(now, thresholds, window_s, self.memory, heads.get(i.spec.job or ""))
-            for i in self.instances.values()
+            i.view(now, thresholds, window_s, self.memory, heads.get(i.spec.job or "")) for i in self.instances.values()
         )
         services = tuple(
             ServiceView(
@@ -477,9 +468,7 @@ class NodeState:
                 kind=spec.kind,
                 url=spec.url,
                 status=_service_status(spec, self.services.get(spec.name), thresholds),
-                latency_s=r.elapsed_s
-                if (r := self.services.get(spec.name)) is not None and r.answered
-                else None,
+                latency_s=r.elapsed_s if (r := self.services.get(spec.name)) is not None and r.answered else None,
             )
             for spec in self.spec.services
         )
@@ -494,10 +483,7 @@ class NodeState:
             parts.append(
                 Status(
                     State.DEGRADED,
-                    (
-                        f"{len(stale_workers)} stale VLLM::Worker process(es) while vLLM is stopped "
-                        f"(pid {pids})",
-                    ),
+                    (f"{len(stale_workers)} stale VLLM::Worker process(es) while vLLM is stopped (pid {pids})",),
                 )
             )
         host_age = now - self.host_t if self.host_t is not None else None
@@ -524,6 +510,7 @@ class NodeState:
             host_memory=self.memory,
             pressure=self.memory_pressure,
             polled_wall=self.last_wall,
+            age_s=now - self.last_t if self.last_t is not None else None,
             host_state=host,
             ledger=ledger(host) if host is not None and host.memory.mem_total is not None else None,
             host_problem=self.host_problem,

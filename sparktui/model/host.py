@@ -199,9 +199,7 @@ class HostSample:
         return None if self.uptime_s is None else self.remote_epoch - self.uptime_s
 
 
-def problem_lines(
-    section_problems: Mapping[str, str], services: Mapping[str, ServiceState] | None
-) -> tuple[str, ...]:
+def problem_lines(section_problems: Mapping[str, str], services: Mapping[str, ServiceState] | None) -> tuple[str, ...]:
     """The one-line problems of a sample: each section's, then each service's."""
     lines = [f"{section}: {why}" for section, why in section_problems.items()]
     for state in (services or {}).values():
@@ -447,9 +445,7 @@ def _split_sections(text: str) -> tuple[float, int, list[_Section]]:
     if not head or head[0] != BEGIN:
         raise ValueError(f"host sample frame does not start with {BEGIN}: {_snippet(lines[0])}")
     if len(head) != 4 or head[1] != str(FORMAT_VERSION):
-        raise ValueError(
-            f"host sample header is not '{BEGIN} {FORMAT_VERSION} EPOCH SEQ': {_snippet(lines[0])}"
-        )
+        raise ValueError(f"host sample header is not '{BEGIN} {FORMAT_VERSION} EPOCH SEQ': {_snippet(lines[0])}")
     try:
         epoch, seq = float(head[2]), int(head[3])
     except ValueError:
@@ -463,9 +459,7 @@ def _split_sections(text: str) -> tuple[float, int, list[_Section]]:
         if line.startswith(MARK):
             name, _, args = line[len(MARK) :].partition(" ")
             if not name or not name.replace("_", "").isalnum():
-                raise ValueError(
-                    f"host sample {seq} line {line_no} is not a section header: {_snippet(line)}"
-                )
+                raise ValueError(f"host sample {seq} line {line_no} is not a section header: {_snippet(line)}")
             sections.append(_Section(name, args, []))
         elif not sections:
             raise ValueError(f"host sample {seq} line {line_no} is outside any section: {_snippet(line)}")
@@ -515,9 +509,7 @@ def parse_shm_listing(lines: Iterable[str]) -> tuple[tuple[ShmEntry, ...], str |
         entries.append(ShmEntry(name, int(parts[5]), shm_kind(name), int(parts[0]) * KIB))
     entries.sort(key=lambda e: e.name)
     if len(entries) > MAX_SHM_ENTRIES:
-        return tuple(
-            entries[:MAX_SHM_ENTRIES]
-        ), f"{len(entries)} entries, only the first {MAX_SHM_ENTRIES} kept"
+        return tuple(entries[:MAX_SHM_ENTRIES]), f"{len(entries)} entries, only the first {MAX_SHM_ENTRIES} kept"
     return tuple(entries), None
 
 
@@ -531,9 +523,7 @@ def _parse_processes(section: _Section) -> tuple[tuple[HostProcess, ...], str | 
         clk_tck, pagesize = int(head["clk_tck"]), int(head["pagesize"])
         btime = float(head["btime"])
     except (KeyError, ValueError):
-        raise ValueError(
-            f"processes header lacks clk_tck, pagesize or btime: {_snippet(section.args)}"
-        ) from None
+        raise ValueError(f"processes header lacks clk_tck, pagesize or btime: {_snippet(section.args)}") from None
     if clk_tck <= 0 or pagesize <= 0:
         raise ValueError(f"processes header has a zero clk_tck or pagesize: {_snippet(section.args)}")
     stats: dict[int, list[str]] = {}
@@ -598,9 +588,7 @@ def _parse_processes(section: _Section) -> tuple[tuple[HostProcess, ...], str | 
     return tuple(processes), "; ".join(notes) or None
 
 
-def _parse_services(
-    head: _Section, parts: list[_Section], boot_epoch: float | None
-) -> dict[str, ServiceState]:
+def _parse_services(head: _Section, parts: list[_Section], boot_epoch: float | None) -> dict[str, ServiceState]:
     words = head.args.split()
     expected = _int(words[0]) if words else None
     if expected is None:
@@ -611,9 +599,7 @@ def _parse_services(
     for part in parts:
         fields = part.args.split(" ", 3)
         if len(fields) < 3 or fields[1] not in ("systemd", "docker"):
-            raise ValueError(
-                f"service header is not '==service INSTANCE systemd|docker NAME': {_snippet(part.args)}"
-            )
+            raise ValueError(f"service header is not '==service INSTANCE systemd|docker NAME': {_snippet(part.args)}")
         instance, manager, name = fields[:3]
         reason = _unavailable(fields[3]) if len(fields) == 4 else None
         if reason is not None:
@@ -637,9 +623,7 @@ class _Parsed:
     services: dict[str, ServiceState] | None = None
 
 
-def _parse_section(
-    out: _Parsed, section: _Section, service_parts: list[_Section], epoch: float
-) -> str | None:
+def _parse_section(out: _Parsed, section: _Section, service_parts: list[_Section], epoch: float) -> str | None:
     """Parse one available section into ``out``; returns a note for ``section_problems``."""
     name, text = section.name, "\n".join(section.lines)
     if name == "meminfo":
@@ -849,9 +833,7 @@ def ledger(sample: HostSample) -> MemoryLedger:
         else float(sum(p.rss_bytes if p.rss_anon_bytes is None else p.rss_anon_bytes for p in processes))
     )
     shm_leftovers = (
-        None
-        if sample.shm is None
-        else float(sum(e.held_bytes for e in sample.shm if e.kind in LEFTOVER_KINDS))
+        None if sample.shm is None else float(sum(e.held_bytes for e in sample.shm if e.kind in LEFTOVER_KINDS))
     )
     running = None if processes is None else bool(processes)
     reclaimable = mem.page_cache_droppable

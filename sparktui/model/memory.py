@@ -267,9 +267,7 @@ def launch_readiness(
             None, None, None, None, None, None, f"gpu_memory_utilization {u} is outside vLLM's range (0, 1]"
         )
     total, total_name = (
-        (device_total_bytes, "device total")
-        if device_total_bytes is not None
-        else (mem.mem_total, "MemTotal")
+        (device_total_bytes, "device total") if device_total_bytes is not None else (mem.mem_total, "MemTotal")
     )
     if total is None or total <= 0:
         return LaunchReadiness(

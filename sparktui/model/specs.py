@@ -63,9 +63,7 @@ def fail(title: str, problems: Sequence[tuple[Loc, str]]) -> NoReturn:
     raise ValidationError.from_exception_data(
         title,
         [
-            InitErrorDetails(
-                type=PydanticCustomError("spec", "{detail}", {"detail": msg}), loc=loc, input=None
-            )
+            InitErrorDetails(type=PydanticCustomError("spec", "{detail}", {"detail": msg}), loc=loc, input=None)
             for loc, msg in problems
         ],
     )
@@ -82,8 +80,7 @@ def _shown(value: object, limit: int = 60) -> str:
 def _check_name(value: str) -> str:
     if not NAME_RE.fullmatch(value):
         raise ValueError(
-            "must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit "
-            f"(got {_shown(value)})"
+            f"must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit (got {_shown(value)})"
         )
     return value
 
@@ -125,15 +122,11 @@ def _check_http_url(value: str) -> str:
     authority = value.split("://", 1)[-1].split("/", 1)[0]
     if "@" in authority:
         # Checked first, and the value is not echoed: it may hold a password.
-        raise ValueError(
-            "must not contain a user name or password; give the API key with api_key_env or api_key_file"
-        )
+        raise ValueError("must not contain a user name or password; give the API key with api_key_env or api_key_file")
     if any(c.isspace() for c in value):
         raise ValueError(f"must not contain spaces (got {_shown(value)})")
     parts = urlsplit(value)
-    if parts.scheme.lower() not in ("http", "https") or not value.lower().startswith(
-        parts.scheme.lower() + "://"
-    ):
+    if parts.scheme.lower() not in ("http", "https") or not value.lower().startswith(parts.scheme.lower() + "://"):
         raise ValueError(f"must start with http:// or https:// (got {_shown(value)})")
     if not parts.hostname:
         raise ValueError(f"has no host name (got {_shown(value)})")
@@ -300,8 +293,7 @@ class VllmSpec(_Spec):
             return None
         if not UNIT_RE.fullmatch(value) or len(value) > MAX_UNIT_LEN:
             raise ValueError(
-                "must be a systemd unit name: letters, digits and '@', '.', '_', ':', '-' only "
-                f"(got {_shown(value)})"
+                f"must be a systemd unit name: letters, digits and '@', '.', '_', ':', '-' only (got {_shown(value)})"
             )
         if value.startswith("-"):
             raise ValueError(f"must not start with '-' (got {_shown(value)})")
@@ -334,9 +326,7 @@ class VllmSpec(_Spec):
                 )
             )
         if self.role == "single" and self.job is not None:
-            problems.append(
-                (("job",), 'only used with role = "head" or role = "worker"; set role, or remove job')
-            )
+            problems.append((("job",), 'only used with role = "head" or role = "worker"; set role, or remove job'))
         if self.role != "worker" and self.url is None and self.port is None:
             problems.append((("url",), 'missing: give url = "http://HOST:PORT" or port = PORT'))
         if self.url is not None and self.port is not None and _url_port(self.url) != self.port:
@@ -437,11 +427,7 @@ def _resolve_service(raw: object, host: str) -> object:
         return raw
     port = raw["port"]
     kind = raw.get("kind", "http")
-    default = (
-        DEFAULT_SERVICE_PATHS.get(kind, DEFAULT_SERVICE_PATH)
-        if isinstance(kind, str)
-        else DEFAULT_SERVICE_PATH
-    )
+    default = DEFAULT_SERVICE_PATHS.get(kind, DEFAULT_SERVICE_PATH) if isinstance(kind, str) else DEFAULT_SERVICE_PATH
     path = raw.get("path", default)
     if _valid_port(port) and _valid_path(path):
         return {**raw, "url": f"http://{url_host(host)}:{port}{path}", "path": path}

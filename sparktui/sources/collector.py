@@ -99,9 +99,7 @@ class _InstancePoller:
         if healthy and not self.was_healthy:  # came (back) up: a restart may have changed both
             self.need_version = self.need_models = True
         self.was_healthy = healthy
-        return VllmObservation(
-            name=self.spec.name, health=health, metrics=metrics, version=version, models=models
-        )
+        return VllmObservation(name=self.spec.name, health=health, metrics=metrics, version=version, models=models)
 
 
 class NodeCollector:

@@ -64,9 +64,7 @@ class HostCollector:
                 frame = splitter.feed(event.line)
                 if frame is None:
                     if splitter.last_problem:
-                        on_update(
-                            HostUpdate(name, self.clock(), problem=f"host sampler: {splitter.last_problem}")
-                        )
+                        on_update(HostUpdate(name, self.clock(), problem=f"host sampler: {splitter.last_problem}"))
                         splitter.last_problem = None
                     continue
                 try:

@@ -65,9 +65,7 @@ class LogStream:
     ) -> None:
         found = log_command(vllm, tail_lines)
         if found is None:
-            raise ValueError(
-                f"vLLM instance {vllm.name!r} has neither a unit nor a container to read logs from"
-            )
+            raise ValueError(f"vLLM instance {vllm.name!r} has neither a unit nor a container to read logs from")
         self.command, self.format = found
         self.instance = vllm.name
         self.buffer = buffer if buffer is not None else LogBuffer()
@@ -118,9 +116,7 @@ class LogStream:
             if stored and self._on_batch is not None:
                 self._on_batch(self.instance, stored)
 
-    def _take(
-        self, event: StreamEvent, pending: list[tuple[datetime | None, str]], stored: list[LogLine]
-    ) -> None:
+    def _take(self, event: StreamEvent, pending: list[tuple[datetime | None, str]], stored: list[LogLine]) -> None:
         if event.line is not None:
             timestamp, text = parse_log_line(self.format, event.line)
             if not self._replay.accept(timestamp, text):

@@ -272,9 +272,7 @@ class NodeSsh:
             return failed(failure.problem)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def stream(
-        self, command: str, *, read_timeout_s: float | None
-    ) -> AsyncGenerator[StreamEvent, None]:
+    async def stream(self, command: str, *, read_timeout_s: float | None) -> AsyncGenerator[StreamEvent, None]:
         """Run a long-lived ``command`` and yield its output lines, forever.
 
         Yields ``StreamEvent(connected=True)`` each time the command (re)starts, then its lines, and a
@@ -385,9 +383,7 @@ class NodeSsh:
         """
         while True:
             if self._closed:
-                raise _Failure(
-                    SshProblem(SshProblemKind.OTHER, f"{self.where}: the SSH connection is closed")
-                )
+                raise _Failure(SshProblem(SshProblemKind.OTHER, f"{self.where}: the SSH connection is closed"))
             if self._conn is not None:
                 return self._conn
             if self._connect_task is None:
@@ -397,9 +393,7 @@ class NodeSsh:
                         raise _Failure(self._problem)
                     await asyncio.sleep(delay)
                     continue
-                self._connect_task = asyncio.create_task(
-                    self._connect(), name=f"ssh-connect-{self.node.name}"
-                )
+                self._connect_task = asyncio.create_task(self._connect(), name=f"ssh-connect-{self.node.name}")
             # shield: one caller's timeout or cancellation must not cancel the attempt the others share
             attempt = self._connect_task
             try:
@@ -520,8 +514,7 @@ class NodeSsh:
                 )
             return SshProblem(
                 SshProblemKind.HOST_KEY_UNKNOWN,
-                f"{where}: host key is not in {self.known_hosts}; verify it, then run: "
-                f"{self._keyscan_command()}",
+                f"{where}: host key is not in {self.known_hosts}; verify it, then run: {self._keyscan_command()}",
             )
         if isinstance(exc, asyncssh.PermissionDenied):
             key = self.node.ssh.key_file
@@ -545,8 +538,7 @@ class NodeSsh:
         if isinstance(exc, socket.gaierror):
             return SshProblem(
                 SshProblemKind.UNREACHABLE,
-                f"{where}: cannot resolve the host name ({exc.strerror or _reason(exc)}); "
-                "check the node's host",
+                f"{where}: cannot resolve the host name ({exc.strerror or _reason(exc)}); check the node's host",
             )
         if isinstance(exc, OSError) and exc.errno in _UNREACHABLE_ERRNOS:
             return SshProblem(
@@ -592,9 +584,7 @@ class NodeSsh:
                 problem = (
                     self._classify(exc, None)
                     if exc is not None
-                    else SshProblem(
-                        SshProblemKind.LOST, f"{self.where}: the node closed the connection; reconnecting"
-                    )
+                    else SshProblem(SshProblemKind.LOST, f"{self.where}: the node closed the connection; reconnecting")
                 )
             self._conn = None
             if time.monotonic() - self._connected_at >= STABLE_AFTER_S:

@@ -1,0 +1,233 @@
+"""The Textual app: collection runs in async workers into the pure fleet model; a render tick turns
+the model into views and hands them to the screen on display. Widgets never talk to collectors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Markdown
+
+from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.history import History
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.specs import FleetSpec
+from sparktui.sources.host import HostCollector, wants_host_state
+from sparktui.sources.http import make_client
+from sparktui.sources.logs import LogStream
+from sparktui.sources.poller import FleetPoller, fleet_origins
+from sparktui.sources.ssh import NodeSsh
+from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.keys import APP_BINDINGS, keys_markdown
+from sparktui.ui.node_screen import NodeScreen
+from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, palette
+
+WINDOW_S = 30.0  # the window behind every rate, ratio and quantile on screen
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "Close", show=True),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 95%; height: 80%; border: round $primary;
+                                   background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(keys_markdown())
+        yield Footer()
+
+
+class SparkApp(App[None]):
+    TITLE = "sparktui"
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
+    CSS = """
+    Screen { background: $background; }
+    """
+
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        *,
+        collect: bool = True,
+        read_only: bool = False,
+        theme: str | None = None,
+        theme_dirs: tuple[Path, ...] = (),
+        clock: Callable[[], float] = time.monotonic,
+        window_s: float = WINDOW_S,
+    ) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.state = FleetState(fleet)
+        self.history = History()
+        self.views: tuple[NodeView, ...] = ()
+        self.collect = collect
+        self.read_only = read_only
+        self.clock = clock
+        self.window_s = window_s
+        self.paused = False
+        self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
+        self.poll_errors: list[str] = []
+        self._ssh: dict[str, NodeSsh] = {}
+        self._logs: dict[str, list[LogStream]] = {}
+        self._log_buffers: dict[str, LogBuffer] = {}  # one per node: its instances share a sequence
+        loaded = load_themes(theme_dirs)
+        self._theme_errors = loaded.errors
+        self._theme_names: list[str] = []
+        for found in loaded.themes:
+            self.register_theme(found)
+            self._theme_names.append(found.name)
+        self._wanted_theme = theme or DEFAULT_THEME
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
+        if self._wanted_theme in self._theme_names:
+            self.theme = self._wanted_theme
+        else:
+            self.notify(f"theme {self._wanted_theme!r} not found; using {DEFAULT_THEME}", severity="warning")
+            self.theme = DEFAULT_THEME
+        self._theme_changed()
+        for error in self._theme_errors:
+            self.notify(error, severity="error", timeout=10)
+        self.refresh_views()
+        self.push_screen(FleetScreen())
+        if self.collect:
+            self.run_worker(self._poll_http(), name="poll-http", group="collect", exit_on_error=False)
+            for node in self.fleet.nodes:
+                if wants_host_state(node):
+                    self.run_worker(
+                        self._poll_host(node.name),
+                        name=f"host-{node.name}",
+                        group="collect",
+                        exit_on_error=False,
+                    )
+        self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
+
+    async def _poll_http(self) -> None:
+        async with make_client(fleet_origins(self.fleet)) as client:
+            await FleetPoller(self.fleet, client, clock=self.clock).run(self._on_observation, self._on_poll_error)
+
+    async def _poll_host(self, name: str) -> None:
+        node = self.fleet.node(name)
+        assert node is not None
+        ssh = None if node.local else self._node_ssh(name)
+        await HostCollector(node, self.fleet, ssh=ssh, clock=self.clock).run(self._on_host_update)
+
+    def _node_ssh(self, name: str) -> NodeSsh:
+        found = self._ssh.get(name)
+        if found is None:
+            node = self.fleet.node(name)
+            assert node is not None
+            found = self._ssh[name] = NodeSsh(node)
+        return found
+
+    def _on_observation(self, observation: NodeObservation) -> None:
+        self.state.apply(observation)
+
+    def _on_host_update(self, update: HostUpdate) -> None:
+        self.state.apply_host(update)
+
+    def _on_poll_error(self, node: str, exc: Exception) -> None:
+        message = f"{node}: internal error while polling: {type(exc).__name__}: {exc}"
+        self.poll_errors.append(message)
+        self.notify(message, severity="error")
+
+    async def on_unmount(self) -> None:
+        for ssh in self._ssh.values():
+            await ssh.close()
+
+    # --- rendering ----------------------------------------------------------------------------------
+
+    def _theme_changed(self) -> None:
+        self.colours = palette(self.get_css_variables())
+        self.refresh_views(force=True)
+
+    def refresh_views(self, force: bool = False) -> None:
+        """The render tick: views from the model, a point of history, the screen redrawn."""
+        now = self.clock()
+        self.views = self.state.view(now, window_s=self.window_s)
+        self.history.record(self.views, now)
+        if (self.paused and not force) or not self.screen_stack:
+            return
+        screen = self.screen
+        if isinstance(screen, (FleetScreen, NodeScreen)):
+            with self.batch_update():
+                screen.update_views(self.views)
+
+    # --- navigation ---------------------------------------------------------------------------------
+
+    def open_node(self, name: str) -> None:
+        self.push_screen(NodeScreen(name))
+
+    def close_node(self) -> None:
+        if isinstance(self.screen, NodeScreen):
+            self.follow_logs(self.screen.node, False)
+            self.pop_screen()
+
+    def step_node(self, current: str, step: int) -> None:
+        names = [v.name for v in self.views]
+        if current not in names:
+            return
+        target = names[(names.index(current) + step) % len(names)]
+        self.follow_logs(current, False)
+        self.switch_screen(NodeScreen(target))
+
+    # --- logs ---------------------------------------------------------------------------------------
+
+    def follow_logs(self, node_name: str, on: bool) -> None:
+        """Stream the node's vLLM logs while its log view is open."""
+        self._logs.pop(node_name, None)
+        for stream_worker in self.workers:
+            if stream_worker.group == f"logs-{node_name}":
+                stream_worker.cancel()
+        if not on:
+            return
+        node = self.fleet.node(node_name)
+        if node is None or node.local or not node.ssh.enabled:
+            self.notify(f"{node_name}: logs need SSH to the node", severity="warning")
+            return
+        buffer = self._log_buffers.setdefault(node_name, LogBuffer())
+        started: list[LogStream] = []
+        for vllm in node.vllm:
+            if vllm.unit is None and vllm.container is None:
+                continue
+            stream = LogStream(self._node_ssh(node_name), vllm, buffer)
+            started.append(stream)
+            self.run_worker(stream.run(), group=f"logs-{node_name}", exit_on_error=False)
+        self._logs[node_name] = started
+
+    def log_lines(self, node_name: str, since: int) -> list[LogLine]:
+        buffer = self._log_buffers.get(node_name)
+        return list(buffer.since(since)) if buffer is not None else []
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_cycle_theme(self) -> None:
+        names = self._theme_names or [DEFAULT_THEME]
+        current = self.theme if self.theme in names else names[0]
+        self.theme = names[(names.index(current) + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self.refresh_views(force=True)
+
+
+def make_app(fleet: FleetSpec, **options: object) -> SparkApp:
+    """The app factory the CLI, the tests and the screenshot command share."""
+    return SparkApp(fleet, **options)  # type: ignore[arg-type]

@@ -1,0 +1,365 @@
+"""The node screen: one node in depth — throughput and KV history, latency, the TTFT histogram,
+speculative decoding per draft position, the unified-memory ledger, the GPU, side services, the
+service manager's state, and the live log."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Log, Sparkline, Static
+
+from sparktui.model.derive import VllmRates
+from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.logbuffer import LogLine
+from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds, fmt_tokens
+from sparktui.ui.keys import NODE_BINDINGS
+from sparktui.ui.render import level_bar, memory_bar, status_text
+from sparktui.ui.themes import MEMORY_VARIABLES
+
+if TYPE_CHECKING:
+    from sparktui.ui.app import SparkApp
+
+LATENCIES = (
+    ("ttft", "TTFT"),
+    ("itl", "ITL"),
+    ("tpot", "TPOT"),
+    ("e2e", "e2e"),
+    ("queue", "queue"),
+    ("prefill", "prefill"),
+    ("decode", "decode"),
+)
+
+
+def _panel_title(text: str) -> Text:
+    return Text(text, style="bold")
+
+
+def _latency_table(rates: VllmRates | None) -> RenderableType:
+    table = Table(box=None, padding=(0, 1), show_edge=False, expand=False)
+    for header in ("", "p50", "p90", "p99", "mean", "n"):
+        table.add_column(header, justify="right" if header else "left")
+    for key, label in LATENCIES:
+        summary = rates.latency.get(key) if rates else None
+        if summary is None:
+            continue
+        floor = summary.floor
+        table.add_row(
+            label,
+            fmt_seconds(summary.p50, floor),
+            fmt_seconds(summary.p90, floor),
+            fmt_seconds(summary.p99, floor),
+            fmt_seconds(summary.mean),
+            fmt_number(summary.count),
+        )
+    return table
+
+
+def _ttft_histogram(rates: VllmRates | None, width: int, colour: str, dim: str) -> RenderableType:
+    """Bars per TTFT bucket over the window (increases, not cumulative)."""
+    hist = rates.histograms.get("ttft") if rates else None
+    if hist is None or not hist.count:
+        return Text(f"no request got its first token in the window {NO_DATA}", style=dim)
+    counts: list[tuple[str, float]] = []
+    previous = 0.0
+    for bound, cumulative in zip(hist.bounds, hist.cumulative, strict=True):
+        in_bucket = max(0.0, cumulative - previous)
+        previous = max(previous, cumulative)
+        label = "+Inf" if math.isinf(bound) else f"≤{fmt_seconds(bound)}"
+        counts.append((label, in_bucket))
+    # Trim empty buckets at both ends so the shape fills the panel.
+    first = next((i for i, (_, c) in enumerate(counts) if c), 0)
+    last = max((i for i, (_, c) in enumerate(counts) if c), default=len(counts) - 1)
+    counts = counts[max(0, first - 1) : last + 2]
+    peak = max(c for _, c in counts) or 1.0
+    lines = Text()
+    for label, count in counts:
+        cells = round(count / peak * width)
+        lines.append(f"{label:>9} ")
+        lines.append("█" * cells, style=colour)
+        lines.append(f" {count:.0f}\n", style=dim)
+    return lines
+
+
+def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequence[float]) -> RenderableType:
+    spec = rates.spec_decode if rates else None
+    if spec is None:
+        return Text("no speculative decoding on this instance", style=colours["dim"])
+    head = Text()
+    head.append(
+        f"acceptance {fmt_pct(spec.acceptance_rate)}   mean length {fmt_number(spec.mean_acceptance_length, 2)}"
+    )
+    head.append(
+        f"   drafts {fmt_rate(spec.draft_tokens_per_s, ' tok/s')}"
+        f"   accepted {fmt_rate(spec.accepted_tokens_per_s, ' tok/s')}"
+    )
+    bars = Table(box=None, padding=(0, 1), show_edge=False)
+    bars.add_column("pos", justify="right")
+    bars.add_column("absolute")
+    bars.add_column("")
+    bars.add_column("conditional")
+    bars.add_column("")
+    weak = spec.weak_last_position
+    for index, (absolute, conditional) in enumerate(zip(spec.per_position, spec.conditional, strict=True)):
+        colour = colours["status-warn"] if index == weak else colours["status-ok"]
+        bars.add_row(
+            str(index),
+            level_bar(absolute, 16, colour, colours["mem-free"]),
+            fmt_pct(absolute, 0),
+            level_bar(conditional, 16, colour, colours["mem-free"]),
+            fmt_pct(conditional, 0),
+        )
+    parts: list[RenderableType] = [head, bars]
+    if trend:
+        parts.append(Text(f"mean length trend {min(trend):.2f} … {max(trend):.2f}", style=colours["dim"]))
+    if weak is not None:
+        parts.append(
+            Text(
+                f"position {weak} adds only {fmt_number(spec.per_position[weak], 2)} tokens per step: "
+                f"num_speculative_tokens={weak} may decode faster",
+                style=colours["status-warn"],
+            )
+        )
+    return Group(*parts)
+
+
+class NodeScreen(Screen[None]):
+    BINDINGS = NODE_BINDINGS
+    DEFAULT_CSS = """
+    NodeScreen { layout: vertical; }
+    #title { height: 1; padding: 0 1; background: $panel; }
+    #reasons { height: auto; max-height: 6; padding: 0 1; }
+    #body { height: 1fr; }
+    .row { height: auto; }
+    .panel { border: round $panel; padding: 0 1; height: auto; width: 1fr; }
+    .panel Sparkline { height: 3; margin: 0 0 1 0; }
+    #log { height: 16; border: round $panel; display: none; }
+    #log.shown { display: block; }
+    """
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+        self._log_seq = 0
+
+    @property
+    def spark(self) -> SparkApp:
+        from sparktui.ui.app import SparkApp
+
+        app = self.app
+        assert isinstance(app, SparkApp)
+        return app
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="title")
+        yield Static(id="reasons")
+        with VerticalScroll(id="body"):
+            with Horizontal(classes="row"):
+                with VerticalScroll(classes="panel", id="throughput-panel"):
+                    yield Static(id="throughput")
+                    yield Sparkline((), id="gen-spark")
+                    yield Static(id="kv")
+                    yield Sparkline((), id="kv-spark")
+                yield Static(classes="panel", id="requests")
+            with Horizontal(classes="row"):
+                yield Static(classes="panel", id="latency")
+                yield Static(classes="panel", id="ttft-hist")
+            yield Static(classes="panel", id="spec")
+            with Horizontal(classes="row"):
+                yield Static(classes="panel", id="memory")
+                yield Static(classes="panel", id="gpu")
+            yield Static(classes="panel", id="services")
+            yield Log(id="log", max_lines=2000)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.update_views(self.spark.views)
+
+    def _view(self, views: Sequence[NodeView]) -> NodeView | None:
+        return next((v for v in views if v.name == self.node), None)
+
+    def update_views(self, views: Sequence[NodeView]) -> None:
+        view = self._view(views)
+        if view is None:
+            return
+        app = self.spark
+        colours = app.colours
+        title = Text()
+        title.append(f"{view.name} ({view.host})  ", style="bold")
+        title.append_text(status_text(view.status.state, colours))
+        title.append(f"    window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
+        self.query_one("#title", Static).update(title)
+        self.query_one("#reasons", Static).update("\n".join(view.status.reasons))
+        instance = view.instances[0] if view.instances else None
+        self._throughput(view, instance)
+        self._requests(instance)
+        rates = instance.rates if instance else None
+        self.query_one("#latency", Static).update(Group(_panel_title("Latency (window)"), _latency_table(rates)))
+        self.query_one("#ttft-hist", Static).update(
+            Group(
+                _panel_title("TTFT histogram (window)"),
+                _ttft_histogram(rates, 24, colours["status-loading"], colours["dim"]),
+            )
+        )
+        trend = app.history.series(view.name, instance.name, "acceptance_length") if instance else ()
+        self.query_one("#spec", Static).update(
+            Group(_panel_title("Speculative decoding (window)"), _spec_decode(rates, colours, trend))
+        )
+        self._memory(view)
+        self._gpu(view)
+        self._services(view)
+        self._logs()
+
+    def _throughput(self, view: NodeView, instance: InstanceView | None) -> None:
+        app = self.spark
+        rates = instance.rates if instance else None
+        gen = rates.generation_tokens_per_s if rates else None
+        prompt = rates.prompt_tokens_per_s if rates else None
+        text = Text()
+        text.append("Throughput  ", style="bold")
+        text.append(f"generation {fmt_rate(gen, ' tok/s')}   prompt {fmt_rate(prompt, ' tok/s')}")
+        self.query_one("#throughput", Static).update(text)
+        name = instance.name if instance else ""
+        self.query_one("#gen-spark", Sparkline).data = app.history.series(view.name, name, "generation_tps", last=120)
+        kv = Text()
+        kv.append("KV cache  ", style="bold")
+        if instance is not None:
+            kv.append(f"{fmt_pct(instance.kv_usage)} of {fmt_tokens(instance.kv_capacity_tokens)} tokens")
+        self.query_one("#kv", Static).update(kv)
+        self.query_one("#kv-spark", Sparkline).data = app.history.series(view.name, name, "kv_usage", last=120)
+
+    def _requests(self, instance: InstanceView | None) -> None:
+        text = Text()
+        text.append("Requests\n", style="bold")
+        if instance is None:
+            self.query_one("#requests", Static).update(text)
+            return
+        rates = instance.rates
+        text.append(f"running {fmt_number(instance.running)}   waiting {fmt_number(instance.waiting)}\n")
+        if rates is not None:
+            text.append(f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   ")
+            text.append(f"preemptions {fmt_number(rates.preemptions)} ({fmt_rate(rates.preemptions_per_s, '/s')})\n")
+            text.append(f"prefix-cache hit {fmt_pct(rates.prefix_cache_hit_rate)}\n")
+            reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(rates.finished_by_reason.items()) if v)
+            text.append(f"finish reasons: {reasons or NO_DATA}\n")
+        text.append(f"vLLM {instance.version or NO_DATA}   max_model_len {fmt_number(instance.max_model_len)}\n")
+        if instance.service is not None:
+            service = instance.service
+            restarts = f", {service.restarts} restarts" if service.restarts else ""
+            text.append(f"{service.manager} {service.name}: {service.state}{restarts}\n")
+        if instance.launch is not None:
+            text.append(f"launch readiness: {instance.launch.reason}\n")
+        self.query_one("#requests", Static).update(text)
+
+    def _memory(self, view: NodeView) -> None:
+        colours = self.spark.colours
+        parts: list[RenderableType] = [_panel_title("Unified memory")]
+        mem = view.host_memory
+        if mem is None:
+            parts.append(Text(f"no host state {NO_DATA} (SSH or node_exporter)", style=colours["dim"]))
+        else:
+            parts.append(memory_bar(view.ledger, 40, colours))
+            if view.ledger is not None:
+                legend = Text()
+                for label, size in view.ledger.segments():
+                    legend.append("■ ", style=colours[MEMORY_VARIABLES[label]])
+                    legend.append(f"{label} {fmt_gib(size)}  ")
+                parts.append(legend)
+            parts.append(
+                Text(
+                    f"total {fmt_gib(mem.mem_total)}   available {fmt_gib(mem.mem_available)}   "
+                    f"free {fmt_gib(mem.mem_free)}   droppable cache {fmt_gib(mem.page_cache_droppable)}"
+                )
+            )
+        pressure = view.pressure
+        if pressure is not None and pressure.some_avg10 is not None:
+            parts.append(
+                Text(
+                    f"PSI some {fmt_number(pressure.some_avg10, 2)}% / {fmt_number(pressure.some_avg60, 2)}%   "
+                    f"full {fmt_number(pressure.full_avg10, 2)}% / {fmt_number(pressure.full_avg60, 2)}% (10 s / 60 s)"
+                )
+            )
+        if view.shm_leftovers:
+            held = sum(e.held_bytes for e in view.shm_leftovers)
+            parts.append(
+                Text(
+                    f"/dev/shm leftovers: {len(view.shm_leftovers)} entries, {fmt_gib(held)}",
+                    style=colours["status-warn"],
+                )
+            )
+        if view.stale_workers:
+            pids = ", ".join(str(p.pid) for p in view.stale_workers)
+            parts.append(Text(f"stale workers: {pids}", style=colours["status-warn"]))
+        self.query_one("#memory", Static).update(Group(*parts))
+
+    def _gpu(self, view: NodeView) -> None:
+        gpu = view.gpu
+        app = self.spark
+        parts: list[RenderableType] = [_panel_title("GPU")]
+        if gpu is None:
+            parts.append(Text(f"no GPU exporter reading {NO_DATA}", style=app.colours["dim"]))
+        else:
+            clock = None if gpu.sm_clock_hz is None else gpu.sm_clock_hz / 1e6
+            parts.append(
+                Text(
+                    f"{gpu.name or gpu.kind.value}\n"
+                    f"{fmt_number(gpu.temperature_c)} °C   {fmt_number(gpu.power_w, 1)} W   "
+                    f"util {fmt_pct(gpu.utilization, 0)}   SM {fmt_number(clock)} MHz\n"
+                    f"memory: {'unified with the host' if gpu.unified_memory else fmt_gib(gpu.memory_used_bytes)}"
+                )
+            )
+            temps = app.history.series(view.name, "gpu_temp", last=60)
+            power = app.history.series(view.name, "gpu_power", last=60)
+            if temps:
+                parts.append(
+                    Text(
+                        f"temp {min(temps):.0f}–{max(temps):.0f} °C   power {min(power):.0f}–{max(power):.0f} W "
+                        "(last minute)",
+                        style=app.colours["dim"],
+                    )
+                )
+        self.query_one("#gpu", Static).update(Group(*parts))
+
+    def _services(self, view: NodeView) -> None:
+        colours = self.spark.colours
+        text = Text()
+        text.append("Side services\n", style="bold")
+        if not view.services:
+            text.append("none configured", style=colours["dim"])
+        for service in view.services:
+            text.append_text(status_text(service.status.state, colours, label=False))
+            text.append(f" {service.name} ({service.kind})  {fmt_seconds(service.latency_s)}  {service.url}\n")
+        self.query_one("#services", Static).update(text)
+
+    def _logs(self) -> None:
+        log = self.query_one("#log", Log)
+        if not log.has_class("shown"):
+            return
+        lines: list[LogLine] = self.spark.log_lines(self.node, since=self._log_seq)
+        if lines:
+            log.write_lines(f"{line.timestamp:%H:%M:%S} {line.text}" if line.timestamp else line.text for line in lines)
+            self._log_seq = lines[-1].seq + 1
+
+    # --- actions ----------------------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        self.spark.close_node()
+
+    def action_toggle_logs(self) -> None:
+        log = self.query_one("#log", Log)
+        log.toggle_class("shown")
+        self.spark.follow_logs(self.node, log.has_class("shown"))
+        self._logs()
+
+    def action_previous_node(self) -> None:
+        self.spark.step_node(self.node, -1)
+
+    def action_next_node(self) -> None:
+        self.spark.step_node(self.node, +1)

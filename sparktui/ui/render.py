@@ -1,0 +1,76 @@
+"""Small renderers that turn model values into Rich text for table cells and panels.
+
+Colours come from the theme's variables (``themes.palette``), resolved once per theme change and
+passed in; numbers come formatted from ``model.units`` so the dashboard and the headless commands say
+the same thing. Nothing here computes a number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+
+from sparktui.model.fleet import NodeView
+from sparktui.model.host import MemoryLedger
+from sparktui.model.status import State
+from sparktui.model.units import NO_DATA
+from sparktui.ui.themes import MEMORY_VARIABLES, STATUS_VARIABLES
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+STATUS_GLYPH = {
+    State.UP: "●",
+    State.DEGRADED: "▲",
+    State.LOADING: "◌",
+    State.UNKNOWN: "?",
+    State.STALE: "◇",
+    State.DOWN: "✖",
+}
+
+
+def spark_text(values: Sequence[float], width: int, colour: str, floor: float | None = 0.0) -> Text:
+    """A one-line sparkline of the last ``width`` values, scaled from ``floor`` (or the minimum)."""
+    tail = [v for v in values[-width:] if not math.isnan(v)]
+    if not tail:
+        return Text(NO_DATA, style=colour)
+    low = floor if floor is not None else min(tail)
+    high = max(tail)
+    span = high - low
+    chars = [BLOCKS[0] if span <= 0 else BLOCKS[min(7, int((v - low) / span * 7.999))] for v in tail]
+    return Text("".join(chars).rjust(width), style=colour)
+
+
+def status_text(state: State, colours: Mapping[str, str], label: bool = True) -> Text:
+    colour = colours[STATUS_VARIABLES[state]]
+    glyph = STATUS_GLYPH[state]
+    return Text(f"{glyph} {state.value}" if label else glyph, style=f"bold {colour}")
+
+
+def memory_bar(ledger: MemoryLedger | None, width: int, colours: Mapping[str, str]) -> Text:
+    """The unified-memory bar: vLLM | other | reclaimable cache | shmem | free, to scale."""
+    segments = ledger.segments() if ledger is not None else ()
+    total = sum(size for _, size in segments)
+    if not segments or total <= 0:
+        return Text(NO_DATA.center(width), style=colours["dim"])
+    text = Text()
+    used = 0
+    for index, (label, size) in enumerate(segments):
+        cells = round(size / total * width) if index < len(segments) - 1 else width - used
+        cells = max(0, min(cells, width - used))
+        used += cells
+        text.append("█" * cells, style=colours[MEMORY_VARIABLES[label]])
+    return text
+
+
+def level_bar(fraction: float | None, width: int, colour: str, empty: str) -> Text:
+    """A horizontal gauge for a 0..1 fraction; an unknown value draws a dash, never an empty bar."""
+    if fraction is None or math.isnan(fraction):
+        return Text(NO_DATA.center(width), style=empty)
+    cells = round(max(0.0, min(1.0, fraction)) * width)
+    return Text("█" * cells, style=colour) + Text("░" * (width - cells), style=empty)
+
+
+def node_reason(view: NodeView) -> str:
+    """The first reason a node is not healthy, for its row."""
+    return view.status.reasons[0] if view.status.reasons else ""

@@ -1,0 +1,61 @@
+"""Starting the dashboard: on a configured fleet, or on the demo fleet served by a child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sparktui.config import ConfigError, load_config
+from sparktui.model.specs import FleetSpec
+from sparktui.ui.app import make_app
+
+DEMO_START_TIMEOUT_S = 60.0
+
+
+def run_dashboard(fleet: FleetSpec, *, read_only: bool = False, theme: str | None = None) -> int:
+    app = make_app(fleet, read_only=read_only, theme=theme)
+    app.run()
+    return app.return_code or 0
+
+
+def run_demo_dashboard(
+    *,
+    nodes: int | None,
+    seed: int,
+    scenario: str,
+    read_only: bool = False,
+    theme: str | None = None,
+) -> int:
+    """The demo fleet in its own process (so the dashboard's CPU is its own), the dashboard here."""
+    with tempfile.TemporaryDirectory(prefix="sparktui-demo-") as tmp:
+        config = Path(tmp) / "demo.toml"
+        command = [sys.executable, "-m", "sparktui", "demo", "--serve-only", "--write-config", str(config),
+                   "--seed", str(seed), "--scenario", scenario]
+        if nodes is not None:
+            command += ["--nodes", str(nodes)]
+        log = Path(tmp) / "demo.log"
+        with log.open("wb") as out:
+            child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + DEMO_START_TIMEOUT_S
+            while not config.exists():
+                if child.poll() is not None or time.monotonic() > deadline:
+                    print(f"sparktui demo: the demo fleet did not start:\n{log.read_text()}", file=sys.stderr)
+                    return 1
+                time.sleep(0.05)
+            time.sleep(0.1)  # the file is written in one go, but let the servers settle
+            try:
+                fleet = load_config(config)
+            except ConfigError as exc:
+                print(str(exc), file=sys.stderr)
+                return 1
+            return run_dashboard(fleet, read_only=read_only, theme=theme)
+        finally:
+            child.terminate()
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()

@@ -1,0 +1,86 @@
+"""End to end in a real terminal: ``sparktui demo`` in tmux, driven with send-keys, read with
+capture-pane."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+TMUX = shutil.which("tmux")
+pytestmark = pytest.mark.skipif(TMUX is None and os.environ.get("CI") != "true", reason="tmux not installed")
+
+
+class Tmux:
+    def __init__(self) -> None:
+        assert TMUX is not None, "tmux is required (apt-get install tmux)"
+        self.socket = f"sparktui-test-{uuid.uuid4().hex[:8]}"
+        self.session = "dash"
+
+    def run(self, *args: str) -> str:
+        result = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, check=True)
+        return result.stdout
+
+    def start(self, command: str) -> None:
+        self.run("new-session", "-d", "-s", self.session, "-x", "160", "-y", "48", command)
+        self.run("set-option", "-t", self.session, "remain-on-exit", "on")
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", self.session)
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", self.session, *keys)
+
+    def wait_for(self, text: str, timeout_s: float) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if text in self.screen():
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} did not appear within {timeout_s} s; the screen:\n{self.screen()}")
+
+    def pane_dead(self) -> tuple[str, str]:
+        """("1", exit status) once the command has exited, ("0", "") while it runs."""
+        fields = self.run("display", "-p", "-t", self.session, "#{pane_dead} #{pane_dead_status}").split()
+        return fields[0], fields[1] if len(fields) > 1 else ""
+
+    def kill(self) -> None:
+        subprocess.run([TMUX, "-L", self.socket, "kill-server"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    session = Tmux()
+    try:
+        yield session
+    finally:
+        session.kill()
+
+
+def test_demo_dashboard_in_a_real_terminal(tmux: Tmux) -> None:
+    tmux.start(f"{sys.executable} -m sparktui demo")
+    tmux.wait_for("4 nodes", timeout_s=20)  # the demo fleet starts first
+    fleet_after = tmux.wait_for("spark4", timeout_s=3)  # then every node is on screen within 3 s
+    assert fleet_after < 3
+    tmux.wait_for("tok/s", timeout_s=10)
+    screen = tmux.screen()
+    for node in ("spark1", "spark2", "spark3", "└ spark4"):
+        assert node in screen
+    tmux.keys("Enter")
+    tmux.wait_for("Throughput", timeout_s=5)
+    tmux.wait_for("Speculative decoding", timeout_s=5)
+    tmux.keys("Escape")
+    tmux.wait_for("Gen t/s", timeout_s=5)
+    tmux.keys("q")
+    deadline = time.monotonic() + 10
+    while tmux.pane_dead()[0] != "1" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tmux.pane_dead() == ("1", "0")  # exited cleanly, status 0
+    # The terminal is restored: no alternate screen, no dashboard left on it.
+    assert "Gen t/s" not in tmux.screen()

@@ -1,0 +1,159 @@
+"""The dashboard with Pilot: navigation, filter, themes, pause, resize, help, stale nodes."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from textual.widgets import DataTable, Static
+
+from sparktui.model.status import State
+from sparktui.ui.app import HelpScreen, SparkApp
+from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.keys import keys_markdown
+from sparktui.ui.node_screen import NodeScreen
+from tests.ui_data import NOW, fed_app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _table(app: SparkApp) -> DataTable[object]:
+    return app.screen.query_one("#fleet", DataTable)
+
+
+def _plain(widget: Static) -> str:
+    """What a panel shows, as plain text."""
+    console = Console(width=150, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def _row_labels(app: SparkApp) -> list[str]:
+    table = _table(app)
+    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+
+async def test_fleet_screen_lists_every_node_with_the_worker_under_its_head() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert _row_labels(app) == ["spark1", "spark2", "spark3", "└ spark4"]
+        summary = str(app.screen.query_one("#summary", Static).content)
+        assert "4 nodes" in summary and "2 up" in summary and "2 down" in summary
+        banner = str(app.screen.query_one("#banner", Static).content)
+        assert "spark3 DOWN: qwen235: /health connection refused" in banner
+
+
+async def test_enter_opens_the_node_and_escape_returns() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark2"
+        title = str(app.screen.query_one("#title", Static).content)
+        assert title.startswith("spark2 (192.168.1.12)")
+        await pilot.press("right")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark3"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("1")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark1"
+
+
+async def test_node_screen_shows_the_numbers_of_the_model() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        view = next(v for v in app.views if v.name == "spark1")
+        rates = view.instances[0].rates
+        assert rates is not None and rates.spec_decode is not None
+        spec_panel = _plain(screen.query_one("#spec", Static))
+        assert f"mean length {rates.spec_decode.mean_acceptance_length:.2f}" in spec_panel
+        assert "89%" in spec_panel and "63%" in spec_panel  # position 1, conditional
+        assert "total 121.7 GiB" in _plain(screen.query_one("#memory", Static))
+        assert "docker vllm_gptoss: running" in _plain(screen.query_one("#requests", Static))
+
+
+async def test_filter_keeps_matching_rows_and_escape_clears_it() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("slash", *"down")
+        await pilot.pause()
+        assert _row_labels(app) == ["spark3", "└ spark4"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(_row_labels(app)) == 4
+
+
+async def test_t_cycles_the_themes_and_the_palette_follows() -> None:
+    app = fed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.theme == "spark-dark"
+        dark_ok = app.colours["status-ok"]
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.theme == "spark-light"
+        assert app.colours["status-ok"] != dark_ok
+        await pilot.press("t", "t")
+        await pilot.pause()
+        assert app.theme == "spark-dark"
+
+
+async def test_pause_freezes_the_screen_while_collection_goes_on() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("p")
+        await pilot.pause()
+        assert "PAUSED" in str(app.screen.query_one("#summary", Static).content)
+        before = _table(app).get_row_at(0)
+        app.clock.t = NOW + 100  # type: ignore[attr-defined]  # time passes: every node goes stale
+        app.refresh_views()
+        await pilot.pause()
+        assert _table(app).get_row_at(0) == before
+        assert app.views[0].status.state is State.STALE  # the model moved on
+        await pilot.press("p")
+        await pilot.pause()
+        assert "stale" in str(_table(app).get_row_at(0)[1])
+
+
+async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
+    app = fed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        narrow = [str(c.label) for c in _table(app).columns.values()]
+        assert narrow == ["Node", "Status", "Gen t/s", "Run/Wait", "KV", "TTFT p90", "Age"]
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        wide = [str(c.label) for c in _table(app).columns.values()]
+        assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 14
+        assert len(_row_labels(app)) == 4
+
+
+async def test_help_lists_the_keys_and_docs_match_the_bindings() -> None:
+    app = fed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+    assert (ROOT / "docs" / "keys.md").read_text() == keys_markdown()
+
+
+async def test_stale_nodes_are_shown_and_bannered() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.clock.t = NOW + 60  # type: ignore[attr-defined]
+        app.refresh_views()
+        await pilot.pause()
+        assert all("stale" in str(_table(app).get_row_at(i)[1]) for i in range(4))
+        assert "STALE" in str(app.screen.query_one("#banner", Static).content)
