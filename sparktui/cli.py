@@ -22,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", type=Path, help="fleet config (default: $SPARKTUI_CONFIG, else XDG path)")
     parser.add_argument("--read-only", action="store_true", help="the dashboard without actions")
+    parser.add_argument("--kiosk", action="store_true", help="read-only wall screen: rotates, takes no input")
     parser.add_argument("--theme", help="spark-dark (default), spark-light or high-contrast")
     sub = parser.add_subparsers(dest="command")
 
@@ -185,7 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sparktui.ui.run import run_demo_dashboard
 
         return run_demo_dashboard(
-            nodes=args.nodes, seed=args.seed, scenario=args.scenario, read_only=args.read_only, theme=args.theme
+            nodes=args.nodes,
+            seed=args.seed,
+            scenario=args.scenario,
+            read_only=args.read_only,
+            kiosk=args.kiosk,
+            theme=args.theme,
         )
     return _dashboard(args)
 
@@ -209,7 +215,7 @@ def _dashboard(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     from sparktui.ui.run import run_dashboard
 
-    return run_dashboard(fleet, read_only=args.read_only, theme=args.theme)
+    return run_dashboard(fleet, read_only=args.read_only, kiosk=args.kiosk, theme=args.theme)
 
 
 def _config_check(path: Path | None) -> int:

@@ -14,6 +14,7 @@ from sparktui.config import ConfigError, default_config_path, load_config, parse
 from sparktui.model.specs import (
     ExporterSpec,
     FleetSpec,
+    KioskSpec,
     NodeSpec,
     ServiceSpec,
     SshSpec,
@@ -82,7 +83,7 @@ def test_docs_show_the_example_file_and_document_every_key() -> None:
     last_block = docs.rsplit("```toml\n", 1)[1].split("```", 1)[0]
     assert last_block == EXAMPLE.read_text(encoding="utf-8")
     loader_only = {"api_key", "source"}
-    for model in (FleetSpec, Thresholds, NodeSpec, SshSpec, VllmSpec, ExporterSpec, ServiceSpec):
+    for model in (FleetSpec, Thresholds, KioskSpec, NodeSpec, SshSpec, VllmSpec, ExporterSpec, ServiceSpec):
         for key in set(model.model_fields) - loader_only:
             assert f"| `{key}` |" in docs, f"{model.__name__}.{key} is not documented in docs/config.md"
 
@@ -673,3 +674,15 @@ def test_specs_import_no_io_or_ui_libraries() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.strip() == ""
+
+
+def test_kiosk_and_keymap_are_validated() -> None:
+    fleet = parse_config(
+        '[kiosk]\nrotate_s = 20.0\nunlock_key = "ctrl+u"\n[keymap]\nopen-node = "o"\n' + NODE, source=SRC, env={}
+    )
+    assert fleet.kiosk.rotate_s == 20.0 and fleet.kiosk.unlock_key == "ctrl+u"
+    assert fleet.keymap == {"open-node": "o"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config('[kiosk]\nrotate_s = 1.0\nunlock_key = "ctrl u"\n' + NODE, source=SRC, env={})
+    assert len(caught.value.errors) == 2
+    assert any("kiosk.unlock_key: must be a key name" in e for e in caught.value.errors)

@@ -15,4 +15,5 @@ def test_every_module_folder_has_an_init() -> None:
 
 def test_theme_files_are_reachable_from_the_package() -> None:
     themes = PACKAGE / "_themes"
-    assert sorted(p.name for p in themes.glob("*.toml")) == ["high-contrast.toml", "spark-dark.toml", "spark-light.toml"]
+    names = sorted(p.name for p in themes.glob("*.toml"))
+    assert names == ["high-contrast.toml", "spark-dark.toml", "spark-light.toml"]

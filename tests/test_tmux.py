@@ -20,12 +20,13 @@ pytestmark = pytest.mark.skipif(TMUX is None and os.environ.get("CI") != "true",
 class Tmux:
     def __init__(self) -> None:
         assert TMUX is not None, "tmux is required (apt-get install tmux)"
+        self.tmux: str = TMUX
         self.socket = f"sparktui-test-{uuid.uuid4().hex[:8]}"
         self.session = "dash"
 
     def run(self, *args: str) -> str:
-        result = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, check=True)
-        return result.stdout
+        result = subprocess.run([self.tmux, "-L", self.socket, *args], capture_output=True, text=True, check=True)
+        return str(result.stdout)
 
     def start(self, command: str) -> None:
         self.run("new-session", "-d", "-s", self.session, "-x", "160", "-y", "48", command)
@@ -51,7 +52,7 @@ class Tmux:
         return fields[0], fields[1] if len(fields) > 1 else ""
 
     def kill(self) -> None:
-        subprocess.run([TMUX, "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        subprocess.run([self.tmux, "-L", self.socket, "kill-server"], capture_output=True, check=False)
 
 
 @pytest.fixture

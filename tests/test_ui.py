@@ -6,15 +6,16 @@ import io
 from pathlib import Path
 
 from rich.console import Console
-
 from textual.widgets import DataTable, Static
 
+from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
-from sparktui.ui.app import HelpScreen, SparkApp
+from sparktui.ui.app import HelpScreen, SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
-from sparktui.ui.keys import keys_markdown
+from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
+from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
-from tests.ui_data import NOW, fed_app
+from tests.ui_data import NOW, Clock, fed_app, feed, fleet_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,3 +158,57 @@ async def test_stale_nodes_are_shown_and_bannered() -> None:
         await pilot.pause()
         assert all("stale" in str(_table(app).get_row_at(i)[1]) for i in range(4))
         assert "STALE" in str(app.screen.query_one("#banner", Static).content)
+
+
+async def test_kiosk_refuses_every_key_palette_and_click() -> None:
+    app = fed_app(kiosk=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, KioskScreen)
+        theme = app.theme
+        for key in ("q", "ctrl+q", "ctrl+c", "t", "p", "enter", "question_mark", "slash", "1", "ctrl+p", "escape"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, KioskScreen), key  # no screen opened, nothing quit
+        await pilot.click("#tile-spark1")
+        await pilot.pause()
+        assert isinstance(app.screen, KioskScreen)
+        assert app.theme == theme and not app.paused and app.is_running
+        for action in ("quit", "cycle_theme", "toggle_pause", "help", "command_palette", *RECOVERY_ACTIONS):
+            assert app.check_action(action, ()) is False, action
+
+
+async def test_kiosk_rotates_pages_and_banners_down_nodes() -> None:
+    app = fed_app(kiosk=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, KioskScreen)
+        banner = screen.query_one("#kiosk-banner", Static)
+        assert banner.has_class("shown") and "spark3 DOWN" in str(banner.content)
+        screen.rotate()
+        await pilot.pause()
+        assert screen.page == 1 and screen.query_one("#kiosk-node").has_class("shown")
+        assert "spark1" in str(screen.query_one("#node-title", Static).content)
+        for _ in range(4):
+            screen.rotate()
+        assert screen.page == 0  # fleet, then four nodes, then the fleet again
+        offsets = set()
+        for _ in range(4):
+            screen.shift()
+            offsets.add((screen.styles.offset.x.value, screen.styles.offset.y.value))
+        assert len(offsets) == 4  # the picture moves against burn-in
+
+
+async def test_kiosk_unlock_key_leaves_for_the_read_only_dashboard() -> None:
+    spec = fleet_spec().model_copy(update={"kiosk": KioskSpec(unlock_key="ctrl+u")})
+    clock = Clock()
+    app = make_app(spec, collect=False, clock=clock, kiosk=True)
+    feed(app, clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("ctrl+u")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert not app.kiosk and app.read_only
+        for action in RECOVERY_ACTIONS:
+            assert app.check_action(action, ()) is False

@@ -508,6 +508,26 @@ class NodeSpec(_Spec):
         return self
 
 
+KEY_RE = re.compile(r"(?:(?:ctrl|shift|alt|super|meta)\+)*[a-z0-9_]+\Z")
+
+
+def _check_key(value: str) -> str:
+    if not KEY_RE.match(value):
+        raise ValueError(f"must be a key name like 'r', 'f5', 'ctrl+u' or 'question_mark' (got {_shown(value)})")
+    return value
+
+
+KeyName = Annotated[str, AfterValidator(_check_key)]
+
+
+class KioskSpec(_Spec):
+    """The read-only kiosk for a wall screen (``sparktui --kiosk``)."""
+
+    rotate_s: Num = Field(15.0, ge=3)  # seconds on each page: the fleet, then each node
+    unlock_key: KeyName | None = None  # leaves the kiosk for the read-only dashboard; none: no key does
+    shift_every_s: Num = Field(180.0, ge=10)  # move the picture by a cell this often (burn-in)
+
+
 class FleetSpec(_Spec):
     """The whole config file."""
 
@@ -516,6 +536,8 @@ class FleetSpec(_Spec):
     stale_after: Count = Field(3, ge=1)  # poll intervals without fresh data before a value is stale
     max_body_bytes: Count = Field(8 * 1024 * 1024, ge=64 * 1024)
     thresholds: Thresholds = Thresholds()
+    kiosk: KioskSpec = KioskSpec()
+    keymap: dict[str, KeyName] = Field(default_factory=dict)  # binding id -> key (docs/keys.md lists ids)
     nodes: tuple[NodeSpec, ...] = Field(min_length=1, max_length=256)
     source: str | None = None  # set by the loader: where the spec came from, for messages
 

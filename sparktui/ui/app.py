@@ -25,7 +25,8 @@ from sparktui.sources.logs import LogStream
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
 from sparktui.ui.fleet_screen import FleetScreen
-from sparktui.ui.keys import APP_BINDINGS, keys_markdown
+from sparktui.ui.keys import APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
+from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, palette
 
@@ -61,6 +62,7 @@ class SparkApp(App[None]):
         *,
         collect: bool = True,
         read_only: bool = False,
+        kiosk: bool = False,
         theme: str | None = None,
         theme_dirs: tuple[Path, ...] = (),
         clock: Callable[[], float] = time.monotonic,
@@ -72,7 +74,8 @@ class SparkApp(App[None]):
         self.history = History()
         self.views: tuple[NodeView, ...] = ()
         self.collect = collect
-        self.read_only = read_only
+        self.kiosk = kiosk
+        self.read_only = read_only or kiosk  # the kiosk is read-only by construction
         self.clock = clock
         self.window_s = window_s
         self.paused = False
@@ -101,8 +104,9 @@ class SparkApp(App[None]):
         self._theme_changed()
         for error in self._theme_errors:
             self.notify(error, severity="error", timeout=10)
+        self._apply_keymap()
         self.refresh_views()
-        self.push_screen(FleetScreen())
+        self.push_screen(KioskScreen() if self.kiosk else FleetScreen())
         if self.collect:
             self.run_worker(self._poll_http(), name="poll-http", group="collect", exit_on_error=False)
             for node in self.fleet.nodes:
@@ -162,7 +166,7 @@ class SparkApp(App[None]):
         if (self.paused and not force) or not self.screen_stack:
             return
         screen = self.screen
-        if isinstance(screen, (FleetScreen, NodeScreen)):
+        if isinstance(screen, (FleetScreen, NodeScreen, KioskScreen)):
             with self.batch_update():
                 screen.update_views(self.views)
 
@@ -211,6 +215,32 @@ class SparkApp(App[None]):
     def log_lines(self, node_name: str, since: int) -> list[LogLine]:
         buffer = self._log_buffers.get(node_name)
         return list(buffer.since(since)) if buffer is not None else []
+
+    # --- modes --------------------------------------------------------------------------------------
+
+    def _apply_keymap(self) -> None:
+        keymap = dict(self.fleet.keymap)
+        unknown = sorted(set(keymap) - binding_ids())
+        for key_id in unknown:
+            self.notify(f"config keymap: no binding has the id {key_id!r}; see docs/keys.md", severity="warning")
+            keymap.pop(key_id)
+        if self.fleet.kiosk.unlock_key:
+            keymap[UNLOCK_ID] = self.fleet.kiosk.unlock_key
+        self.set_keymap(keymap)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The kiosk takes no input but its unlock key; read-only refuses the recovery actions."""
+        if self.kiosk:
+            return action == "unlock" and bool(self.fleet.kiosk.unlock_key)
+        return not (self.read_only and action in RECOVERY_ACTIONS)
+
+    def unlock_kiosk(self) -> None:
+        """The unlock key: leave the kiosk for the (still read-only) dashboard."""
+        if not self.kiosk:
+            return
+        self.kiosk = False
+        self.switch_screen(FleetScreen())
+        self.refresh_bindings()
 
     # --- actions ------------------------------------------------------------------------------------
 

@@ -34,6 +34,8 @@ NODE_BINDINGS: list[BindingType] = [
 
 # Homes for the recovery keys (the actions issue binds them): listed so the footer and keymaps agree.
 RESERVED_ACTION_KEYS = {"restart": "r", "drop-caches": "d", "kill-workers": "k", "warmup": "w"}
+# The action names they will dispatch to: refused in read-only and kiosk mode (SparkApp.check_action).
+RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
 
 SECTIONS: tuple[tuple[str, list[BindingType]], ...] = (
     ("Everywhere", APP_BINDINGS),
@@ -48,6 +50,12 @@ def _key(binding: Binding) -> str:
 
 def _bindings(bindings: list[BindingType]) -> list[Binding]:
     return [b for b in bindings if isinstance(b, Binding)]
+
+
+def binding_ids() -> set[str]:
+    """Every binding id a keymap may name."""
+    ids = {b.id for _, bindings in SECTIONS for b in _bindings(bindings) if b.id}
+    return ids | {"kiosk-unlock"}
 
 
 def keys_markdown() -> str:

@@ -15,8 +15,8 @@ from sparktui.ui.app import make_app
 DEMO_START_TIMEOUT_S = 60.0
 
 
-def run_dashboard(fleet: FleetSpec, *, read_only: bool = False, theme: str | None = None) -> int:
-    app = make_app(fleet, read_only=read_only, theme=theme)
+def run_dashboard(fleet: FleetSpec, *, read_only: bool = False, kiosk: bool = False, theme: str | None = None) -> int:
+    app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
     app.run()
     return app.return_code or 0
 
@@ -27,13 +27,25 @@ def run_demo_dashboard(
     seed: int,
     scenario: str,
     read_only: bool = False,
+    kiosk: bool = False,
     theme: str | None = None,
 ) -> int:
     """The demo fleet in its own process (so the dashboard's CPU is its own), the dashboard here."""
     with tempfile.TemporaryDirectory(prefix="sparktui-demo-") as tmp:
         config = Path(tmp) / "demo.toml"
-        command = [sys.executable, "-m", "sparktui", "demo", "--serve-only", "--write-config", str(config),
-                   "--seed", str(seed), "--scenario", scenario]
+        command = [
+            sys.executable,
+            "-m",
+            "sparktui",
+            "demo",
+            "--serve-only",
+            "--write-config",
+            str(config),
+            "--seed",
+            str(seed),
+            "--scenario",
+            scenario,
+        ]
         if nodes is not None:
             command += ["--nodes", str(nodes)]
         log = Path(tmp) / "demo.log"
@@ -52,7 +64,7 @@ def run_demo_dashboard(
             except ConfigError as exc:
                 print(str(exc), file=sys.stderr)
                 return 1
-            return run_dashboard(fleet, read_only=read_only, theme=theme)
+            return run_dashboard(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
         finally:
             child.terminate()
             try:
