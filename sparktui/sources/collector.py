@@ -47,6 +47,7 @@ class _InstancePoller:
     def __init__(self, spec: VllmSpec, fleet: FleetSpec, clock: Clock) -> None:
         self.spec = spec
         self.clock = clock
+        self.metrics_url: httpx.URL | None = None
         self.fleet = fleet
         self.backoff = Backoff(fleet.poll_interval_s, max(10.0, fleet.poll_interval_s))
         self.polls = 0
@@ -67,12 +68,15 @@ class _InstancePoller:
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
-        params = METRICS_FILTER if self.spec.metrics_filter else None
+        if self.metrics_url is None:
+            # Built once: httpx would re-encode the filter's sixty query parameters on every poll.
+            params = METRICS_FILTER if self.spec.metrics_filter else None
+            self.metrics_url = httpx.URL(f"{base}/metrics", params=params)
         ask_version = self.need_version or self.polls % VERSION_EVERY == 0
         ask_models = self.need_models or self.polls % MODELS_EVERY == 0
         calls: list[Awaitable[HttpResult]] = [
             fetch(client, f"{base}/health", timeout_s=timeout, max_bytes=64 * 1024),
-            fetch(client, f"{base}/metrics", timeout_s=timeout, max_bytes=cap, params=params),
+            fetch(client, self.metrics_url, timeout_s=timeout, max_bytes=cap),
         ]
         if ask_version:
             calls.append(fetch(client, f"{base}/version", timeout_s=timeout, max_bytes=64 * 1024))

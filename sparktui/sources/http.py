@@ -75,7 +75,7 @@ def _refused(exc: BaseException) -> bool:
 
 async def fetch(
     client: httpx.AsyncClient,
-    url: str,
+    url: str | httpx.URL,
     *,
     timeout_s: float,
     max_bytes: int,
@@ -84,6 +84,7 @@ async def fetch(
 ) -> HttpResult:
     """GET ``url``; the whole exchange (connect, headers, body) must finish within ``timeout_s``."""
     started = time.perf_counter()
+    shown = str(url)
 
     def result(
         kind: FetchKind,
@@ -94,7 +95,7 @@ async def fetch(
         content_type: str | None = None,
     ) -> HttpResult:
         return HttpResult(
-            url=url,
+            url=shown,
             kind=kind,
             status=status,
             body=body,

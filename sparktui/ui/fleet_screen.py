@@ -86,6 +86,7 @@ class FleetScreen(Screen[None]):
         self._columns: tuple[Column, ...] = ()
         self._filter = ""
         self._order: list[str] = []
+        self._shown: dict[str, dict[str, Text | str]] = {}  # what each cell shows now
 
     @property
     def spark(self) -> SparkApp:
@@ -126,6 +127,7 @@ class FleetScreen(Screen[None]):
         for column in self._columns:
             table.add_column(column.label, key=column.key, width=column.width)
         self._order = []
+        self._shown = {}
 
     # --- data -------------------------------------------------------------------------------------
 
@@ -205,17 +207,23 @@ class FleetScreen(Screen[None]):
         if keys != self._order:
             cursor = table.cursor_row
             table.clear()
+            self._shown = {}
             for key, view, instance, label in rows:
-                cells = self._cells(view, instance, label)
+                cells = self._shown[key] = self._cells(view, instance, label)
                 table.add_row(*(cells[c.key] for c in self._columns), key=key)
             self._order = keys
             if rows:
                 table.move_cursor(row=min(cursor, len(rows) - 1))
         else:
+            # Only the cells whose content changed: each update invalidates the table's render caches.
             for key, view, instance, label in rows:
                 cells = self._cells(view, instance, label)
+                shown = self._shown.setdefault(key, {})
                 for column in self._columns:
-                    table.update_cell(key, column.key, cells[column.key])
+                    value = cells[column.key]
+                    if shown.get(column.key) != value:
+                        table.update_cell(key, column.key, value)
+                        shown[column.key] = value
         self._update_summary(views)
         self._update_detail(views)
 
