@@ -1,0 +1,1318 @@
+"""Diagnosis: the known failure signatures of DGX Spark vLLM nodes, matched against a node's evidence.
+
+The catalogue is data (``sparktui/data/failures.toml``, one rule per row of the failure catalogue):
+``load_catalogue()`` reads and validates it, compiling every regular expression, and
+``Catalogue.with_overrides()`` applies thresholds from the config (``"<rule id>.<param>"``). The rest
+is pure: ``DiagnosisEngine.evaluate()`` is called once per poll of a node with
+
+- the node's ``NodeView`` (statuses, rates, launch readiness, host state, shm leftovers, stale workers),
+- the log lines each instance wrote since the last call (``unread()`` takes them from a ``LogBuffer``
+  by the engine's cursor, so only new lines are ever scanned),
+- each instance's numbers between its last two scrapes (``last_intervals()``), which the per-poll
+  detectors compare (engine wedged, decode stall, KV pressure, cold JIT); without them they fall back
+  to the view's windowed rates, which react only as fast as the window empties,
+
+and answers the node's active findings. The engine keeps the little history it needs itself (recent
+generation tok/s, per-position acceptance baselines, restart counts, memory, starts seen) and a bounded
+history of cleared findings per node. docs/diagnosis.md describes the rules and the data format.
+
+Hysteresis: a detector finding opens when its condition holds in ``open_after`` evaluations in a row
+and clears when it has been false for ``clear_after_s`` seconds (an evaluation that cannot tell, e.g.
+no host sample, changes nothing). A log finding opens on a matching line; "attempt" rules (start-up
+failures) clear after ``quiet_s`` without a new match or once the instance has been UP for
+``healthy_s`` after the last match; "process" rules (how the running process was launched) clear only
+when a later start has been UP for ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import tomllib
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from importlib import resources
+from typing import Literal
+
+from sparktui.model.derive import VllmRates
+from sparktui.model.fleet import InstanceView, NodeState, NodeView
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.memory import GIB
+from sparktui.model.status import State
+
+CATALOGUE_FORMAT = 1
+ACTIONS = ("drop-caches", "restart", "kill-workers", "warmup")
+WHERE = ("log", "metrics", "http", "host")
+EXTRA_EVIDENCE = ("memory", "service")
+LIFETIMES = ("attempt", "process")
+SERVING = frozenset({State.UP, State.DEGRADED})
+
+MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
+MAX_EVIDENCE_CHARS = 1000  # of one evidence line
+DEFAULT_HISTORY = 200  # cleared findings kept per node
+MEMORY_TREND_S = 120.0  # how far back "MemAvailable fell …" looks
+MAX_PROBLEMS = 50
+
+_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_RULE_KEYS = (
+    "id",
+    "section",
+    "severity",
+    "title",
+    "where",
+    "looks_at",
+    "explanation",
+    "fix",
+    "action",
+    "evidence",
+    "suppressed_by",
+    "not_observed",
+    "source",
+    "log",
+    "detector",
+    "params",
+)
+_LOG_PARAMS = ("quiet_s", "healthy_s")
+_DETECTOR_PARAMS = ("open_after", "clear_after_s")
+
+Lifetime = Literal["attempt", "process"]
+
+
+class CatalogueError(ValueError):
+    """The failure catalogue, or an override of its thresholds, is invalid; the message says where."""
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARN = "warn"
+    CRIT = "crit"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARN: 1, Severity.CRIT: 2}
+
+
+# --- the catalogue ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogMatch:
+    """What a log rule matches: a line matching any of ``any``, or, within one start of the instance,
+    a line for each of ``all``."""
+
+    any: tuple[re.Pattern[str], ...] = ()
+    all: tuple[re.Pattern[str], ...] = ()
+    lifetime: Lifetime = "attempt"
+
+    @property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        return self.any + self.all
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One failure signature. ``params`` holds every threshold, defaults included."""
+
+    id: str
+    section: str
+    severity: Severity
+    title: str
+    where: tuple[str, ...]
+    looks_at: str
+    explanation: str
+    fix: str
+    action: str | None
+    params: Mapping[str, float]
+    log: LogMatch | None = None
+    detector: str | None = None
+    detector_args: Mapping[str, str] = field(default_factory=dict)
+    detector_patterns: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
+    evidence: tuple[str, ...] = ()
+    suppressed_by: tuple[str, ...] = ()
+    not_observed: str | None = None
+    source: str | None = None
+
+    def param(self, name: str) -> float:
+        return self.params[name]
+
+
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    rules: tuple[Rule, ...]
+    attempt_start: re.Pattern[str]  # a line that marks a new start of vLLM
+    error: re.Pattern[str]  # a line that counts as an error (crash-loop's "first error")
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(rule.id for rule in self.rules)
+
+    def rule(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+    def with_overrides(self, overrides: Mapping[str, float]) -> Catalogue:
+        """The catalogue with thresholds replaced, keyed ``"<rule id>.<param>"`` (the config's
+        ``[diagnosis]`` table). Raises CatalogueError naming the key for an unknown rule or
+        parameter, or a value that is not a number ≥ 0."""
+        by_id = {rule.id: rule for rule in self.rules}
+        changes: dict[str, dict[str, float]] = {}
+        for key, value in overrides.items():
+            rule_id, dot, param = str(key).rpartition(".")
+            where = f"diagnosis threshold {key!r}"
+            if not dot or not rule_id or not param:
+                raise CatalogueError(
+                    f"{where}: write it as '<rule id>.<parameter>', for example 'engine-wedged.open_after'"
+                )
+            rule = by_id.get(rule_id)
+            if rule is None:
+                raise CatalogueError(f"{where}: there is no rule {rule_id!r} in the catalogue")
+            if param not in rule.params:
+                known = ", ".join(sorted(rule.params))
+                raise CatalogueError(f"{where}: rule {rule_id!r} has no parameter {param!r} (it has {known})")
+            if not _is_number(value) or value < 0:
+                raise CatalogueError(f"{where}: must be a number ≥ 0 (got {value!r})")
+            changes.setdefault(rule_id, {})[param] = float(value)
+        rules = tuple(
+            replace(rule, params={**rule.params, **changes[rule.id]}) if rule.id in changes else rule
+            for rule in self.rules
+        )
+        return replace(self, rules=rules)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def load_catalogue() -> Catalogue:
+    """The catalogue shipped with sparktui (``sparktui/data/failures.toml``)."""
+    text = (resources.files("sparktui") / "data" / "failures.toml").read_text(encoding="utf-8")
+    return parse_catalogue(text, source="sparktui/data/failures.toml")
+
+
+def parse_catalogue(text: str, source: str = "failures.toml") -> Catalogue:
+    """Parse and validate catalogue TOML; every regular expression is compiled here."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
+    return _Parser(source).catalogue(data)
+
+
+class _Parser:
+    """Validation of the catalogue data; every error names the file, the rule and the key."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, what: str) -> CatalogueError:
+        return CatalogueError(f"{self.source}: {where}: {what}")
+
+    def table(self, value: object, where: str) -> dict[str, object]:
+        if not isinstance(value, dict):
+            raise self.fail(where, "must be a table")
+        return value
+
+    def keys(self, table: Mapping[str, object], allowed: Sequence[str], where: str) -> None:
+        unknown = sorted(set(table) - set(allowed))
+        if unknown:
+            raise self.fail(where, f"unknown key {unknown[0]!r} (allowed: {', '.join(allowed)})")
+
+    def text(self, table: Mapping[str, object], key: str, where: str, required: bool = True) -> str | None:
+        value = table.get(key)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f"{key!r} must be a non-empty string")
+        return value
+
+    def texts(self, table: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(where, f"{key!r} must be a list of strings")
+        return tuple(value)
+
+    def regex(self, pattern: str, where: str) -> re.Pattern[str]:
+        try:
+            compiled = re.compile(pattern)
+            re.compile(f"(?:{pattern})")  # it must also work inside the engine's combined prefilter
+        except re.error as exc:
+            raise self.fail(where, f"bad regular expression {pattern!r}: {exc}") from None
+        return compiled
+
+    def numbers(self, value: object, where: str) -> dict[str, float]:
+        table = self.table(value, where)
+        out: dict[str, float] = {}
+        for key, number in table.items():
+            if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+                raise self.fail(where, f"{key!r} must be a number ≥ 0 (got {number!r})")
+            if number < 0:
+                raise self.fail(where, f"{key!r} must be a number ≥ 0 (got {number!r})")
+            out[key] = float(number)
+        return out
+
+    def catalogue(self, data: Mapping[str, object]) -> Catalogue:
+        self.keys(data, ("format", "log", "defaults", "rule"), "top level")
+        if data.get("format") != CATALOGUE_FORMAT:
+            raise self.fail("format", f"must be {CATALOGUE_FORMAT} (got {data.get('format')!r})")
+        log = self.table(data.get("log", {}), "[log]")
+        self.keys(log, ("attempt_start", "error"), "[log]")
+        attempt_start = self.regex(str(self.text(log, "attempt_start", "[log]")), "[log] attempt_start")
+        error = self.regex(str(self.text(log, "error", "[log]")), "[log] error")
+        defaults = self.table(data.get("defaults", {}), "[defaults]")
+        self.keys(defaults, ("log", "detector"), "[defaults]")
+        log_defaults = self.numbers(defaults.get("log", {}), "[defaults.log]")
+        detector_defaults = self.numbers(defaults.get("detector", {}), "[defaults.detector]")
+        for name, table, needed in (
+            ("[defaults.log]", log_defaults, _LOG_PARAMS),
+            ("[defaults.detector]", detector_defaults, _DETECTOR_PARAMS),
+        ):
+            self.keys(table, needed, name)
+            missing = [p for p in needed if p not in table]
+            if missing:
+                raise self.fail(name, f"missing {missing[0]!r}")
+        rules_data = data.get("rule")
+        if not isinstance(rules_data, list) or not rules_data:
+            raise self.fail("rule", "the catalogue has no [[rule]]")
+        rules = [self.rule(item, index, log_defaults, detector_defaults) for index, item in enumerate(rules_data)]
+        ids = [rule.id for rule in rules]
+        for rule in rules:
+            if ids.count(rule.id) > 1:
+                raise self.fail(f"rule {rule.id!r}", "the id is used twice")
+            for other in rule.suppressed_by:
+                if other not in ids or other == rule.id:
+                    raise self.fail(f"rule {rule.id!r}", f"suppressed_by names no other rule: {other!r}")
+        return Catalogue(tuple(rules), attempt_start, error)
+
+    def rule(
+        self,
+        item: object,
+        index: int,
+        log_defaults: Mapping[str, float],
+        detector_defaults: Mapping[str, float],
+    ) -> Rule:
+        table = self.table(item, f"rule #{index + 1}")
+        rule_id = table.get("id")
+        if not isinstance(rule_id, str) or not _ID_RE.match(rule_id):
+            raise self.fail(f"rule #{index + 1}", f"'id' must be lower-case words joined by '-' (got {rule_id!r})")
+        where = f"rule {rule_id!r}"
+        self.keys(table, _RULE_KEYS, where)
+        severity = table.get("severity")
+        if severity not in {s.value for s in Severity}:
+            raise self.fail(where, f"'severity' must be info, warn or crit (got {severity!r})")
+        places = self.texts(table, "where", where)
+        if not places or any(p not in WHERE for p in places):
+            raise self.fail(where, f"'where' must list some of {', '.join(WHERE)} (got {list(places)})")
+        action = self.text(table, "action", where, required=False)
+        if action is not None and action not in ACTIONS:
+            raise self.fail(where, f"'action' must be one of {', '.join(ACTIONS)} (got {action!r})")
+        extras = self.texts(table, "evidence", where)
+        if any(e not in EXTRA_EVIDENCE for e in extras):
+            raise self.fail(where, f"'evidence' may list {', '.join(EXTRA_EVIDENCE)} (got {list(extras)})")
+        has_log, has_detector = "log" in table, "detector" in table
+        if has_log == has_detector:
+            raise self.fail(where, "give either [rule.log] or [rule.detector]")
+        params = self.numbers(table.get("params", {}), f"{where} params")
+        log: LogMatch | None = None
+        detector: str | None = None
+        args: dict[str, str] = {}
+        patterns: dict[str, re.Pattern[str]] = {}
+        if has_log:
+            log = self.log_match(table["log"], where)
+            self.keys(params, _LOG_PARAMS, f"{where} params")
+            params = {**log_defaults, **params}
+        else:
+            detector, args, patterns = self.detector(table["detector"], where)
+            known = _DETECTOR_PARAMS + DETECTORS[detector].params
+            self.keys(params, known, f"{where} params")
+            params = {**detector_defaults, **params}
+            missing = [p for p in known if p not in params]
+            if missing:
+                raise self.fail(f"{where} params", f"detector {detector!r} needs {missing[0]!r}")
+        return Rule(
+            id=rule_id,
+            section=str(self.text(table, "section", where)),
+            severity=Severity(str(severity)),
+            title=str(self.text(table, "title", where)),
+            where=places,
+            looks_at=str(self.text(table, "looks_at", where)),
+            explanation=str(self.text(table, "explanation", where)),
+            fix=str(self.text(table, "fix", where)),
+            action=action,
+            params=params,
+            log=log,
+            detector=detector,
+            detector_args=args,
+            detector_patterns=patterns,
+            evidence=extras,
+            suppressed_by=self.texts(table, "suppressed_by", where),
+            not_observed=self.text(table, "not_observed", where, required=False),
+            source=self.text(table, "source", where, required=False),
+        )
+
+    def log_match(self, value: object, where: str) -> LogMatch:
+        table = self.table(value, f"{where} log")
+        self.keys(table, ("any", "all", "lifetime"), f"{where} log")
+        any_ = tuple(self.regex(p, f"{where} log.any[{i}]") for i, p in enumerate(self.texts(table, "any", where)))
+        all_ = tuple(self.regex(p, f"{where} log.all[{i}]") for i, p in enumerate(self.texts(table, "all", where)))
+        if not any_ and len(all_) < 2:
+            raise self.fail(f"{where} log", "give 'any' (one or more patterns) or 'all' (two or more)")
+        lifetime = table.get("lifetime", "attempt")
+        if lifetime == "attempt":
+            return LogMatch(any_, all_, "attempt")
+        if lifetime == "process":
+            return LogMatch(any_, all_, "process")
+        raise self.fail(f"{where} log", f"'lifetime' must be attempt or process (got {lifetime!r})")
+
+    def detector(self, value: object, where: str) -> tuple[str, dict[str, str], dict[str, re.Pattern[str]]]:
+        table = dict(self.table(value, f"{where} detector"))
+        name = table.pop("name", None)
+        if not isinstance(name, str) or name not in DETECTORS:
+            raise self.fail(f"{where} detector", f"'name' must be one of {', '.join(sorted(DETECTORS))}")
+        spec = DETECTORS[name]
+        self.keys(table, spec.args, f"{where} detector {name!r}")
+        args: dict[str, str] = {}
+        for key in spec.args:
+            text = self.text(table, key, f"{where} detector", required=key not in spec.optional_args)
+            if text is not None:
+                args[key] = text
+        if "state" in args and args["state"] not in {s.value for s in State}:
+            raise self.fail(f"{where} detector", f"'state' must be a status state (got {args['state']!r})")
+        patterns = {key: self.regex(args[key], f"{where} detector {key}") for key in spec.regex_args if key in args}
+        return name, args, patterns
+
+
+# --- findings --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A matched failure signature on a node (``instance`` None: the node as a whole).
+
+    ``evidence`` is what matched, one line each: log lines with their own timestamps, or numbers with
+    their units and the time they were seen. ``lines`` are the matching log lines themselves (by their
+    ``seq`` the log view can highlight them). Times ``opened_at``, ``last_seen`` and ``cleared_at`` are
+    on the clock passed to ``evaluate`` (the poll loop's monotonic clock).
+    """
+
+    id: str
+    node: str
+    instance: str | None
+    severity: Severity
+    title: str
+    evidence: tuple[str, ...]
+    explanation: str
+    fix: str
+    action: str | None
+    opened_at: float
+    last_seen: float
+    cleared_at: float | None = None
+    lines: tuple[LogLine, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return (self.node, self.id, self.instance)
+
+
+# --- what the engine remembers ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _InstanceMemory:
+    cursor: int = 0  # the seq of the next log line to scan
+    state: State | None = None
+    serving_since: float | None = None  # UP or DEGRADED (answering /health 200) without a break
+    up_since: float | None = None  # UP without a break
+    starts: int = 0
+    last_start: float | None = None
+    last_start_eval: int = -1
+    served: bool = True  # a request finished or a token was generated since the last start
+    reset_seen: bool = False
+    service_started: float | None = None
+    first_error: LogLine | None = None  # of the newest attempt that logged one
+    error_taken: bool = False
+    restarts: deque[tuple[float, int]] = field(default_factory=deque)  # (t, count) at each change
+    gen_history: deque[tuple[float, float]] = field(default_factory=deque)  # (running, tok/s)
+    spec_k: int | None = None
+    spec_history: deque[float] = field(default_factory=deque)  # last position's acceptance
+
+
+@dataclass(slots=True)
+class _Track:
+    """One rule on one subject (an instance, or None for the node): its hysteresis and evidence."""
+
+    rule: Rule
+    subject: str | None
+    streak: int = 0  # evaluations in a row the condition held
+    true_since: float | None = None
+    false_since: float | None = None
+    opened_at: float | None = None  # None: not open
+    last_seen: float = 0.0
+    evidence: tuple[str, ...] = ()
+    first: LogLine | None = None
+    recent: deque[LogLine] = field(default_factory=lambda: deque(maxlen=MAX_LOG_EVIDENCE - 1))
+    seen: dict[int, LogLine] = field(default_factory=dict)  # "all" rules: pattern index → line
+    matches: int = 0
+    last_match_at: float | None = None
+    phase: int = 0  # "process" rules: 0 matched, 1 served since, 2 started again since
+    restarted_at: float | None = None
+    quoted: tuple[LogLine, ...] = ()  # detector rules: log lines their evidence quotes
+    shown: bool = False
+    snapshot: Finding | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.opened_at is not None
+
+
+@dataclass(slots=True)
+class _NodeMemory:
+    instances: dict[str, _InstanceMemory] = field(default_factory=dict)
+    tracks: dict[tuple[str, str | None], _Track] = field(default_factory=dict)
+    history: deque[Finding] = field(default_factory=deque)
+    host_seq: int | None = None
+    host_fresh_at: float | None = None
+    http_failing_since: float | None = None
+    ssh_failing_since: float | None = None
+    available: deque[tuple[float, float]] = field(default_factory=deque)  # (t, MemAvailable)
+
+    def instance(self, name: str) -> _InstanceMemory:
+        found = self.instances.get(name)
+        if found is None:
+            found = self.instances[name] = _InstanceMemory()
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    holds: bool
+    evidence: tuple[str, ...] = ()
+    lines: tuple[LogLine, ...] = ()  # log lines the evidence quotes, for highlighting
+
+
+_NO = _Check(False)
+
+
+@dataclass(slots=True)
+class _Ctx:
+    """One evaluation of one node."""
+
+    node: NodeView
+    now: float
+    memory: _NodeMemory
+    intervals: Mapping[str, VllmRates | None] | None
+    eval_id: int
+    instances: dict[str, InstanceView] = field(default_factory=dict)
+
+    def rates(self, inst: InstanceView) -> VllmRates | None:
+        """The instance's numbers over the last poll interval, else over the view's window."""
+        if self.intervals is not None and inst.name in self.intervals:
+            return self.intervals[inst.name]
+        return inst.rates
+
+    def at(self, t: float | None = None) -> str:
+        """Engine time ``t`` (default now) as the wall-clock time of the poll, in UTC."""
+        t = self.now if t is None else t
+        wall = self.node.polled_wall
+        if wall is None:
+            return f"t={t:.0f} s"
+        try:
+            return datetime.fromtimestamp(wall + (t - self.now), UTC).strftime("%H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):
+            return f"t={t:.0f} s"
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+def _size(value: float) -> str:
+    for unit, scale in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def _log_line(line: LogLine) -> str:
+    stamp = line.timestamp.isoformat(sep=" ", timespec="seconds") if line.timestamp else "(no time)"
+    text = line.text
+    if len(text) > MAX_EVIDENCE_CHARS:
+        text = text[:MAX_EVIDENCE_CHARS] + "…"
+    return f"{stamp}  {text}"
+
+
+# --- detectors -------------------------------------------------------------------------------------
+
+NodeCheck = Callable[[_Ctx, Rule], "_Check | None"]
+InstanceCheck = Callable[[_Ctx, Rule, InstanceView, _InstanceMemory], "_Check | None"]
+
+
+def _launch_not_ready(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.status.state in SERVING:
+        return _NO  # a serving instance holds its memory already: the prediction does not apply
+    launch = inst.launch
+    if launch is None or launch.ready is None:
+        return None
+    if launch.ready:
+        return _NO
+    return _Check(True, (f"{inst.name} would not start now: {launch.reason} (at {ctx.at()})",))
+
+
+def _shm_leftovers(ctx: _Ctx, rule: Rule) -> _Check | None:
+    host = ctx.node.host_state
+    if host is None or host.shm is None or host.processes is None:
+        return None
+    entries = ctx.node.shm_leftovers
+    if not entries or len(entries) < rule.param("min_entries"):
+        return _NO
+    total = sum(entry.held_bytes for entry in entries)
+    names = ", ".join(f"{e.name} ({_size(e.held_bytes)})" for e in entries[:6])
+    more = f" and {len(entries) - 6} more" if len(entries) > 6 else ""
+    return _Check(
+        True,
+        (
+            f"{len(entries)} leftover entries in /dev/shm holding {_size(total)} while no vLLM process "
+            f"runs (at {ctx.at()}): {names}{more}",
+        ),
+    )
+
+
+def _stale_workers(ctx: _Ctx, rule: Rule) -> _Check | None:
+    host = ctx.node.host_state
+    if host is None or host.processes is None:
+        return None
+    workers = ctx.node.stale_workers
+    if not workers or len(workers) < rule.param("min_workers"):
+        return _NO
+    stopped = [f"{i.service.name} is {i.service.state}" for i in ctx.node.instances if i.service is not None]
+    processes = "process" if len(workers) == 1 else "processes"
+    evidence = [
+        f"{len(workers)} VLLM::Worker {processes} alive while {', '.join(stopped) or 'the service is stopped'} "
+        f"(at {ctx.at()})"
+    ]
+    evidence.extend(f"pid {p.pid} (parent {p.ppid}): {p.args.strip()}, RSS {_size(p.rss_bytes)}" for p in workers[:6])
+    return _Check(True, tuple(evidence))
+
+
+def _service_state(inst: InstanceView) -> str:
+    service = inst.service
+    if service is None:
+        return "unknown"
+    sub = f" ({service.sub_state})" if service.sub_state else ""
+    return f"{service.name} is {service.state}{sub}"
+
+
+def _exec_not_found(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    service = inst.service
+    if service is None:
+        return None
+    missing = service.exec_exists is False and not service.running
+    if service.exit_status != int(rule.param("exit_status")) and not missing:
+        return _NO
+    restarts = f", {service.restarts} restarts" if service.restarts is not None else ""
+    evidence = [f"{_service_state(inst)}, exit status {service.exit_status}{restarts} (at {ctx.at()})"]
+    if service.exec_path:
+        exists = {False: "does not exist on the node", True: "exists", None: "could not be checked"}
+        evidence.append(f"ExecStart runs {service.exec_path}, which {exists[service.exec_exists]}")
+    return _Check(True, tuple(evidence))
+
+
+def _restarts_rising(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    service = inst.service
+    if service is None or service.restarts is None:
+        return None
+    now, count, window = ctx.now, service.restarts, rule.param("window_s")
+    history = im.restarts
+    if history and count < history[-1][1]:
+        history.clear()  # the count went down: the unit was reset or the container recreated
+    if not history or history[-1][1] != count:
+        history.append((now, count))
+    while len(history) > 1 and now - history[1][0] >= window:
+        history.popleft()  # keep one entry at or before the window's start: the count there
+    rise = count - history[0][1]
+    between = service.restarting or service.failed
+    rising = rise >= rule.param("min_rise") and inst.status.state not in SERVING
+    if not rising and not (count >= rule.param("min_restarts") and between):
+        return _NO
+    exit_status = f", last exit status {service.exit_status}" if service.exit_status else ""
+    since = f", +{rise} since {ctx.at(history[0][0])}" if rise > 0 else ""
+    evidence = [f"{_service_state(inst)}: {count} restarts{since}{exit_status} (at {ctx.at()})"]
+    if im.first_error is None:
+        return _Check(True, tuple(evidence))
+    evidence.append(f"first error of the last attempt: {_log_line(im.first_error)}")
+    return _Check(True, tuple(evidence), (im.first_error,))
+
+
+def _requests_without_tokens(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.url is None:
+        return None
+    if inst.status.state not in SERVING:
+        return _NO
+    if inst.running is None and inst.waiting is None:
+        return None
+    running, waiting = inst.running or 0.0, inst.waiting or 0.0
+    if running + waiting <= 0:
+        return _NO
+    rates = ctx.rates(inst)
+    generated = rates.generation_tokens_per_s if rates is not None else None
+    if rates is None or generated is None:
+        return None
+    if generated > 0:
+        return _NO
+    return _Check(
+        True,
+        (
+            f"{running:.0f} running, {waiting:.0f} waiting at {ctx.at()}",
+            f"0 tokens generated over the last {rates.seconds:.1f} s",
+            f"/health answers 200 ({inst.status.state.value})",
+        ),
+    )
+
+
+def _decode_slow(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.url is None:
+        return None
+    if inst.status.state not in SERVING:
+        return _NO
+    rates = ctx.rates(inst)
+    generated = rates.generation_tokens_per_s if rates is not None else None
+    running = inst.running
+    if rates is None or generated is None or running is None:
+        return None
+    if running <= 0 or generated <= 0:
+        return _NO  # idle, or no token at all (that is engine-wedged)
+    comparable = [rate for busy, rate in im.gen_history if busy <= running]
+    median = statistics.median(comparable) if len(comparable) >= rule.param("min_samples") else None
+    factor = rule.param("factor")
+    if median is not None and generated < factor * median:
+        return _Check(
+            True,
+            (
+                f"generation {generated:.1f} tok/s over the last {rates.seconds:.1f} s with "
+                f"{running:.0f} running (at {ctx.at()})",
+                f"recent median {median:.1f} tok/s at {running:.0f} or fewer running "
+                f"({len(comparable)} polls); under {factor:g} × median = {factor * median:.1f} tok/s",
+            ),
+        )
+    if median is None and len(im.gen_history) >= rule.param("min_samples"):
+        overall = statistics.median(rate for _, rate in im.gen_history)
+        if generated < factor * overall:
+            return None  # no baseline at this load, and too slow to teach it one
+    im.gen_history.append((running, generated))  # the baseline learns only from normal polls
+    while len(im.gen_history) > rule.param("history"):
+        im.gen_history.popleft()
+    return None if median is None else _NO
+
+
+def _position_collapse(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    rates = inst.rates  # the view's window: acceptance is a trend, not one poll
+    if rates is None:
+        return None
+    spec = rates.spec_decode
+    if spec is None or spec.num_speculative_tokens < 2:
+        return _NO
+    k = spec.num_speculative_tokens
+    last = spec.per_position[-1] if spec.per_position else None
+    if spec.drafts < rule.param("min_drafts") or last is None:
+        return None
+    if im.spec_k != k:
+        im.spec_k = k
+        im.spec_history.clear()  # relaunched with another num_speculative_tokens: a new baseline
+    history = im.spec_history
+    enough = len(history) >= rule.param("min_baseline_samples")
+    baseline = statistics.median(history) if enough else None
+    floor, factor = rule.param("min_acceptance"), rule.param("baseline_factor")
+    under_floor = last < floor
+    under_baseline = baseline is not None and last < factor * baseline
+    if not under_floor and not under_baseline:
+        history.append(last)
+        while len(history) > rule.param("baseline_samples"):
+            history.popleft()
+        return _NO
+    evidence = [
+        f"draft position {k - 1} (the last of {k}) accepted in {last:.3f} of drafts over the last "
+        f"{rates.seconds:.0f} s ({spec.drafts:.0f} drafts, at {ctx.at()})"
+    ]
+    conditional = spec.conditional[-1] if spec.conditional else None
+    if conditional is not None:
+        evidence.append(f"accepted in {conditional:.2f} of the drafts whose position {k - 2} was accepted")
+    if under_floor:
+        evidence.append(f"under the catalogue's {floor:g}")
+    if baseline is not None:
+        relation = f": under {factor:g} × baseline" if under_baseline else ""
+        evidence.append(f"its own baseline {baseline:.3f} (median of {len(history)} polls){relation}")
+    if spec.acceptance_rate is not None and spec.mean_acceptance_length is not None:
+        evidence.append(
+            f"acceptance rate {spec.acceptance_rate:.1%}, mean acceptance length "
+            f"{spec.mean_acceptance_length:.2f} with num_speculative_tokens = {k}"
+        )
+    generated = rates.generation_tokens_per_s
+    if generated is not None and len(im.gen_history) >= 3:
+        median = statistics.median(rate for _, rate in im.gen_history)
+        evidence.append(f"generation {generated:.0f} tok/s (recent median {median:.0f} tok/s)")
+    return _Check(True, tuple(evidence))
+
+
+def _kv_preemptions(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.url is None:
+        return None
+    kv = inst.kv_usage
+    rates = ctx.rates(inst)
+    preempted = rates.preemptions if rates is not None else None
+    if kv is None or rates is None or preempted is None:
+        return None
+    threshold = rule.param("kv_usage_min")
+    if kv < threshold or preempted < rule.param("preemptions_min"):
+        return _NO
+    evidence = [
+        f"KV cache {kv:.0%} full at {ctx.at()} (threshold {threshold:.0%})",
+        f"{preempted:.0f} preemptions over the last {rates.seconds:.1f} s ({(rates.preemptions_per_s or 0.0):.2f}/s)",
+    ]
+    if inst.waiting:
+        evidence.append(f"{inst.waiting:.0f} requests waiting")
+    return _Check(True, tuple(evidence))
+
+
+def _never_served(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.url is None:
+        return None
+    if inst.status.state not in SERVING or im.last_start is None or im.served:
+        return _NO
+    if im.serving_since is None or ctx.now - im.serving_since < rule.param("min_up_s"):
+        return _NO
+    return _Check(
+        True,
+        (
+            f"answering since {ctx.at(im.serving_since)}, after a start seen at {ctx.at(im.last_start)}",
+            "no request finished and no token generated since the start",
+        ),
+    )
+
+
+def _status(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.url is None:
+        return None  # a worker's status is its head's
+    status = inst.status
+    if status.state.value != rule.detector_args["state"]:
+        return _NO
+    pattern = rule.detector_patterns.get("reason")
+    matched = [r for r in status.reasons if pattern is None or pattern.search(r)]
+    if not matched:
+        return _NO
+    return _Check(True, tuple(f"{reason} (at {ctx.at()})" for reason in matched))
+
+
+def _unreachable(ctx: _Ctx, rule: Rule) -> _Check | None:
+    node, memory, now = ctx.node, ctx.memory, ctx.now
+    pattern = rule.detector_patterns["unanswered"]
+    probed = [i for i in node.instances if i.url is not None]
+    http: tuple[str, ...] = ()
+    if node.status.state is State.STALE:
+        http = node.status.reasons
+    elif probed and all(
+        i.status.state in (State.DOWN, State.STALE) and any(pattern.search(r) for r in i.status.reasons) for i in probed
+    ):
+        http = tuple(r for i in probed for r in i.status.reasons)
+    ssh: str | None = None
+    ssh_since: float | None = None
+    if node.host_problem is not None:
+        ssh = node.host_problem
+        ssh_since = memory.ssh_failing_since if memory.ssh_failing_since is not None else now
+    elif memory.host_fresh_at is not None and now - memory.host_fresh_at >= rule.param("ssh_silent_s"):
+        ssh = f"no host sample for {now - memory.host_fresh_at:.0f} s"
+        ssh_since = memory.host_fresh_at  # it went silent when the last sample came
+    if http:
+        memory.http_failing_since = memory.http_failing_since if memory.http_failing_since is not None else now
+    else:
+        memory.http_failing_since = None
+    memory.ssh_failing_since = ssh_since
+    if node.host_state is None and node.host_problem is None:
+        return None  # no SSH to this node: both paths cannot be judged
+    http_since = memory.http_failing_since
+    if not http or ssh is None or http_since is None or ssh_since is None:
+        return _NO
+    if abs(http_since - ssh_since) > rule.param("together_s"):
+        return _NO
+    return _Check(
+        True,
+        (
+            f"HTTP unanswered since {ctx.at(http_since)}: {'; '.join(http[:3])}",
+            f"SSH failing since {ctx.at(ssh_since)}: {ssh}",
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorSpec:
+    """A named detector: the thresholds it reads (``[rule.params]``) and its string settings."""
+
+    params: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    optional_args: tuple[str, ...] = ()
+    regex_args: tuple[str, ...] = ()
+    node: NodeCheck | None = None
+    instance: InstanceCheck | None = None
+
+
+DETECTORS: Mapping[str, DetectorSpec] = {
+    "launch-not-ready": DetectorSpec(instance=_launch_not_ready),
+    "shm-leftovers": DetectorSpec(params=("min_entries",), node=_shm_leftovers),
+    "stale-workers": DetectorSpec(params=("min_workers",), node=_stale_workers),
+    "exec-not-found": DetectorSpec(params=("exit_status",), instance=_exec_not_found),
+    "restarts-rising": DetectorSpec(params=("min_rise", "window_s", "min_restarts"), instance=_restarts_rising),
+    "requests-without-tokens": DetectorSpec(instance=_requests_without_tokens),
+    "decode-slow": DetectorSpec(params=("factor", "min_samples", "history"), instance=_decode_slow),
+    "position-collapse": DetectorSpec(
+        params=("min_acceptance", "baseline_factor", "min_drafts", "min_baseline_samples", "baseline_samples"),
+        instance=_position_collapse,
+    ),
+    "kv-preemptions": DetectorSpec(params=("kv_usage_min", "preemptions_min"), instance=_kv_preemptions),
+    "never-served": DetectorSpec(params=("min_up_s",), instance=_never_served),
+    "status": DetectorSpec(
+        args=("state", "reason"), optional_args=("reason",), regex_args=("reason",), instance=_status
+    ),
+    "unreachable": DetectorSpec(
+        params=("ssh_silent_s", "together_s"), args=("unanswered",), regex_args=("unanswered",), node=_unreachable
+    ),
+}
+
+
+# --- the engine ------------------------------------------------------------------------------------
+
+
+def unread(buffer: LogBuffer, cursor: int) -> list[LogLine]:
+    """The lines of ``buffer`` with ``seq >= cursor`` it still holds, oldest first, reading only the
+    newest end of the buffer (a poll's few new lines cost the same in a buffer of 10 or 10,000)."""
+    return buffer.tail(min(buffer.next_seq - cursor, len(buffer)))
+
+
+def last_intervals(node: NodeState) -> dict[str, VllmRates | None]:
+    """Each instance's numbers between its last two scrapes, for ``DiagnosisEngine.evaluate``."""
+    return {name: state.tracker.last_interval_rates() for name, state in node.instances.items()}
+
+
+class DiagnosisEngine:
+    """Evaluates the catalogue against each node once per poll; one engine serves the whole fleet."""
+
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        overrides: Mapping[str, float] | None = None,
+        *,
+        history_limit: int = DEFAULT_HISTORY,
+    ) -> None:
+        self.catalogue = catalogue.with_overrides(overrides) if overrides else catalogue
+        self.history_limit = history_limit
+        rules = self.catalogue.rules
+        self._log_rules = tuple(rule for rule in rules if rule.log is not None)
+        self._detector_rules = tuple(rule for rule in rules if rule.detector is not None)
+        patterns = [p.pattern for rule in self._log_rules if rule.log is not None for p in rule.log.patterns]
+        patterns += [self.catalogue.attempt_start.pattern, self.catalogue.error.pattern]
+        # One search per new line: most lines match nothing and cost only this.
+        self._prefilter = re.compile("|".join(f"(?:{p})" for p in patterns))
+        self._nodes: dict[str, _NodeMemory] = {}
+        self._eval = 0
+        self._problems: deque[str] = deque(maxlen=MAX_PROBLEMS)
+
+    # -- queries --
+
+    def active(self, node: str | None = None) -> tuple[Finding, ...]:
+        """Active findings of one node (or of every node), worst first."""
+        names = [node] if node is not None else list(self._nodes)
+        found: list[Finding] = []
+        for name in names:
+            memory = self._nodes.get(name)
+            if memory is not None:
+                found.extend(self._visible(name, memory))
+        return tuple(sorted(found, key=_order))
+
+    def history(self, node: str | None = None) -> tuple[Finding, ...]:
+        """Cleared findings of one node (or of every node), oldest first; at most ``history_limit``
+        per node."""
+        names = [node] if node is not None else list(self._nodes)
+        found = [f for name in names if name in self._nodes for f in self._nodes[name].history]
+        return tuple(sorted(found, key=lambda f: (f.cleared_at or 0.0, f.node)))
+
+    def cursor(self, node: str, instance: str) -> int:
+        """The ``seq`` of the next log line of this instance to scan (pass it to ``unread``)."""
+        memory = self._nodes.get(node)
+        found = memory.instances.get(instance) if memory is not None else None
+        return found.cursor if found is not None else 0
+
+    def reset_log(self, node: str, instance: str) -> None:
+        """The instance's log starts again from seq 0 (a new LogBuffer): lines below the cursor are
+        skipped as already scanned, so a new buffer needs this."""
+        self._memory(node).instance(instance).cursor = 0
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Rules that failed to evaluate (a bug, never the node's fault), newest last."""
+        return tuple(self._problems)
+
+    # -- evaluation --
+
+    def evaluate(
+        self,
+        node: NodeView,
+        new_log_lines: Mapping[str, Sequence[LogLine]] | None,
+        now: float,
+        intervals: Mapping[str, VllmRates | None] | None = None,
+    ) -> tuple[Finding, ...]:
+        """Judge every rule for ``node``; returns its active findings, worst first.
+
+        ``new_log_lines`` maps an instance name to the lines it logged since the last call (lines
+        below the instance's cursor are skipped). ``intervals`` maps an instance name to its numbers
+        between its last two scrapes (``last_intervals``). Call once per poll: the per-poll detectors
+        count evaluations.
+        """
+        self._eval += 1
+        memory = self._memory(node.name)
+        ctx = _Ctx(node, now, memory, intervals, self._eval)
+        self._guard("host state", self._observe_node, ctx)
+        for inst in node.instances:
+            ctx.instances[inst.name] = inst
+            self._guard(f"instance {inst.name}", self._observe_instance, ctx, inst)
+        for name, lines in (new_log_lines or {}).items():
+            self._guard(f"log of {name}", self._scan, ctx, name, lines)
+        for track in [t for t in memory.tracks.values() if t.rule.log is not None and t.open]:
+            self._guard(track.rule.id, self._judge_log, ctx, track)
+        for rule in self._detector_rules:
+            self._guard(rule.id, self._judge_detector, ctx, rule)
+        return tuple(sorted(self._visible(node.name, memory), key=_order))
+
+    def _guard(self, what: str, fn: Callable[..., None], *args: object) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # one rule's bug must not stop the others or the poll loop
+            self._problems.append(f"{what}: {type(exc).__name__}: {exc}")
+
+    def _memory(self, node: str) -> _NodeMemory:
+        memory = self._nodes.get(node)
+        if memory is None:
+            memory = self._nodes[node] = _NodeMemory(history=deque(maxlen=max(1, self.history_limit)))
+        return memory
+
+    def _observe_node(self, ctx: _Ctx) -> None:
+        node, memory, now = ctx.node, ctx.memory, ctx.now
+        host = node.host_state
+        if host is not None and host.seq != memory.host_seq:
+            memory.host_seq, memory.host_fresh_at = host.seq, now
+        available = node.host_memory.mem_available if node.host_memory is not None else None
+        if available is not None:
+            memory.available.append((now, available))
+        while memory.available and now - memory.available[0][0] > MEMORY_TREND_S:
+            memory.available.popleft()
+
+    def _observe_instance(self, ctx: _Ctx, inst: InstanceView) -> None:
+        """State changes and starts of one instance, before the rules are judged."""
+        im, now = ctx.memory.instance(inst.name), ctx.now
+        state = inst.status.state
+        previous = im.state
+        serving = state in SERVING
+        started = previous is State.LOADING and serving
+        rates = ctx.rates(inst)
+        reset = rates is not None and rates.reset
+        if reset and not im.reset_seen and previous is not None:
+            started = True  # the counters went back: a new process
+        im.reset_seen = reset
+        began = inst.service.started_epoch if inst.service is not None else None
+        if began is not None:
+            if im.service_started is not None and began != im.service_started:
+                started = True
+            im.service_started = began
+        if not serving:
+            im.serving_since = None
+        elif im.serving_since is None:
+            im.serving_since = now
+        if state is not State.UP:
+            im.up_since = None
+        elif im.up_since is None:
+            im.up_since = now
+        im.state = state
+        if started:
+            self._start(ctx, inst.name, im, served_reset=True)
+        if rates is not None and (
+            (rates.requests_finished_per_s or 0.0) > 0 or (rates.generation_tokens_per_s or 0.0) > 0
+        ):
+            im.served = True
+
+    def _start(self, ctx: _Ctx, name: str, im: _InstanceMemory, served_reset: bool) -> None:
+        """A new start of the instance (its log, its manager or its counters say so)."""
+        if im.last_start_eval == ctx.eval_id:
+            return
+        im.last_start_eval = ctx.eval_id
+        im.starts += 1
+        im.last_start = ctx.now
+        im.error_taken = False
+        if served_reset:
+            im.served = False
+        for track in ctx.memory.tracks.values():
+            log = track.rule.log
+            if track.subject != name or log is None:
+                continue
+            track.seen.clear()  # "all" rules need their lines within one start
+            if log.lifetime == "process" and track.phase == 1:
+                track.phase, track.restarted_at = 2, ctx.now
+
+    def _scan(self, ctx: _Ctx, name: str, lines: Sequence[LogLine]) -> None:
+        if not lines:
+            return
+        im = ctx.memory.instance(name)
+        inst = ctx.instances.get(name)
+        serving = inst is not None and inst.status.state in SERVING
+        cursor = im.cursor
+        prefilter = self._prefilter.search
+        for line in lines:
+            if line.seq < cursor:
+                continue
+            cursor = line.seq + 1
+            if not line.gap and prefilter(line.text):
+                self._scan_line(ctx, name, im, line, serving)
+        im.cursor = cursor
+
+    def _scan_line(self, ctx: _Ctx, name: str, im: _InstanceMemory, line: LogLine, serving: bool) -> None:
+        text = line.text
+        if self.catalogue.attempt_start.search(text):
+            # A replayed old start line while the instance serves is not a start of this process.
+            self._start(ctx, name, im, served_reset=not serving)
+        if not im.error_taken and self.catalogue.error.search(text):
+            im.first_error, im.error_taken = line, True
+        for rule in self._log_rules:
+            log = rule.log
+            assert log is not None
+            if any(pattern.search(text) for pattern in log.any):
+                self._log_match(ctx, rule, name, (line,))
+                continue
+            hits = [i for i, pattern in enumerate(log.all) if pattern.search(text)]
+            if not hits:
+                continue
+            track = self._track(ctx.memory, rule, name)
+            for index in hits:
+                track.seen.setdefault(index, line)
+            if len(track.seen) == len(log.all):
+                matched = tuple(sorted(set(track.seen.values()), key=lambda found: found.seq))
+                track.seen.clear()
+                self._log_match(ctx, rule, name, matched)
+
+    def _track(self, memory: _NodeMemory, rule: Rule, subject: str | None) -> _Track:
+        key = (rule.id, subject)
+        track = memory.tracks.get(key)
+        if track is None:
+            track = memory.tracks[key] = _Track(rule, subject)
+        return track
+
+    def _log_match(self, ctx: _Ctx, rule: Rule, subject: str, lines: tuple[LogLine, ...]) -> None:
+        track = self._track(ctx.memory, rule, subject)
+        track.matches += 1
+        track.last_match_at = ctx.now
+        track.phase = 0
+        if track.first is None:
+            track.first, lines = lines[0], lines[1:]
+        track.recent.extend(lines)
+        shown = [track.first, *(line for line in track.recent if line.seq != track.first.seq)]
+        evidence = [_log_line(line) for line in shown]
+        if track.matches > 1:
+            evidence.append(f"{track.matches} matches since {ctx.at(track.opened_at)}")
+        evidence.extend(self._extras(ctx, rule, subject))
+        if track.opened_at is None:
+            track.opened_at = ctx.now
+        track.evidence = tuple(evidence)
+        track.last_seen = ctx.now
+        track.snapshot = None
+
+    def _judge_log(self, ctx: _Ctx, track: _Track) -> None:
+        rule, now = track.rule, ctx.now
+        log, last = rule.log, track.last_match_at
+        if log is None or last is None:
+            return
+        im = ctx.memory.instances.get(track.subject or "")
+        inst = ctx.instances.get(track.subject or "")
+        serving = inst is not None and inst.status.state in SERVING
+        healthy_s, quiet_s = rule.param("healthy_s"), rule.param("quiet_s")
+        up_since = im.up_since if im is not None else None
+        if log.lifetime == "attempt":
+            healthy = up_since is not None and now - max(up_since, last) >= healthy_s
+            if healthy or now - last >= quiet_s:
+                self._close(ctx, track)
+            return
+        if track.phase == 0 and serving:
+            track.phase = 1  # the process that logged it is serving
+        restarted_at = track.restarted_at if track.phase == 2 else None
+        healthy_again = (
+            restarted_at is not None and up_since is not None and now - max(up_since, restarted_at) >= healthy_s
+        )
+        if healthy_again or (not serving and now - last >= quiet_s):
+            self._close(ctx, track)
+
+    def _judge_detector(self, ctx: _Ctx, rule: Rule) -> None:
+        spec = DETECTORS[rule.detector or ""]
+        if spec.node is not None:
+            self._apply(ctx, rule, None, spec.node(ctx, rule))
+        elif spec.instance is not None:
+            for inst in ctx.node.instances:
+                im = ctx.memory.instance(inst.name)
+                self._apply(ctx, rule, inst.name, spec.instance(ctx, rule, inst, im))
+
+    def _apply(self, ctx: _Ctx, rule: Rule, subject: str | None, check: _Check | None) -> None:
+        """Hysteresis: open after ``open_after`` holding evaluations, clear after ``clear_after_s``
+        of not holding; an evaluation that cannot tell changes nothing."""
+        if check is None:
+            return
+        memory, now, key = ctx.memory, ctx.now, (rule.id, subject)
+        track = memory.tracks.get(key)
+        if check.holds:
+            if track is None:
+                track = self._track(memory, rule, subject)
+            if track.streak == 0:
+                track.true_since = now
+            track.streak += 1
+            track.false_since = None
+            if track.open or track.streak >= rule.param("open_after"):
+                if track.opened_at is None:
+                    track.opened_at = now
+                polls = "poll" if track.streak == 1 else "polls"
+                since = f"holding since {ctx.at(track.true_since)} ({track.streak} {polls} in a row)"
+                track.evidence = (*check.evidence, *self._extras(ctx, rule, subject), since)
+                track.quoted = check.lines
+                track.last_seen = now
+                track.snapshot = None
+            return
+        if track is None:
+            return
+        track.streak, track.true_since = 0, None
+        if not track.open:
+            del memory.tracks[key]
+            return
+        if track.false_since is None:
+            track.false_since = now
+        if now - track.false_since >= rule.param("clear_after_s"):
+            self._close(ctx, track)
+
+    def _extras(self, ctx: _Ctx, rule: Rule, subject: str | None) -> list[str]:
+        out: list[str] = []
+        if "memory" in rule.evidence:
+            out.extend(_memory_evidence(ctx))
+        if "service" in rule.evidence and subject is not None:
+            inst = ctx.instances.get(subject)
+            service = inst.service if inst is not None else None
+            if inst is not None and service is not None:
+                bits = [_service_state(inst)]
+                if service.exit_status is not None:
+                    bits.append(f"exit status {service.exit_status}")
+                if service.restarts is not None:
+                    bits.append(f"{service.restarts} restarts")
+                if service.problem:
+                    bits.append(service.problem)
+                out.append(f"{', '.join(bits)} (at {ctx.at()})")
+        return out
+
+    def _close(self, ctx: _Ctx, track: _Track) -> None:
+        memory = ctx.memory
+        memory.tracks.pop((track.rule.id, track.subject), None)
+        if track.shown and track.opened_at is not None:
+            finding = replace(self._snapshot(ctx.node.name, track), cleared_at=ctx.now)
+            memory.history.append(finding)
+
+    def _snapshot(self, node: str, track: _Track) -> Finding:
+        if track.snapshot is None:
+            rule = track.rule
+            lines = track.quoted
+            if track.first is not None:
+                lines = (track.first, *(line for line in track.recent if line.seq != track.first.seq))
+            track.snapshot = Finding(
+                id=rule.id,
+                node=node,
+                instance=track.subject,
+                severity=rule.severity,
+                title=rule.title,
+                evidence=track.evidence,
+                explanation=rule.explanation,
+                fix=rule.fix,
+                action=rule.action,
+                opened_at=track.opened_at if track.opened_at is not None else track.last_seen,
+                last_seen=track.last_seen,
+                lines=lines,
+            )
+        return track.snapshot
+
+    def _visible(self, node: str, memory: _NodeMemory) -> list[Finding]:
+        """Open findings not suppressed by a more specific open one on the same subject."""
+        opened = {key for key, track in memory.tracks.items() if track.open}
+        out: list[Finding] = []
+        for track in memory.tracks.values():
+            if not track.open:
+                continue
+            if any((other, track.subject) in opened for other in track.rule.suppressed_by):
+                continue
+            track.shown = True
+            out.append(self._snapshot(node, track))
+        return out
+
+
+def _order(finding: Finding) -> tuple[int, float, str, str]:
+    return (-finding.severity.rank, finding.opened_at, finding.id, finding.instance or "")
+
+
+def _memory_evidence(ctx: _Ctx) -> list[str]:
+    node, memory = ctx.node, ctx.node.host_memory
+    if memory is None or memory.mem_available is None:
+        return []
+    parts = [f"MemAvailable {_gib(memory.mem_available)}"]
+    if memory.mem_total:
+        parts[0] += f" of {_gib(memory.mem_total)}"
+    droppable = memory.page_cache_droppable
+    if droppable is not None:
+        parts.append(f"page cache drop_caches can free (Cached − Shmem) {_gib(droppable)}")
+    if memory.shmem is not None:
+        parts.append(f"Shmem {_gib(memory.shmem)}")
+    out = [f"{'; '.join(parts)} (at {ctx.at()})"]
+    ledger = node.ledger
+    if ledger is not None and ledger.shm_leftovers:
+        whose = "leftovers" if ledger.vllm_running is False else "segments of the running vLLM"
+        out.append(f"/dev/shm {whose} hold {_size(ledger.shm_leftovers)}")
+    trend = ctx.memory.available
+    if trend:
+        t_max, peak = max(trend, key=lambda sample: sample[1])
+        fell = peak - memory.mem_available
+        if fell >= GIB and t_max < ctx.now:
+            out.append(f"MemAvailable fell {_gib(fell)} in {ctx.now - t_max:.0f} s (from {_gib(peak)})")
+    return out
+
+
+# --- the catalogue as a table (docs/diagnosis.md is generated from this) ------------------------------
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def catalogue_markdown(catalogue: Catalogue) -> str:
+    """The rules as Markdown tables: the one in docs/diagnosis.md (a test keeps them equal)."""
+    lines = [
+        "| id | severity | where | what it looks at | action |",
+        "|---|---|---|---|---|",
+    ]
+    section = None
+    for rule in catalogue.rules:
+        if rule.section != section:
+            section = rule.section
+            lines.append(f"| **{_cell(section)}** | | | | |")
+        lines.append(
+            f"| `{rule.id}` | {rule.severity.value} | {', '.join(rule.where)} | {_cell(rule.looks_at)} "
+            f"| {f'`{rule.action}`' if rule.action else '–'} |"
+        )
+    lines += ["", "Partly observable rows (what sparktui cannot see):", "", "| id | not observed |", "|---|---|"]
+    lines += [f"| `{r.id}` | {_cell(r.not_observed)} |" for r in catalogue.rules if r.not_observed]
+    return "\n".join(lines) + "\n"
