@@ -130,11 +130,11 @@ async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         narrow = [str(c.label) for c in _table(app).columns.values()]
-        assert narrow == ["Node", "Status", "Gen t/s", "Run/Wait", "KV", "TTFT p90", "Age"]
+        assert narrow == ["Node", "Status", "Gen t/s", "Run/Wait", "KV", "TTFT p90", "Find", "Age"]
         await pilot.resize_terminal(200, 60)
         await pilot.pause()
         wide = [str(c.label) for c in _table(app).columns.values()]
-        assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 14
+        assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 15
         assert len(_row_labels(app)) == 4
 
 
@@ -212,3 +212,18 @@ async def test_kiosk_unlock_key_leaves_for_the_read_only_dashboard() -> None:
         assert not app.kiosk and app.read_only
         for action in RECOVERY_ACTIONS:
             assert app.check_action(action, ()) is False
+
+
+async def test_findings_show_on_the_fleet_row_and_the_node_screen() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        table = _table(app)
+        spark2 = table.get_row_at(1)
+        assert str(spark2[-2]) == "1 ▲"  # one finding, a warning
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        panel = _plain(app.screen.query_one("#findings", Static))
+        assert "Findings (1)" in panel
+        assert "draft position 2 (the last of 3) accepted in 0.163 of drafts" in panel
+        assert "fix: " in panel

@@ -14,9 +14,10 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Markdown
 
+from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.host import HostCollector, wants_host_state
@@ -82,8 +83,9 @@ class SparkApp(App[None]):
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
         self.poll_errors: list[str] = []
         self._ssh: dict[str, NodeSsh] = {}
-        self._logs: dict[str, list[LogStream]] = {}
-        self._log_buffers: dict[str, LogBuffer] = {}  # one per node: its instances share a sequence
+        self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
+        self.diagnosis = DiagnosisEngine(load_catalogue())
+        self.findings: dict[str, tuple[Finding, ...]] = {}
         loaded = load_themes(theme_dirs)
         self._theme_errors = loaded.errors
         self._theme_names: list[str] = []
@@ -117,6 +119,7 @@ class SparkApp(App[None]):
                         group="collect",
                         exit_on_error=False,
                     )
+                self._stream_logs(node.name)
         self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
 
     async def _poll_http(self) -> None:
@@ -163,6 +166,7 @@ class SparkApp(App[None]):
         now = self.clock()
         self.views = self.state.view(now, window_s=self.window_s)
         self.history.record(self.views, now)
+        self._diagnose(now)
         if (self.paused and not force) or not self.screen_stack:
             return
         screen = self.screen
@@ -177,7 +181,6 @@ class SparkApp(App[None]):
 
     def close_node(self) -> None:
         if isinstance(self.screen, NodeScreen):
-            self.follow_logs(self.screen.node, False)
             self.pop_screen()
 
     def step_node(self, current: str, step: int) -> None:
@@ -185,36 +188,33 @@ class SparkApp(App[None]):
         if current not in names:
             return
         target = names[(names.index(current) + step) % len(names)]
-        self.follow_logs(current, False)
         self.switch_screen(NodeScreen(target))
 
-    # --- logs ---------------------------------------------------------------------------------------
+    # --- logs and findings --------------------------------------------------------------------------
 
-    def follow_logs(self, node_name: str, on: bool) -> None:
-        """Stream the node's vLLM logs while its log view is open."""
-        self._logs.pop(node_name, None)
-        for stream_worker in self.workers:
-            if stream_worker.group == f"logs-{node_name}":
-                stream_worker.cancel()
-        if not on:
-            return
+    def _stream_logs(self, node_name: str) -> None:
+        """Follow every vLLM instance's log on the node (over SSH) for the log view and the diagnosis."""
         node = self.fleet.node(node_name)
         if node is None or node.local or not node.ssh.enabled:
-            self.notify(f"{node_name}: logs need SSH to the node", severity="warning")
             return
-        buffer = self._log_buffers.setdefault(node_name, LogBuffer())
-        started: list[LogStream] = []
+        buffers = self._log_buffers.setdefault(node_name, {})
         for vllm in node.vllm:
             if vllm.unit is None and vllm.container is None:
                 continue
+            buffer = buffers.setdefault(vllm.name, LogBuffer())
             stream = LogStream(self._node_ssh(node_name), vllm, buffer)
-            started.append(stream)
-            self.run_worker(stream.run(), group=f"logs-{node_name}", exit_on_error=False)
-        self._logs[node_name] = started
+            self.run_worker(stream.run(), name=f"log-{node_name}-{vllm.name}", group="collect", exit_on_error=False)
 
-    def log_lines(self, node_name: str, since: int) -> list[LogLine]:
-        buffer = self._log_buffers.get(node_name)
-        return list(buffer.since(since)) if buffer is not None else []
+    def log_buffers(self, node_name: str) -> dict[str, LogBuffer]:
+        return self._log_buffers.get(node_name, {})
+
+    def _diagnose(self, now: float) -> None:
+        """One evaluation per node per tick: the new log lines and the last scrape interval."""
+        for view in self.views:
+            buffers = self._log_buffers.get(view.name, {})
+            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
+            intervals = last_intervals(self.state.nodes[view.name])
+            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
 
     # --- modes --------------------------------------------------------------------------------------
 

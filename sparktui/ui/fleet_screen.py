@@ -17,7 +17,7 @@ from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_seconds
 from sparktui.ui.keys import FLEET_BINDINGS
-from sparktui.ui.render import memory_bar, node_reason, spark_text, status_text
+from sparktui.ui.render import finding_text, findings_cell, memory_bar, node_reason, spark_text, status_text
 
 if TYPE_CHECKING:
     from sparktui.ui.app import SparkApp
@@ -47,6 +47,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("mem", "Memory", 14, 96),
     Column("gpu", "GPU", 10, 154),
     Column("svc", "Svc", 3, 157),
+    Column("find", "Find", 4, 0),
     Column("age", "Age", 4, 0),
 )
 
@@ -194,6 +195,7 @@ class FleetScreen(Screen[None]):
             "mem": memory_bar(view.ledger, 14, colours),
             "gpu": (f"{fmt_number(gpu.temperature_c)}°C {fmt_number(gpu.power_w)}W" if gpu else NO_DATA),
             "svc": f"{services_up}/{len(services)}" if services else "",
+            "find": findings_cell(app.findings.get(view.name, ()), colours),
             "age": "" if age is None else f"{age:.0f}s",
         }
         if state is not State.UP and instance is not None and instance.status.state is not State.UP:
@@ -259,10 +261,13 @@ class FleetScreen(Screen[None]):
         text = Text()
         text.append(f"{view.name} ({view.host})  ", style="bold")
         text.append_text(status_text(view.status.state, self.spark.colours))
-        for reason in view.status.reasons[:5]:
+        for reason in view.status.reasons[:4]:
             text.append(f"\n  {reason}")
-        if len(view.status.reasons) > 5:
-            text.append(f"\n  … and {len(view.status.reasons) - 5} more (enter opens the node)")
+        if len(view.status.reasons) > 4:
+            text.append(f"\n  … and {len(view.status.reasons) - 4} more (enter opens the node)")
+        for finding in self.spark.findings.get(view.name, ())[:2]:
+            text.append("\n")
+            text.append_text(finding_text(finding, self.spark.colours, evidence_lines=1))
         detail.update(text)
 
     def highlighted(self, views: Sequence[NodeView] | None = None) -> NodeView | None:

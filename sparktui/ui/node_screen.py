@@ -21,7 +21,7 @@ from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds, fmt_tokens
 from sparktui.ui.keys import NODE_BINDINGS
-from sparktui.ui.render import level_bar, memory_bar, status_text
+from sparktui.ui.render import finding_text, level_bar, memory_bar, status_text
 from sparktui.ui.themes import MEMORY_VARIABLES
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class NodeScreen(Screen[None]):
     def __init__(self, node: str) -> None:
         super().__init__()
         self.node = node
-        self._log_seq = 0
+        self._log_seq: dict[str, int] = {}  # instance -> next log line to show
 
     @property
     def spark(self) -> SparkApp:
@@ -161,6 +161,7 @@ class NodeScreen(Screen[None]):
         yield Static(id="title")
         yield Static(id="reasons")
         with VerticalScroll(id="body"):
+            yield Static(classes="panel", id="findings")
             with Horizontal(classes="row"):
                 with VerticalScroll(classes="panel", id="throughput-panel"):
                     yield Static(id="throughput")
@@ -197,6 +198,16 @@ class NodeScreen(Screen[None]):
         title.append(f"    window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
         self.query_one("#title", Static).update(title)
         self.query_one("#reasons", Static).update("\n".join(view.status.reasons))
+        findings = app.findings.get(view.name, ())
+        panel = self.query_one("#findings", Static)
+        panel.display = bool(findings)
+        if findings:
+            body = Text()
+            body.append(f"Findings ({len(findings)})", style="bold")
+            for finding in findings:
+                body.append("\n")
+                body.append_text(finding_text(finding, colours))
+            panel.update(body)
         instance = view.instances[0] if view.instances else None
         self._throughput(view, instance)
         self._requests(instance)
@@ -342,10 +353,24 @@ class NodeScreen(Screen[None]):
         log = self.query_one("#log", Log)
         if not log.has_class("shown"):
             return
-        lines: list[LogLine] = self.spark.log_lines(self.node, since=self._log_seq)
-        if lines:
-            log.write_lines(f"{line.timestamp:%H:%M:%S} {line.text}" if line.timestamp else line.text for line in lines)
-            self._log_seq = lines[-1].seq + 1
+        buffers = self.spark.log_buffers(self.node)
+        if not buffers:
+            if not self._log_seq:
+                log.write_line("no log: it is streamed over SSH from each instance's unit or container")
+                self._log_seq["-"] = 0
+            return
+        batch: list[tuple[str, LogLine]] = []
+        for instance, buffer in buffers.items():
+            lines = buffer.since(self._log_seq.get(instance, 0))
+            if lines:
+                self._log_seq[instance] = lines[-1].seq + 1
+                batch.extend((instance, line) for line in lines)
+        batch.sort(key=lambda item: (item[1].timestamp.timestamp() if item[1].timestamp else 0.0, item[1].seq))
+        prefix = len(buffers) > 1
+        log.write_lines(
+            (f"[{instance}] " if prefix else "") + (f"{line.timestamp:%H:%M:%S} " if line.timestamp else "") + line.text
+            for instance, line in batch
+        )
 
     # --- actions ----------------------------------------------------------------------------------
 
@@ -355,8 +380,9 @@ class NodeScreen(Screen[None]):
     def action_toggle_logs(self) -> None:
         log = self.query_one("#log", Log)
         log.toggle_class("shown")
-        self.spark.follow_logs(self.node, log.has_class("shown"))
         self._logs()
+        if log.has_class("shown"):
+            log.scroll_end(animate=False)
 
     def action_previous_node(self) -> None:
         self.spark.step_node(self.node, -1)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 
+from sparktui.model.diagnosis import Finding
 from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
 from sparktui.model.status import State
@@ -74,3 +75,33 @@ def level_bar(fraction: float | None, width: int, colour: str, empty: str) -> Te
 def node_reason(view: NodeView) -> str:
     """The first reason a node is not healthy, for its row."""
     return view.status.reasons[0] if view.status.reasons else ""
+
+
+SEVERITY_VARIABLES = {"crit": "status-crit", "warn": "status-warn", "info": "status-loading"}
+SEVERITY_GLYPH = {"crit": "✖", "warn": "▲", "info": "●"}
+
+
+def findings_cell(findings: Sequence[Finding], colours: Mapping[str, str]) -> Text | str:
+    """A finding count with the worst severity's glyph, for a table cell; empty when there is none."""
+    if not findings:
+        return ""
+    worst = max(findings, key=lambda f: f.severity.rank).severity.value
+    return Text(f"{len(findings)} {SEVERITY_GLYPH[worst]}", style=f"bold {colours[SEVERITY_VARIABLES[worst]]}")
+
+
+def finding_text(finding: Finding, colours: Mapping[str, str], evidence_lines: int = 3) -> Text:
+    """A finding as the operator reads it: what, where, the evidence, the fix, the key that applies it."""
+    severity = finding.severity.value
+    colour = colours[SEVERITY_VARIABLES[severity]]
+    text = Text()
+    text.append(f"{SEVERITY_GLYPH[severity]} {finding.title}", style=f"bold {colour}")
+    if finding.instance:
+        text.append(f"  ({finding.instance})", style=colours["dim"])
+    if finding.action:
+        text.append(f"  [{finding.action}]", style=colours["status-loading"])
+    for line in finding.evidence[:evidence_lines]:
+        text.append(f"\n    {line}", style=colours["dim"])
+    if len(finding.evidence) > evidence_lines:
+        text.append(f"\n    … {len(finding.evidence) - evidence_lines} more", style=colours["dim"])
+    text.append(f"\n    fix: {finding.fix}")
+    return text
