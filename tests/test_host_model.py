@@ -610,3 +610,17 @@ def test_no_stale_workers_while_serving_or_when_processes_are_unknown() -> None:
     first, second = serving()
     assert stale_workers(first, service_running=True) == ()
     assert stale_workers(second, service_running=False) == ()  # second frame: no process list
+
+
+def test_ledger_counts_what_vllm_reserved_when_it_is_more_than_its_rss() -> None:
+    first, _ = serving()
+    used = 57520632 * 1024  # as in the test above
+    reserved = 0.30 * 130663165952  # gpu_memory_utilization 0.30 of MemTotal: 39.2 GB, more than the RSS
+    book = ledger(first, vllm_reserved=reserved)
+    assert book.vllm_used == pytest.approx(reserved)
+    assert book.other_used == pytest.approx(used - reserved)
+    assert sum(v for _, v in book.segments()) == pytest.approx(book.total)
+    # Reserved beyond what is used (the pool is not all touched yet) is capped at used.
+    assert ledger(first, vllm_reserved=0.9 * 130663165952).vllm_used == used
+    # Less than the RSS: the RSS stands.
+    assert ledger(first, vllm_reserved=1.0).vllm_used == 2003968 * 4096

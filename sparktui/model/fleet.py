@@ -512,11 +512,33 @@ class NodeState:
             polled_wall=self.last_wall,
             age_s=now - self.last_t if self.last_t is not None else None,
             host_state=host,
-            ledger=ledger(host) if host is not None and host.memory.mem_total is not None else None,
+            ledger=ledger(host, self._vllm_reserved(instances, host))
+            if host is not None and host.memory.mem_total is not None
+            else None,
             host_problem=self.host_problem,
             shm_leftovers=leftovers(host) if host is not None else (),
             stale_workers=stale_workers,
         )
+
+    def _vllm_reserved(self, instances: tuple[InstanceView, ...], host: HostSample) -> float | None:
+        """What the serving instances reserved at start-up: gpu_memory_utilization x the total."""
+        total = host.memory.mem_total
+        if total is None:
+            return None
+        reserved = 0.0
+        for view in instances:
+            state = self.instances.get(view.name)
+            if state is None or view.status.state not in (State.UP, State.DEGRADED):
+                continue
+            utilization = state.spec.gpu_memory_utilization
+            latest = state.tracker.latest
+            if utilization is None and latest is not None:
+                utilization = next(
+                    (c.gpu_memory_utilization for c in latest.cache_config.values() if c.gpu_memory_utilization),
+                    None,
+                )
+            reserved += (utilization or 0.0) * total
+        return reserved or None
 
     def _stale_workers(self) -> tuple[HostProcess, ...]:
         """VLLM::Worker processes alive while no configured vLLM service of the node is running."""

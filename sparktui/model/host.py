@@ -822,8 +822,13 @@ class MemoryLedger:
         )
 
 
-def ledger(sample: HostSample) -> MemoryLedger:
-    """The memory ledger of a sample (see ``MemoryLedger`` for the arithmetic)."""
+def ledger(sample: HostSample, vllm_reserved: float | None = None) -> MemoryLedger:
+    """The memory ledger of a sample (see ``MemoryLedger`` for the arithmetic).
+
+    ``vllm_reserved`` is what the running vLLM instances reserved at start-up (their
+    ``gpu_memory_utilization`` × the total): on unified memory the driver's allocations are in no
+    process's RSS, so when it is given the vLLM segment is the larger of the two, capped at ``used``.
+    """
     mem = sample.memory
     processes = sample.processes
     vllm_rss = None if processes is None else float(sum(p.rss_bytes for p in processes))
@@ -848,7 +853,7 @@ def ledger(sample: HostSample) -> MemoryLedger:
     ):
         used = max(0.0, mem.mem_total - mem.mem_free - mem.buffers - mem.cached)
         shmem_part = mem.cached - reclaimable
-    vllm_used = None if used is None else min(vllm_anon or 0.0, used)
+    vllm_used = None if used is None else min(max(vllm_anon or 0.0, vllm_reserved or 0.0), used)
     return MemoryLedger(
         total=mem.mem_total,
         available=mem.mem_available,
