@@ -58,7 +58,7 @@ def measure(nodes: int, seconds: float) -> dict[str, float]:
         config = Path(tmp) / "demo.toml"
         sparktui = Path(sys.executable).parent / "sparktui"
         demo = subprocess.Popen(
-            [str(sparktui), "demo", "--nodes", str(nodes), "--write-config", str(config)],
+            [str(sparktui), "demo", "--serve-only", "--nodes", str(nodes), "--write-config", str(config)],
             stdout=subprocess.DEVNULL,
             env=dict(os.environ),
         )

@@ -58,9 +58,7 @@ def test_demo_exposition_has_vllm_033s_names_labels_and_buckets() -> None:
 
 def test_positions_follow_num_speculative_tokens_and_no_spec_means_no_family() -> None:
     gemma = parse(VllmExposition(PROFILES["gemma4"]).render().decode())
-    positions = {
-        labels["position"] for labels, _ in gemma.get("vllm:spec_decode_num_accepted_tokens_per_pos_total")
-    }
+    positions = {labels["position"] for labels, _ in gemma.get("vllm:spec_decode_num_accepted_tokens_per_pos_total")}
     assert positions == {"0", "1", "2", "3"}
     plain = parse(VllmExposition(PROFILES["qwen235"]).render().decode())
     assert not [n for n in plain.names() if n.startswith("vllm:spec_decode")]
@@ -149,9 +147,7 @@ async def test_restart_refuses_while_loading_then_serves_fresh_counters(running_
         after = normalise(parse((await client.get(f"{url}/metrics")).text))
     name = PROFILES["qwen36"].served_name
     assert after.process_start is not None
-    assert (
-        after.models[name].counters["generation_tokens"] < before.models[name].counters["generation_tokens"]
-    )
+    assert after.models[name].counters["generation_tokens"] < before.models[name].counters["generation_tokens"]
 
 
 async def test_chat_completion_runs_through_the_engine_and_is_counted(running_fleet: DemoFleet) -> None:

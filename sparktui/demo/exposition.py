@@ -94,9 +94,7 @@ class VllmExposition:
             buckets = family.buckets
             if buckets == "request_tokens":
                 buckets = request_token_buckets(self.profile.max_model_len)
-            metric = self._histograms[name] = Histogram(
-                name, help_text, labels, buckets=buckets, registry=registry
-            )
+            metric = self._histograms[name] = Histogram(name, help_text, labels, buckets=buckets, registry=registry)
         base = {k: v for k, v in self._base.items() if k in labels}
         free = [label for label in labels if label not in base]
         if not free:
@@ -170,22 +168,17 @@ def nvidia_gpu_exporter_page(gpu: GpuState, host: str) -> str:
     ]
 
     def gauge(name: str, value: float, help_text: str) -> None:
-        lines.extend(
-            (f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f'{name}{{uuid="{uuid}"}} {value:g}')
-        )
+        lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f'{name}{{uuid="{uuid}"}} {value:g}'))
 
     gauge("nvidia_smi_temperature_gpu", round(gpu.temperature_c), "temperature.gpu")
     gauge("nvidia_smi_power_draw_watts", round(gpu.power_w, 2), "power.draw [W]")
     gauge("nvidia_smi_utilization_gpu_ratio", round(gpu.utilization, 2), "utilization.gpu [%]")
-    gauge(
-        "nvidia_smi_clocks_current_graphics_clock_hz", gpu.sm_clock_mhz * 1e6, "clocks.current.graphics [MHz]"
-    )
+    gauge("nvidia_smi_clocks_current_graphics_clock_hz", gpu.sm_clock_mhz * 1e6, "clocks.current.graphics [MHz]")
     gauge("nvidia_smi_clocks_current_sm_clock_hz", gpu.sm_clock_mhz * 1e6, "clocks.current.sm [MHz]")
     gauge("nvidia_smi_pstate", 0 if gpu.utilization > 0.05 else 8, "pstate")
     lines.extend(
         (
-            "# HELP nvidia_smi_last_collect_success Whether the last collection of nvidia-smi data was "
-            "successful.",
+            "# HELP nvidia_smi_last_collect_success Whether the last collection of nvidia-smi data was successful.",
             "# TYPE nvidia_smi_last_collect_success gauge",
             "nvidia_smi_last_collect_success 1",
         )
@@ -205,7 +198,5 @@ def dgx_spark_exporter_page(gpu: GpuState, host: str, mem_total: float, mem_used
     ]
     lines: list[str] = []
     for name, help_text, value in rows:
-        lines.extend(
-            (f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f'{name}{{host="{host}"}} {value:g}')
-        )
+        lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f'{name}{{host="{host}"}} {value:g}'))
     return "\n".join(lines) + "\n"

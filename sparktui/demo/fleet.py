@@ -1,9 +1,12 @@
-"""The demo fleet: simulated DGX Sparks serving real HTTP on 127.0.0.1.
+"""The demo fleet: simulated DGX Sparks serving real HTTP and SSH on 127.0.0.1.
 
 Each node runs, per vLLM instance, a server with ``/health``, ``/metrics`` (vLLM 0.33's exact
 exposition), ``/version``, ``/v1/models`` and ``/v1/chat/completions`` (streaming and not, answered by
 the simulated engine, so a warmup measures a real TTFT); a GPU exporter (nvidia_gpu_exporter or the
-DGX Spark exporter format) and its side services' health endpoints.
+DGX Spark exporter format) and its side services' health endpoints; and an SSH server
+(``sshserver.py``) that answers sparktui's host sampler, log and recovery commands from the node's
+simulated host (``host.py``: memory, page cache, /dev/shm, PSI) and its vLLM services
+(``service.py``: processes, systemd unit or docker container, log).
 
 Time is the simulation's: ``advance(dt)`` moves every node; ``run_clock()`` drives it from the wall
 clock, tests call ``advance`` themselves (step mode). A ``seed`` makes a run repeatable.
@@ -14,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sparktui.demo.exposition import (
     GpuState,
@@ -24,16 +30,19 @@ from sparktui.demo.exposition import (
     dgx_spark_exporter_page,
     nvidia_gpu_exporter_page,
 )
+from sparktui.demo.host import GIB, MEM_TOTAL, BaseUsage, SimClock, SimHost, SimProcess
 from sparktui.demo.httpserver import HttpServer, Request, Response
 from sparktui.demo.scenarios import Scenario
+from sparktui.demo.service import Manager, TeeSink, VllmService
 from sparktui.demo.sim import PROFILES, Engine, EngineState, ModelProfile
 from sparktui.demo.sim import Request as SimRequest
+from sparktui.demo.sshserver import USER, DemoSshServer, generate_key
+from sparktui.demo.vllmlog import InstanceLog
 
 VLLM_VERSION = "0.33.0"
 METRICS_TYPE = "text/plain; version=1.0.0; charset=utf-8"
-GIB = 1024**3
-MEM_TOTAL = 127600748 * 1024  # a GB10's MemTotal
 WARMUP_S = 90.0  # simulated seconds before serving, so counters and histograms look lived-in
+SERVICE_ANON = {"asr": 2.6 * GIB, "tts": 2.2 * GIB, "ollama": 0.25 * GIB}  # side services' memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +107,18 @@ def scaled_nodes(count: int) -> tuple[NodeSpec, ...]:
 
 
 class DemoInstance:
-    """One simulated vLLM server."""
+    """One simulated vLLM server: its engine, its HTTP server, its service manager and its log."""
 
-    def __init__(self, node: str, spec: InstanceSpec, rng: random.Random) -> None:
+    def __init__(
+        self,
+        node: str,
+        spec: InstanceSpec,
+        rng: random.Random,
+        host: SimHost | None = None,
+        clock: SimClock | None = None,
+        *,
+        service_rng: random.Random | None = None,
+    ) -> None:
         self.node = node
         self.spec = spec
         self.profile: ModelProfile = PROFILES[spec.profile]
@@ -108,16 +126,39 @@ class DemoInstance:
         self.engine = Engine(self.profile, self.exposition, rng)
         self.http = HttpServer(self.handle, on_served=self._count) if spec.role != "worker" else None
         self.started_wall = time.time()
+        clock = clock or SimClock(time.time())
+        host = host or SimHost(node, clock, random.Random(f"{node}:host"), clock.epoch - 86400)
+        self.log = InstanceLog(node)
+        manager: Manager = "systemd" if spec.unit or not spec.container else "docker"
+        # The service gets its own random stream: the engine's numbers stay those of the seed.
+        self.service = VllmService(
+            instance=spec.name,
+            manager=manager,
+            name=spec.unit or spec.container or f"vllm-{spec.name}.service",
+            role=spec.role,
+            profile=self.profile,
+            engine=self.engine,
+            host=host,
+            log=self.log,
+            clock=clock,
+            rng=service_rng or random.Random(f"{node}:{spec.name}:service"),
+            on_process_start=self._process_started,
+        )
+        self.engine.sink = TeeSink(self.exposition, self.service.stats)
 
     @property
     def serves_http(self) -> bool:
         return self.http is not None
 
-    def restart(self, load_s: float, cold_jit_s: float = 0.0) -> None:
-        """The process restarts: fresh counters, the port refuses until the model has loaded."""
+    def _process_started(self) -> None:
+        """A new vLLM process: fresh counters (``process_start_time_seconds`` too)."""
         self.exposition = VllmExposition(self.profile)
-        self.engine.sink = self.exposition
-        self.engine.restart(load_s, cold_jit_s)
+        self.engine.sink = TeeSink(self.exposition, self.service.stats)
+        self.started_wall = time.time()
+
+    def restart(self, load_s: float, cold_jit_s: float = 0.0) -> None:
+        """The service restarts: fresh counters, the port refuses until the model has loaded."""
+        self.service.restart(load_s=load_s, cold_jit_s=cold_jit_s)
 
     async def sync_listening(self) -> None:
         """Listen exactly when a real server would: not while loading or stopped."""
@@ -244,11 +285,14 @@ def _words(tokens: int) -> str:
 class DemoNode:
     spec: NodeSpec
     instances: list[DemoInstance]
+    host: SimHost
+    clock: SimClock
     gpu: GpuState = field(default_factory=GpuState)
     gpu_http: HttpServer | None = None
-    services: dict[str, HttpServer] = field(default_factory=dict)
+    services: dict[str, HttpServer] = field(default_factory=dict)  # side services' health endpoints
     powered: bool = True
     rng: random.Random = field(default_factory=random.Random)
+    ssh: DemoSshServer | None = None
 
     @property
     def name(self) -> str:
@@ -256,14 +300,21 @@ class DemoNode:
 
     def advance(self, dt: float) -> None:
         if not self.powered:
+            for instance in self.instances:
+                instance.engine.advance(dt)  # keeps the engine's clock with the fleet's
             return
         load = 0.0
+        busy = 0.0
         for instance in self.instances:
+            instance.service.advance(dt)
             instance.engine.advance(dt)
             profile = instance.profile
             load = max(load, min(1.0, len(instance.engine.running) / max(1, profile.max_num_seqs // 3)))
-        if any(i.spec.role == "worker" for i in self.instances):
+            if instance.engine.state is EngineState.LOADING:
+                busy += 1.6  # imports, weight loading, torch.compile
+        if any(i.spec.role == "worker" and i.engine.state is EngineState.UP for i in self.instances):
             load = 0.8  # a tensor-parallel rank works as hard as its head
+        self._update_host(dt, busy + 1.2 * load)
         gpu = self.gpu
         target_power = 11.0 + 70.0 * load + self.rng.uniform(-2, 2)
         gpu.power_w += (target_power - gpu.power_w) * min(1.0, dt / 2.0)
@@ -271,12 +322,54 @@ class DemoNode:
         gpu.temperature_c += (target_temp - gpu.temperature_c) * min(1.0, dt / 20.0)
         gpu.utilization = min(1.0, max(0.0, load * 0.97 + self.rng.uniform(-0.02, 0.02)))
 
+    def _update_host(self, dt: float, busy: float) -> None:
+        self.refresh_host()
+        self.host.busy = busy
+        self.host.advance(dt)
+
+    def refresh_host(self) -> None:
+        """The host's view of the vLLM processes: their CUDA allocations and their memory."""
+        host = self.host
+        processes = self.vllm_processes()
+        host.device_alloc = sum(i.service.device_alloc() for i in self.instances)
+        host.processes_anon = sum(p.anon for p in processes)
+        host.processes_rss = sum(p.rss for p in processes)
+
     def memory_used(self) -> float:
-        used = 6.5 * GIB
+        """MemTotal − MemFree − Buffers − Cached, what dgx-spark-prometheus exports as used."""
+        return self.host.used()
+
+    # --- what the SSH server asks -----------------------------------------------------------------
+
+    def vllm_service(self, manager: str, name: str) -> VllmService | None:
         for instance in self.instances:
-            if instance.engine.state is not EngineState.STOPPED:
-                used += instance.profile.gpu_memory_utilization * 119.6 * GIB
-        return min(used, MEM_TOTAL * 0.98)
+            service = instance.service
+            if service.manager == manager and service.name == name:
+                return service
+        return None
+
+    def vllm_processes(self) -> list[SimProcess]:
+        return [p for i in self.instances for p in i.service.processes()]
+
+    def kill(self, pid: int) -> bool:
+        return any(i.service.kill(pid) for i in self.instances)
+
+    def boot(self, load_s: float | None = None) -> None:
+        """The node (re)boots: empty page cache and /dev/shm, every enabled vLLM service starts."""
+        host = self.host
+        host.boot_epoch = self.clock.epoch
+        host.drop_caches()
+        host.shm.clear()
+        host.load = [0.0, 0.0, 0.0]
+        host.psi_some = [0.0, 0.0, 0.0]
+        host.psi_full = [0.0, 0.0, 0.0]
+        host.psi_some_total_us = host.psi_full_total_us = 0.0
+        host.last_pid = 1800
+        self.powered = True
+        for instance in self.instances:
+            instance.service.restarts = 0
+            instance.service.start(load_s=load_s, manual=False)
+        self.refresh_host()
 
     async def gpu_page(self, _request: Request) -> Response:
         if self.spec.gpu_exporter == "dgx-spark":
@@ -312,15 +405,33 @@ class DemoFleet:
     ) -> None:
         self.seed = seed
         self.now = 0.0
+        # The nodes' clock reads the wall time when the fleet starts serving (after the warm-up).
+        self.clock = SimClock(time.time() - warmup_s)
         self.nodes: list[DemoNode] = []
         for index, spec in enumerate(nodes):
             rng = random.Random(f"{seed}:{index}")
-            instances = [DemoInstance(spec.name, i, rng) for i in spec.instances]
-            node = DemoNode(spec, instances, rng=rng)
+            host_rng = random.Random(f"{seed}:{index}:host")
+            up_for = 2 * 86400 + index * 7 * 3600 + host_rng.uniform(0, 3600)
+            base = BaseUsage(services_anon=sum(SERVICE_ANON.get(kind, 0.5 * GIB) for _, kind in spec.services))
+            host = SimHost(spec.name, self.clock, host_rng, self.clock.epoch - up_for, base)
+            host.last_pid = 1800 + int(up_for / 40)
+            instances = [
+                DemoInstance(spec.name, i, rng, host, self.clock, service_rng=random.Random(f"{seed}:{index}:{i.name}"))
+                for i in spec.instances
+            ]
+            node = DemoNode(spec, instances, host, self.clock, rng=rng)
             node.gpu_http = HttpServer(node.gpu_page)
             for name, kind in spec.services:
                 node.services[name] = HttpServer(_service_handler(kind, rng))  # type: ignore[arg-type]
+            for instance in instances:
+                # Up since boot: the model was loaded then (its weights are in the page cache).
+                instance.service.adopt(host.boot_epoch + 35.0 + instance.profile.load_s)
+            node.refresh_host()
             self.nodes.append(node)
+        self.state_dir: Path | None = None
+        self._own_state_dir = False
+        self.client_key_file: Path | None = None
+        self.known_hosts_file: Path | None = None
         self._fast_forward(warmup_s)
         self.started_at = self.now  # scenario time counts from here
         self.scenario = scenario
@@ -344,9 +455,10 @@ class DemoFleet:
     def _fast_forward(self, seconds: float, dt: float = 0.25) -> None:
         steps = int(seconds / dt)
         for _ in range(steps):
+            self.clock.now += dt
             for node in self.nodes:
                 node.advance(dt)
-        self.now += steps * dt
+        self.now = self.clock.now
 
     def servers(self) -> list[HttpServer]:
         out: list[HttpServer] = []
@@ -357,7 +469,9 @@ class DemoFleet:
             out.extend(node.services.values())
         return out
 
-    async def start(self) -> None:
+    async def start(self, state_dir: Path | None = None) -> None:
+        """Open every server on 127.0.0.1. The SSH keys and known_hosts go to ``state_dir`` (a
+        temporary directory of the fleet's own when None, removed by ``stop()``)."""
         for node in self.nodes:
             if node.gpu_http is not None:
                 await node.gpu_http.start()
@@ -365,23 +479,52 @@ class DemoFleet:
                 await server.start()
             for instance in node.instances:
                 await instance.sync_listening()
+        await self._start_ssh(state_dir)
+
+    async def _start_ssh(self, state_dir: Path | None) -> None:
+        if state_dir is None:
+            state_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="sparktui-demo-"))
+            self._own_state_dir = True
+        self.state_dir = state_dir
+        client_key = generate_key()
+        for node in self.nodes:
+            node.ssh = DemoSshServer(node, generate_key(), client_key, after_command=self._sync_listening)
+            if node.powered:
+                await node.ssh.start()
+        self.client_key_file = state_dir / "demo_ssh_key"
+        self.known_hosts_file = state_dir / "known_hosts"
+        key_text = client_key.export_private_key("openssh").decode()
+        public_text = client_key.export_public_key("openssh").decode()
+        known = "".join(node.ssh.known_hosts_line() + "\n" for node in self.nodes if node.ssh is not None)
+        await asyncio.to_thread(_write_ssh_files, state_dir, key_text, public_text, known)
 
     async def stop(self) -> None:
-        await asyncio.gather(*(server.stop() for server in self.servers()))
+        servers = [server.stop() for server in self.servers()]
+        servers += [node.ssh.stop() for node in self.nodes if node.ssh is not None]
+        await asyncio.gather(*servers)
+        if self._own_state_dir and self.state_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, self.state_dir, True)
+            self._own_state_dir = False
+
+    async def _sync_listening(self) -> None:
+        for node in self.nodes:
+            for instance in node.instances:
+                await instance.sync_listening()
 
     async def advance(self, dt: float) -> None:
         """Move the simulation ``dt`` seconds forward (in steps of at most 0.25 s)."""
         remaining = dt
         while remaining > 1e-9:
             step = min(0.25, remaining)
+            self.clock.now += step
             for node in self.nodes:
                 node.advance(step)
-            self.now += step
+                if node.ssh is not None:
+                    node.ssh.tick()
+            self.now = self.clock.now
             remaining -= step
             await self._fire_due_events()
-        for node in self.nodes:
-            for instance in node.instances:
-                await instance.sync_listening()
+        await self._sync_listening()
 
     async def run_clock(self, tick_s: float = 0.1) -> None:
         """Advance with the wall clock until cancelled."""
@@ -393,23 +536,39 @@ class DemoFleet:
             last = now
 
     async def power_off(self, name: str) -> None:
-        """The node vanishes: its processes stop and every port refuses."""
+        """The node vanishes: its processes stop and every port, SSH included, refuses."""
         node = self.node(name)
         node.powered = False
         for instance in node.instances:
-            instance.engine.state = EngineState.STOPPED
-        await asyncio.gather(*(s.stop() for s in self._node_servers(node)))
+            instance.service.power_loss()
+        node.refresh_host()
+        stops = [s.stop() for s in self._node_servers(node)]
+        if node.ssh is not None:
+            stops.append(node.ssh.stop())
+        await asyncio.gather(*stops)
 
     async def power_on(self, name: str, load_s: float = 120.0) -> None:
-        """The node boots: exporters and services answer at once, vLLM after loading its model."""
+        """The node boots: SSH, exporters and services answer at once, vLLM after loading its model."""
         node = self.node(name)
-        node.powered = True
+        node.boot(load_s)
         for server in self._node_servers(node):
             if not any(server is i.http for i in node.instances):
                 await server.start()
+        if node.ssh is not None:
+            await node.ssh.start()
         for instance in node.instances:
-            instance.restart(load_s)
             await instance.sync_listening()
+
+    async def ssh_down(self, name: str) -> None:
+        """The node's sshd stops accepting and its sessions die; HTTP goes on."""
+        ssh = self.node(name).ssh
+        if ssh is not None:
+            await ssh.stop()
+
+    async def ssh_up(self, name: str) -> None:
+        ssh = self.node(name).ssh
+        if ssh is not None and self.node(name).powered:
+            await ssh.start()
 
     @staticmethod
     def _node_servers(node: DemoNode) -> list[HttpServer]:
@@ -429,8 +588,18 @@ class DemoFleet:
         ]
         for node in self.nodes:
             lines += ["[[nodes]]", f'name = "{node.name}"', 'host = "127.0.0.1"', ""]
-            # The demo's nodes serve HTTP; their simulated SSH side is not built yet.
-            lines += ["[nodes.ssh]", "enabled = false", ""]
+            if node.ssh is not None and node.ssh.port and self.client_key_file and self.known_hosts_file:
+                lines += [
+                    "[nodes.ssh]",
+                    f"user = {_toml_string(USER)}",
+                    f"port = {node.ssh.port}",
+                    f"key_file = {_toml_string(str(self.client_key_file))}",
+                    f"known_hosts = {_toml_string(str(self.known_hosts_file))}",
+                    "connect_timeout_s = 3.0",
+                    "",
+                ]
+            else:  # not started: no SSH server to point at
+                lines += ["[nodes.ssh]", "enabled = false", ""]
             for instance in node.instances:
                 spec = instance.spec
                 lines += ["[[nodes.vllm]]", f'name = "{spec.name}"']
@@ -463,16 +632,28 @@ class DemoFleet:
         out = []
         for node in self.nodes:
             for instance in node.instances:
-                where = (
-                    instance.http.url if instance.http is not None else "(tensor-parallel worker, no HTTP)"
-                )
-                out.append(
-                    f"{node.name:8} vLLM {instance.spec.name:10} {instance.profile.served_name:36} {where}"
-                )
+                where = instance.http.url if instance.http is not None else "(tensor-parallel worker, no HTTP)"
+                out.append(f"{node.name:8} vLLM {instance.spec.name:10} {instance.profile.served_name:36} {where}")
             if node.gpu_http is not None:
-                out.append(
-                    f"{node.name:8} GPU exporter ({node.spec.gpu_exporter})  {node.gpu_http.url}/metrics"
-                )
+                out.append(f"{node.name:8} GPU exporter ({node.spec.gpu_exporter})  {node.gpu_http.url}/metrics")
             for name, server in node.services.items():
                 out.append(f"{node.name:8} service {name:14} {server.url}")
+            if node.ssh is not None and node.ssh.port and self.client_key_file is not None:
+                out.append(
+                    f"{node.name:8} SSH          ssh -p {node.ssh.port} -i {self.client_key_file} "
+                    f"-o UserKnownHostsFile={self.known_hosts_file} {USER}@127.0.0.1"
+                )
         return out
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are valid TOML)."""
+    return json.dumps(text)
+
+
+def _write_ssh_files(directory: Path, private_key: str, public_key: str, known_hosts: str) -> None:
+    key = directory / "demo_ssh_key"
+    key.write_text(private_key)
+    key.chmod(0o600)  # OpenSSH refuses a private key others can read
+    (directory / "demo_ssh_key.pub").write_text(public_key)
+    (directory / "known_hosts").write_text(known_hosts)

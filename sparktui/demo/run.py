@@ -1,5 +1,6 @@
-"""``sparktui demo``: start the simulated fleet on 127.0.0.1, write its config, and run a command
-against it (or serve until interrupted)."""
+"""``sparktui demo``: start the simulated fleet on 127.0.0.1 (HTTP and SSH), write its config and
+SSH keys to a temporary directory, and run a command against it (or serve until interrupted).
+Every server stops and the directory is removed on exit."""
 
 from __future__ import annotations
 
@@ -26,36 +27,60 @@ async def serve(
     quiet: bool = False,
 ) -> int:
     fleet = DemoFleet(scaled_nodes(nodes) if nodes else DEFAULT_NODES, seed=seed, scenario=scenario)
-    await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock())
     with tempfile.TemporaryDirectory(prefix="sparktui-demo-") as tmp:
-        config = config_out or Path(tmp) / "demo.toml"
-        config.write_text(fleet.config_toml())
+        clock: asyncio.Task[None] | None = None
+        # Ctrl-C, SIGTERM or a closed terminal (SIGHUP), even while the servers start, stop the fleet
+        # (and the command) cleanly: the finally below runs and the directory is removed.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop.set)
         try:
+            await fleet.start(state_dir=Path(tmp))
+            clock = asyncio.create_task(fleet.run_clock())
+            config = config_out or Path(tmp) / "demo.toml"
+            config.write_text(fleet.config_toml())
             if not quiet:
                 print(f"sparktui demo: {len(fleet.nodes)} simulated DGX Sparks on 127.0.0.1 (seed {seed})")
                 for line in fleet.endpoints():
                     print("  " + line)
-                print(f"config: {config}")
+                print(f"config: {config}   SSH key and known_hosts: {tmp}")
                 if scenario is not None and scenario.events:
                     print(f"scenario {scenario.name}: {scenario.summary}")
-            if command:
+                    for event in scenario.events:
+                        print(f"  {event.at_s:5.0f} s  {event.what}")
+            if command and not stop.is_set():
+                sys.stdout.flush()  # our lines before the command's
                 env = dict(os.environ, SPARKTUI_CONFIG=str(config))
                 process = await asyncio.create_subprocess_exec(*command, env=env)
-                return await process.wait()
+                return await _wait_or_stop(process, stop)
             if not quiet:
                 print(f"try: SPARKTUI_CONFIG={config} sparktui snapshot    (Ctrl-C stops the fleet)")
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
             await stop.wait()
             return 0
         finally:
-            clock.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await clock
+            if clock is not None:
+                clock.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await clock
             await fleet.stop()
+
+
+async def _wait_or_stop(process: asyncio.subprocess.Process, stop: asyncio.Event) -> int:
+    """The command's exit status; if the demo is told to stop first, the command is ended too."""
+    exited = asyncio.ensure_future(process.wait())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({exited, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not exited.done():
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            await asyncio.wait_for(asyncio.shield(exited), 10.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+    return await exited
 
 
 def main(
@@ -66,9 +91,7 @@ def main(
     scenario: Scenario | None = None,
 ) -> int:
     try:
-        return asyncio.run(
-            serve(nodes=nodes, seed=seed, command=command, config_out=config_out, scenario=scenario)
-        )
+        return asyncio.run(serve(nodes=nodes, seed=seed, command=command, config_out=config_out, scenario=scenario))
     except KeyboardInterrupt:
         return 0
     except OSError as exc:

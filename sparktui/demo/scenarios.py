@@ -67,6 +67,44 @@ async def _restart_spark1(fleet: DemoFleet) -> None:
     fleet.node("spark1").instances[0].restart(load_s=40.0, cold_jit_s=30.0)
 
 
+# --- incident: page cache from model loads blocks vLLM's start on spark1 (context/002) -----------
+
+INCIDENT_CHECKPOINTS = (
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", 75.0),
+    ("openai/gpt-oss-120b", 61.0),
+)
+INCIDENT_READ_GIB_S = 2.5  # NVMe reads of safetensors shards
+CLIENTS_RETURN_S = 45.0  # the agents that failed over come back this long after vLLM serves again
+
+
+async def _stop_spark1_for_tests(fleet: DemoFleet) -> None:
+    instance = fleet.node("spark1").instances[0]
+    instance.service.stop()
+    instance.engine.load_factor = 0.0  # its clients fail over to a cloud endpoint
+    instance.service.failover_return_s = CLIENTS_RETURN_S
+
+
+async def _load_checkpoints_spark1(fleet: DemoFleet) -> None:
+    host = fleet.node("spark1").host
+    for name, size_gib in INCIDENT_CHECKPOINTS:
+        host.queue_read(name, size_gib, INCIDENT_READ_GIB_S, held=True)
+
+
+async def _start_spark1(fleet: DemoFleet) -> None:
+    fleet.node("spark1").instances[0].service.start()
+
+
+# --- ssh-drop: spark2's sshd goes away and comes back; HTTP is not affected ----------------------
+
+
+async def _ssh_down_spark2(fleet: DemoFleet) -> None:
+    await fleet.ssh_down("spark2")
+
+
+async def _ssh_up_spark2(fleet: DemoFleet) -> None:
+    await fleet.ssh_up("spark2")
+
+
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
@@ -103,6 +141,29 @@ SCENARIOS: dict[str, Scenario] = {
             "restart",
             "spark1's vLLM restarts at 10 s: refused while loading for 40 s, then a cold first request",
             (Event(10.0, "spark1 vLLM restarting", _restart_spark1),),
+        ),
+        Scenario(
+            "incident",
+            "spark1's vLLM is stopped at 10 s to try two other checkpoints; their page cache fills the "
+            "memory, and from 75 s the restarted unit crash-loops on vLLM's 'Free memory on device' check "
+            "until someone drops caches on spark1 and restarts vllm-qwen36.service",
+            (
+                Event(
+                    10.0, "spark1: operator stops vllm-qwen36.service to try other checkpoints", _stop_spark1_for_tests
+                ),
+                Event(
+                    15.0, "spark1: a test script loads 75 + 61 GiB of checkpoints from disk", _load_checkpoints_spark1
+                ),
+                Event(75.0, "spark1: operator starts vllm-qwen36.service again", _start_spark1),
+            ),
+        ),
+        Scenario(
+            "ssh-drop",
+            "spark2's sshd stops accepting and drops its sessions at 15 s and is back at 45 s; HTTP is unaffected",
+            (
+                Event(15.0, "spark2: sshd down, sessions dropped", _ssh_down_spark2),
+                Event(45.0, "spark2: sshd back", _ssh_up_spark2),
+            ),
         ),
     )
 }

@@ -43,6 +43,8 @@ class ModelProfile:
     output_median: float
     max_tokens: int = 4096
     prefix_reuse_share: float = 0.7  # requests that share a prefix with an earlier one
+    load_s: float = 60.0  # start to serving: imports, weights, profiling, CUDA graphs
+    cold_jit_s: float = 30.0  # the first requests after a start wait for Inductor/FlashInfer JIT
 
 
 PROFILES: dict[str, ModelProfile] = {
@@ -62,6 +64,7 @@ PROFILES: dict[str, ModelProfile] = {
         requests_per_s=0.6,
         prompt_median=2500.0,
         output_median=350.0,
+        load_s=48.0,
     ),
     "gemma4": ModelProfile(
         served_name="google/gemma-4-26B-A4B-it",
@@ -79,6 +82,7 @@ PROFILES: dict[str, ModelProfile] = {
         requests_per_s=0.5,
         prompt_median=1800.0,
         output_median=400.0,
+        load_s=55.0,
     ),
     "qwen235": ModelProfile(
         served_name="Qwen/Qwen3-235B-A22B-GPTQ-Int4",
@@ -96,6 +100,8 @@ PROFILES: dict[str, ModelProfile] = {
         requests_per_s=0.08,
         prompt_median=1500.0,
         output_median=256.0,
+        load_s=150.0,
+        cold_jit_s=45.0,
     ),
 }
 
@@ -250,7 +256,7 @@ class Engine:
                 request.scheduled = self.now
             # A preempted request recomputes everything it held (prompt and generated tokens).
             request.prefill_left = float(computed + (request.generated if request.preemptions else 0))
-            request.stall_s = self.first_request_penalty_s
+            request.stall_s = self.first_request_penalty_s  # the first request pays for the JIT
             self.first_request_penalty_s = 0.0
             self.running.append(request)
 
@@ -296,9 +302,7 @@ class Engine:
         self._preempt_if_full()
         if self.running:
             # One decode token per running request per engine step.
-            self.sink.observe(
-                "vllm:iteration_tokens_total", float(len(self.running)), count=int(dt / step) or 1
-            )
+            self.sink.observe("vllm:iteration_tokens_total", float(len(self.running)), count=int(dt / step) or 1)
 
     def _first_token(self, request: Request, at: float) -> None:
         request.first_token = at
@@ -401,10 +405,24 @@ class Engine:
         self.sink.set_gauge("vllm:num_requests_waiting_by_reason", len(self.waiting), reason="capacity")
         self.sink.set_gauge("vllm:kv_cache_usage_perc", usage)
 
-    def restart(self, load_s: float, cold_jit_s: float = 0.0) -> None:
-        """A process restart: every request is lost; the port refuses until the model has loaded."""
+    def _abort_all(self) -> None:
+        """The process is gone: every request is lost (a waiting HTTP client gets an abort)."""
+        lost = [*self.waiting, *self.running]
         self.waiting.clear()
         self.running.clear()
+        for request in lost:
+            if request.on_finish is not None:
+                request.on_finish("abort")
+
+    def restart(self, load_s: float, cold_jit_s: float = 0.0) -> None:
+        """A process restart: every request is lost; the port refuses until the model has loaded."""
+        self._abort_all()
         self.state = EngineState.LOADING
         self.ready_at = self.now + load_s
         self.first_request_penalty_s = cold_jit_s
+
+    def stop(self) -> None:
+        """The process exited (stopped, crashed, killed): connection refused from now on."""
+        self._abort_all()
+        self.state = EngineState.STOPPED
+        self._publish_gauges()

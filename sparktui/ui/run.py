@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,11 @@ def run_demo_dashboard(
         log = Path(tmp) / "demo.log"
         with log.open("wb") as out:
             child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+        def stop(signum: int, _frame: object) -> None:
+            raise SystemExit(128 + signum)  # unwinds through the finally below, which stops the fleet
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             deadline = time.monotonic() + DEMO_START_TIMEOUT_S
             while not config.exists():
@@ -66,6 +72,8 @@ def run_demo_dashboard(
                 return 1
             return run_dashboard(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             child.terminate()
             try:
                 child.wait(timeout=10)

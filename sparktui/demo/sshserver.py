@@ -1,0 +1,515 @@
+"""The demo node's SSH server: sparktui's own commands, answered from the simulation.
+
+One asyncssh server per node on 127.0.0.1 (port chosen by the OS, kept across stops and restarts),
+with a host key generated at start and the demo's one client key; public-key authentication only.
+It runs no shell. It recognises the commands sparktui sends and answers them from the simulated
+node:
+
+- the host sampler (``exec sh -c '<script>' sparktui-sampler``, ``sparktui.sources.sampler``): its
+  interval, refresh periods, frame count and probes are read from the script, and frames in the
+  format of ``sparktui.model.host`` are printed on the simulation's clock (the first at once, then
+  one per interval of simulated time; in step mode, when the fleet is advanced). A session whose
+  simulation stands still gets a frame every few wall-clock seconds, so the client's stall detection
+  does not fire while a test pauses;
+- ``journalctl -u UNIT -f -o short-iso -n N`` and ``docker logs -f --timestamps --tail N NAME``
+  (``sparktui.sources.logs``): the instance's log, then its new lines as they are written;
+- the recovery commands of ``sparktui.model.commands``, executed against the simulation: restart and
+  stop of a unit or container, drop caches (silent on success, like the real one), removal of
+  ``/dev/shm`` leftovers, ``kill -9`` of PIDs.
+
+Anything else ends with status 127 and ``sh: 1: CMD: not found`` on stderr, as ``sh -c`` would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shlex
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import asyncssh
+
+from sparktui.demo.host import SimClock, SimHost, SimProcess
+from sparktui.demo.service import VllmService
+from sparktui.demo.vllmlog import InstanceLog, LogFollower, LogFormat
+from sparktui.model.commands import DROP_CACHES
+
+USER = "spark"
+PRESSURE_PATH = "/proc/pressure/memory"
+SHM_DIR = "/dev/shm"
+WALL_FRAME_AFTER_S = 2.0  # a frame at least this often (wall clock) while the simulation stands still
+FRAME_QUEUE = 64
+
+PSI_MISSING = (
+    "(kernel without PSI: needs Linux 4.20+ with CONFIG_PSI, and not booted with psi=0; "
+    "enable with the psi=1 boot option)"
+)
+
+
+# --- the commands -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerCommand:
+    interval_s: float
+    process_every: int
+    service_every: int
+    count: int
+    probes: tuple[tuple[str, str, str], ...]  # (instance, "systemd" | "docker", unit or container)
+    pressure_path: str = PRESSURE_PATH
+    shm_dir: str = SHM_DIR
+
+
+@dataclass(frozen=True, slots=True)
+class LogCommand:
+    fmt: LogFormat
+    target: str  # unit or container
+    tail: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceCommand:
+    action: Literal["restart", "stop"]
+    manager: Literal["systemd", "docker"]
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropCachesCommand:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveCommand:
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KillCommand:
+    pids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownCommand:
+    word: str
+
+
+Command = (
+    SamplerCommand | LogCommand | ServiceCommand | DropCachesCommand | RemoveCommand | KillCommand | UnknownCommand
+)
+
+_SAMPLER_SETTINGS = re.compile(r"^iv=(\d+); pe=(\d+); se=(\d+); count=(\d+);", re.MULTILINE)
+_SAMPLER_PATHS = re.compile(r"^psi=(.*?); shm=(.*?); pat=", re.MULTILINE)
+_SAMPLER_PROBE = re.compile(r"^    (sd|dk) (.+)$", re.MULTILINE)
+_DROP_CACHES = shlex.split(DROP_CACHES)
+
+
+def _sampler(script: str) -> SamplerCommand | None:
+    settings = _SAMPLER_SETTINGS.search(script)
+    if settings is None:
+        return None
+    interval_cs, process_every, service_every, count = (int(x) for x in settings.groups())
+    pressure_path, shm_dir = PRESSURE_PATH, SHM_DIR
+    paths = _SAMPLER_PATHS.search(script)
+    if paths is not None:
+        with contextlib.suppress(ValueError):
+            pressure_path = " ".join(shlex.split(paths.group(1)))
+            shm_dir = " ".join(shlex.split(paths.group(2)))
+    probes: list[tuple[str, str, str]] = []
+    for function, rest in _SAMPLER_PROBE.findall(script):
+        try:
+            words = shlex.split(rest)
+        except ValueError:
+            continue
+        if len(words) == 2:
+            probes.append((words[0], "systemd" if function == "sd" else "docker", words[1]))
+    return SamplerCommand(
+        max(0.01, interval_cs / 100), process_every, service_every, count, tuple(probes), pressure_path, shm_dir
+    )
+
+
+def parse_command(text: str) -> Command:
+    """What a command line sparktui sends asks for; ``UnknownCommand`` for anything else."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    if not words:
+        return UnknownCommand("")
+    unknown = UnknownCommand(words[0])
+    if words[:3] == ["exec", "sh", "-c"] and len(words) == 5 and words[4] == "sparktui-sampler":
+        return _sampler(words[3]) or unknown
+    match words:
+        case ["journalctl", "-u", unit, "-f", "-o", "short-iso", "-n", count] if count.isdigit():
+            return LogCommand("journal", unit, int(count))
+        case ["docker", "logs", "-f", "--timestamps", "--tail", count, name] if count.isdigit():
+            return LogCommand("docker", name, int(count))
+        case ["sudo", "-n", "systemctl", ("restart" | "stop") as action, unit]:
+            return ServiceCommand(action, "systemd", unit)
+        case ["docker", ("restart" | "stop") as action, name]:
+            return ServiceCommand(action, "docker", name)
+        case ["sudo", "-n", "rm", "-f", "--", *paths] if paths:
+            return RemoveCommand(tuple(paths))
+        case ["sudo", "-n", "kill", "-9", "--", *pids] if pids and all(p.isdigit() for p in pids):
+            return KillCommand(tuple(int(p) for p in pids))
+    if words == _DROP_CACHES:
+        return DropCachesCommand()
+    return unknown
+
+
+# --- the node it answers for -----------------------------------------------------------------------
+
+
+class SshNode(Protocol):
+    """What the SSH server needs from a demo node."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def host(self) -> SimHost: ...
+
+    @property
+    def clock(self) -> SimClock: ...
+
+    def vllm_service(self, manager: str, name: str) -> VllmService | None: ...
+
+    def vllm_processes(self) -> list[SimProcess]: ...
+
+    def kill(self, pid: int) -> bool: ...
+
+
+def _due(seq: int, every: int) -> bool:
+    return every > 0 and (seq - 1) % every == 0
+
+
+def render_frame(node: SshNode, command: SamplerCommand, seq: int) -> str:
+    """One sampler frame (``sparktui.model.host`` format) of the node's state now."""
+    host = node.host
+    out = [f"==sparktui-sample 1 {node.clock.epoch:.2f} {seq}", "==meminfo", host.meminfo_text().rstrip("\n")]
+    if command.pressure_path == PRESSURE_PATH:
+        out += ["==pressure", host.pressure_text().rstrip("\n")]
+    else:
+        out.append(f"==pressure unavailable {command.pressure_path} does not exist {PSI_MISSING}")
+    out += ["==loadavg", host.loadavg_text().rstrip("\n"), "==uptime", host.uptime_text().rstrip("\n")]
+    if _due(seq, command.process_every):
+        if command.shm_dir == SHM_DIR:
+            out += ["==shm", host.shm_text().rstrip("\n")]
+        else:
+            out.append(f"==shm unavailable {command.shm_dir} does not exist")
+        out.append(f"==processes clk_tck=100 pagesize=4096 btime={int(host.boot_epoch)}")
+        rows = host.processes_text(node.vllm_processes()).rstrip("\n")
+        if rows:
+            out.append(rows)
+    if _due(seq, command.service_every):
+        out.append(f"==services {len(command.probes)}")
+        for instance, manager, name in command.probes:
+            service = node.vllm_service(manager, name)
+            if service is not None:
+                props = service.systemd_properties() if manager == "systemd" else service.docker_properties()
+                out += [f"==service {instance} {manager} {name}", *props]
+            elif manager == "systemd":
+                out += [
+                    f"==service {instance} {manager} {name}",
+                    "NRestarts=0",
+                    "ExecMainStartTimestamp=",
+                    "ExecMainStartTimestampMonotonic=0",
+                    "ExecMainStatus=0",
+                    "LoadState=not-found",
+                    "ActiveState=inactive",
+                    "SubState=dead",
+                ]
+            else:
+                out.append(
+                    f"==service {instance} docker {name} unavailable docker exited 1: Error: No such container: {name}"
+                )
+    out.append(f"==sparktui-end {seq}")
+    return "\n".join(out) + "\n"
+
+
+# --- the server ------------------------------------------------------------------------------------
+
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, owner: DemoSshServer) -> None:
+        self._owner = owner
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+        self._owner.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self._owner.connections.discard(self._conn)
+
+    def begin_auth(self, username: str) -> bool:
+        return True  # authentication is required
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+    def kbdint_auth_supported(self) -> bool:
+        return False
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return username == self._owner.user and key.public_data == self._owner.client_key.public_data
+
+
+class _SamplerSession:
+    """One running sampler: frames on the simulation's clock into a queue, written by ``run``."""
+
+    def __init__(self, node: SshNode, command: SamplerCommand, server: DemoSshServer) -> None:
+        self.node = node
+        self.command = command
+        self.server = server
+        self.queue: asyncio.Queue[str] = asyncio.Queue(FRAME_QUEUE)
+        self.seq = 0
+        self.next_due = node.clock.now
+
+    @property
+    def finished(self) -> bool:
+        return self.command.count > 0 and self.seq >= self.command.count
+
+    def emit(self) -> None:
+        if self.finished:
+            return
+        self.seq += 1
+        with contextlib.suppress(asyncio.QueueFull):  # a client that stopped reading loses frames
+            self.queue.put_nowait(render_frame(self.node, self.command, self.seq))
+            self.server.frames_emitted += 1
+
+    def tick(self) -> None:
+        now = self.node.clock.now
+        if now + 1e-9 < self.next_due:
+            return
+        self.emit()
+        self.next_due += self.command.interval_s
+        if self.next_due <= now:  # after a stall, skip the missed ticks (as the real loop does)
+            self.next_due = now + self.command.interval_s
+
+    async def run(self, process: asyncssh.SSHServerProcess[str]) -> int | None:
+        self.emit()
+        self.next_due = self.node.clock.now + self.command.interval_s
+        closed = asyncio.ensure_future(process.wait_closed())
+        wall_after = max(WALL_FRAME_AFTER_S, 2 * self.command.interval_s)
+        try:
+            while True:
+                if self.finished and self.queue.empty():
+                    return 0
+                getter = asyncio.ensure_future(self.queue.get())
+                done, _ = await asyncio.wait({getter, closed}, timeout=wall_after, return_when="FIRST_COMPLETED")
+                if closed in done:
+                    getter.cancel()
+                    return None
+                if getter not in done:
+                    getter.cancel()
+                    self.emit()  # the simulation stands still: repeat its state
+                    continue
+                text = getter.result()
+                process.stdout.write(text)
+                await process.stdout.drain()
+                self.server.frames_sent += 1
+        finally:
+            closed.cancel()
+
+
+class DemoSshServer:
+    """The SSH server of one demo node. ``start()`` listens, ``stop()`` refuses and drops sessions."""
+
+    def __init__(
+        self,
+        node: SshNode,
+        host_key: asyncssh.SSHKey,
+        client_key: asyncssh.SSHKey,
+        *,
+        user: str = USER,
+        after_command: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.node = node
+        self.host_key = host_key
+        self.client_key = client_key
+        self.user = user
+        self.after_command = after_command
+        self.port = 0
+        self.connections: set[asyncssh.SSHServerConnection] = set()
+        self.samplers: set[_SamplerSession] = set()
+        self.frames_emitted = 0  # rendered for a session (tests wait until their client has them all)
+        self.frames_sent = 0
+        self.commands: list[str] = []  # every command line run, in order (the demo's audit trail)
+        self._acceptor: asyncssh.SSHAcceptor | None = None
+
+    @property
+    def listening(self) -> bool:
+        return self._acceptor is not None
+
+    def known_hosts_line(self) -> str:
+        key = self.host_key.export_public_key("openssh").decode().split()
+        return f"[127.0.0.1]:{self.port} {key[0]} {key[1]}"
+
+    async def start(self) -> None:
+        if self._acceptor is not None:
+            return
+        self._acceptor = await asyncssh.listen(
+            "127.0.0.1",
+            self.port,
+            server_host_keys=[self.host_key],
+            server_factory=lambda: _Server(self),
+            process_factory=self._session,
+            encoding="utf-8",
+            errors="replace",
+            reuse_address=True,
+            allow_scp=False,
+            agent_forwarding=False,
+            x11_forwarding=False,
+            server_version="OpenSSH_9.6p1",
+        )
+        self.port = self._acceptor.get_port()
+
+    async def stop(self) -> None:
+        """Stop accepting and drop every connection (clients see the connection lost, then refused)."""
+        acceptor, self._acceptor = self._acceptor, None
+        if acceptor is not None:
+            acceptor.close()
+        for conn in list(self.connections):
+            conn.abort()
+        self.connections.clear()
+        if acceptor is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(acceptor.wait_closed(), 2.0)
+
+    def tick(self) -> None:
+        """The simulation moved: sampler frames that are due go out."""
+        for session in self.samplers:
+            session.tick()
+
+    async def _session(self, process: asyncssh.SSHServerProcess[str]) -> None:
+        command = process.command
+        status: int | None
+        try:
+            if command is None:
+                process.stderr.write("This demo node runs no shell; it answers sparktui's commands only.\n")
+                status = 1
+            else:
+                self.commands.append(command)
+                status = await self._execute(process, command)
+        except (OSError, asyncssh.Error):
+            return  # the client went away
+        if status is not None:
+            with contextlib.suppress(OSError, asyncssh.Error):
+                process.exit(status)
+
+    async def _execute(self, process: asyncssh.SSHServerProcess[str], text: str) -> int | None:
+        command = parse_command(text)
+        node = self.node
+        if isinstance(command, SamplerCommand):
+            session = _SamplerSession(node, command, self)
+            self.samplers.add(session)
+            try:
+                return await session.run(process)
+            finally:
+                self.samplers.discard(session)
+        if isinstance(command, LogCommand):
+            return await self._log(process, command)
+        if isinstance(command, UnknownCommand):
+            process.stderr.write(f"sh: 1: {command.word}: not found\n")
+            return 127
+        status = self._recover(process, command)
+        if self.after_command is not None:
+            await self.after_command()
+        return status
+
+    def _recover(self, process: asyncssh.SSHServerProcess[str], command: Command) -> int:
+        node = self.node
+        if isinstance(command, ServiceCommand):
+            service = node.vllm_service(command.manager, command.name)
+            if service is None:
+                if command.manager == "systemd":
+                    state = "found" if command.action == "restart" else "loaded"
+                    process.stderr.write(
+                        f"Failed to {command.action} {command.name}: Unit {command.name} not {state}.\n"
+                    )
+                    return 5
+                process.stderr.write(f"Error response from daemon: No such container: {command.name}\n")
+                return 1
+            if command.action == "restart":
+                service.restart()
+            else:
+                service.stop()
+            if command.manager == "docker":
+                process.stdout.write(f"{command.name}\n")
+            return 0
+        if isinstance(command, DropCachesCommand):
+            node.host.drop_caches()
+            return 0
+        if isinstance(command, RemoveCommand):
+            for path in command.paths:
+                directory, _, name = path.rpartition("/")
+                if directory == SHM_DIR:
+                    node.host.remove_shm(name)
+            return 0
+        if isinstance(command, KillCommand):
+            status = 0
+            for pid in command.pids:
+                if not node.kill(pid):
+                    process.stderr.write(f"kill: ({pid}): No such process\n")
+                    status = 1
+            return status
+        raise AssertionError(f"not a recovery command: {command!r}")
+
+    async def _log(self, process: asyncssh.SSHServerProcess[str], command: LogCommand) -> int | None:
+        manager = "systemd" if command.fmt == "journal" else "docker"
+        service = self.node.vllm_service(manager, command.target)
+        if service is None and command.fmt == "docker":
+            process.stderr.write(f"Error response from daemon: No such container: {command.target}\n")
+            return 1
+        log: InstanceLog | None = service.log if service is not None else None
+        follower: LogFollower | None = log.follow(command.fmt) if log is not None else None
+        closed = asyncio.ensure_future(process.wait_closed())
+        try:
+            lines = log.lines(command.fmt, command.tail) if log is not None else []
+            if command.fmt == "journal" and not lines:
+                lines = ["-- No entries --"]
+            if lines:
+                process.stdout.write("\n".join(lines) + "\n")
+                await process.stdout.drain()
+            if service is not None and command.fmt == "docker" and not service.running:
+                return 0  # docker logs -f of a stopped container prints and returns
+            if follower is None:
+                await closed  # journalctl -f of an unknown unit waits for entries that never come
+                return None
+            while True:
+                getter = asyncio.ensure_future(follower.queue.get())
+                done, _ = await asyncio.wait({getter, closed}, return_when="FIRST_COMPLETED")
+                if closed in done:
+                    getter.cancel()
+                    return None
+                batch: list[str] = []
+                line: str | None = getter.result()
+                while line is not None:
+                    batch.append(line)
+                    try:
+                        line = follower.queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+                if batch:
+                    process.stdout.write("\n".join(batch) + "\n")
+                    await process.stdout.drain()
+                if line is None:
+                    return 0  # the container stopped
+                if follower.overflowed:
+                    return 1
+        finally:
+            closed.cancel()
+            if log is not None and follower is not None:
+                log.unfollow(follower)
+
+
+def generate_key() -> asyncssh.SSHKey:
+    return asyncssh.generate_private_key("ssh-ed25519")
