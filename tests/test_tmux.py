@@ -80,7 +80,8 @@ def test_demo_dashboard_in_a_real_terminal(tmux: Tmux) -> None:
     tmux.wait_for("Gen t/s", timeout_s=5)
     tmux.keys("q")
     deadline = time.monotonic() + 10
-    while tmux.pane_dead()[0] != "1" and time.monotonic() < deadline:
+    # tmux marks the pane dead a moment before it records the exit status: wait for both.
+    while (tmux.pane_dead()[0] != "1" or tmux.pane_dead()[1] == "") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert tmux.pane_dead() == ("1", "0")  # exited cleanly, status 0
     # The terminal is restored: no alternate screen, no dashboard left on it.

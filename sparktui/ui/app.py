@@ -4,7 +4,7 @@ the model into views and hands them to the screen on display. Widgets never talk
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,14 +17,10 @@ from textual.widgets import Footer, Markdown
 from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
-from sparktui.model.logbuffer import LogBuffer
+from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
-from sparktui.sources.host import HostCollector, wants_host_state
-from sparktui.sources.http import make_client
-from sparktui.sources.logs import LogStream
-from sparktui.sources.poller import FleetPoller, fleet_origins
-from sparktui.sources.ssh import NodeSsh
+from sparktui.sources.live import FleetSource, LiveFleet
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.keys import APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
 from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
@@ -68,7 +64,9 @@ class SparkApp(App[None]):
         theme_dirs: tuple[Path, ...] = (),
         clock: Callable[[], float] = time.monotonic,
         window_s: float = WINDOW_S,
+        source: FleetSource | None = None,
     ) -> None:
+        """``collect`` runs ``source`` (live collection from the fleet when None) in the background."""
         super().__init__()
         self.fleet = fleet
         self.state = FleetState(fleet)
@@ -82,10 +80,10 @@ class SparkApp(App[None]):
         self.paused = False
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
         self.poll_errors: list[str] = []
-        self._ssh: dict[str, NodeSsh] = {}
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         self.diagnosis = DiagnosisEngine(load_catalogue())
         self.findings: dict[str, tuple[Finding, ...]] = {}
+        self.source: FleetSource = source or LiveFleet(fleet, clock=clock, log_buffers=self._log_buffers)
         loaded = load_themes(theme_dirs)
         self._theme_errors = loaded.errors
         self._theme_names: list[str] = []
@@ -110,50 +108,27 @@ class SparkApp(App[None]):
         self.refresh_views()
         self.push_screen(KioskScreen() if self.kiosk else FleetScreen())
         if self.collect:
-            self.run_worker(self._poll_http(), name="poll-http", group="collect", exit_on_error=False)
-            for node in self.fleet.nodes:
-                if wants_host_state(node):
-                    self.run_worker(
-                        self._poll_host(node.name),
-                        name=f"host-{node.name}",
-                        group="collect",
-                        exit_on_error=False,
-                    )
-                self._stream_logs(node.name)
+            self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
         self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
 
-    async def _poll_http(self) -> None:
-        async with make_client(fleet_origins(self.fleet)) as client:
-            await FleetPoller(self.fleet, client, clock=self.clock).run(self._on_observation, self._on_poll_error)
+    # --- FleetSink: what the source collects ---------------------------------------------------------
 
-    async def _poll_host(self, name: str) -> None:
-        node = self.fleet.node(name)
-        assert node is not None
-        ssh = None if node.local else self._node_ssh(name)
-        await HostCollector(node, self.fleet, ssh=ssh, clock=self.clock).run(self._on_host_update)
-
-    def _node_ssh(self, name: str) -> NodeSsh:
-        found = self._ssh.get(name)
-        if found is None:
-            node = self.fleet.node(name)
-            assert node is not None
-            found = self._ssh[name] = NodeSsh(node)
-        return found
-
-    def _on_observation(self, observation: NodeObservation) -> None:
+    def observation(self, observation: NodeObservation) -> None:
         self.state.apply(observation)
 
-    def _on_host_update(self, update: HostUpdate) -> None:
+    def host(self, update: HostUpdate) -> None:
         self.state.apply_host(update)
 
-    def _on_poll_error(self, node: str, exc: Exception) -> None:
-        message = f"{node}: internal error while polling: {type(exc).__name__}: {exc}"
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        if self.source.fills_log_buffers:
+            return  # the live streams already appended them to our buffers
+        buffer = self._log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
+        buffer.append_batch((line.timestamp, line.text) for line in lines)
+
+    def error(self, node: str, exc: Exception) -> None:
+        message = f"{node}: internal error while collecting: {type(exc).__name__}: {exc}"
         self.poll_errors.append(message)
         self.notify(message, severity="error")
-
-    async def on_unmount(self) -> None:
-        for ssh in self._ssh.values():
-            await ssh.close()
 
     # --- rendering ----------------------------------------------------------------------------------
 
@@ -191,19 +166,6 @@ class SparkApp(App[None]):
         self.switch_screen(NodeScreen(target))
 
     # --- logs and findings --------------------------------------------------------------------------
-
-    def _stream_logs(self, node_name: str) -> None:
-        """Follow every vLLM instance's log on the node (over SSH) for the log view and the diagnosis."""
-        node = self.fleet.node(node_name)
-        if node is None or node.local or not node.ssh.enabled:
-            return
-        buffers = self._log_buffers.setdefault(node_name, {})
-        for vllm in node.vllm:
-            if vllm.unit is None and vllm.container is None:
-                continue
-            buffer = buffers.setdefault(vllm.name, LogBuffer())
-            stream = LogStream(self._node_ssh(node_name), vllm, buffer)
-            self.run_worker(stream.run(), name=f"log-{node_name}-{vllm.name}", group="collect", exit_on_error=False)
 
     def log_buffers(self, node_name: str) -> dict[str, LogBuffer]:
         return self._log_buffers.get(node_name, {})

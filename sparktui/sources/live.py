@@ -1,0 +1,116 @@
+"""Live collection of a whole fleet, for every consumer alike (the dashboard, ``watch``, recording):
+the HTTP poll loops, one host sampler and one log stream per vLLM instance over each node's single
+SSH connection. What arrives goes to a ``FleetSink``; ``run()`` goes on until cancelled.
+
+A recording's replay source has the same ``run(sink)`` shape, so the dashboard and the watcher run
+on live or recorded data through the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.specs import FleetSpec
+from sparktui.sources.host import HostCollector, wants_host_state
+from sparktui.sources.http import make_client
+from sparktui.sources.logs import LogStream
+from sparktui.sources.poller import FleetPoller, fleet_origins
+from sparktui.sources.ssh import NodeSsh
+
+
+class FleetSink(Protocol):
+    """Where collected data goes. Each method is called on the event loop and must not block."""
+
+    def observation(self, observation: NodeObservation) -> None: ...
+    def host(self, update: HostUpdate) -> None: ...
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None: ...
+    def error(self, node: str, exc: Exception) -> None: ...
+
+
+class FleetSource(Protocol):
+    # True when the source appends log lines to the buffers it was given itself (live streams do);
+    # False when the consumer must append the batches it is handed (a replay).
+    fills_log_buffers: bool
+
+    async def run(self, sink: FleetSink) -> None: ...
+
+
+class LiveFleet:
+    """Everything sparktui collects from a fleet, live."""
+
+    fills_log_buffers = True
+
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        logs: bool = True,
+        log_buffers: dict[str, dict[str, LogBuffer]] | None = None,
+    ) -> None:
+        """``log_buffers`` (node -> instance -> buffer) receive the log lines; a consumer that shows
+        logs passes its own dict, and gets the batches through ``FleetSink.log_batch`` as well."""
+        self.fleet = fleet
+        self.clock = clock
+        self.logs = logs
+        self.ssh: dict[str, NodeSsh] = {}
+        self.log_buffers = log_buffers if log_buffers is not None else {}
+
+    def node_ssh(self, name: str) -> NodeSsh:
+        found = self.ssh.get(name)
+        if found is None:
+            node = self.fleet.node(name)
+            if node is None:
+                raise KeyError(name)
+            found = self.ssh[name] = NodeSsh(node)
+        return found
+
+    async def run(self, sink: FleetSink) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._http(sink))
+                for node in self.fleet.nodes:
+                    if wants_host_state(node):
+                        ssh = None if node.local else self.node_ssh(node.name)
+                        collector = HostCollector(node, self.fleet, ssh=ssh, clock=self.clock)
+                        group.create_task(self._guarded(node.name, collector.run(sink.host), sink))
+                    if self.logs and not node.local and node.ssh.enabled:
+                        for stream in self._log_streams(node.name, sink):
+                            group.create_task(self._guarded(node.name, stream.run(), sink))
+        finally:
+            for ssh in self.ssh.values():
+                await ssh.close()
+
+    async def _http(self, sink: FleetSink) -> None:
+        async with make_client(fleet_origins(self.fleet)) as client:
+            await FleetPoller(self.fleet, client, clock=self.clock).run(sink.observation, sink.error)
+
+    @staticmethod
+    async def _guarded(node: str, work: object, sink: FleetSink) -> None:
+        """A collector that fails by a bug is reported; the others go on."""
+        assert asyncio.iscoroutine(work)
+        try:
+            await work
+        except Exception as exc:
+            sink.error(node, exc)
+
+    def _log_streams(self, node_name: str, sink: FleetSink) -> list[LogStream]:
+        node = self.fleet.node(node_name)
+        assert node is not None
+        buffers = self.log_buffers.setdefault(node_name, {})
+        streams: list[LogStream] = []
+        for vllm in node.vllm:
+            if vllm.unit is None and vllm.container is None:
+                continue
+            buffer = buffers.setdefault(vllm.name, LogBuffer())
+
+            def forward(instance: str, lines: list[LogLine], node: str = node_name) -> None:
+                sink.log_batch(node, instance, lines)
+
+            streams.append(LogStream(self.node_ssh(node_name), vllm, buffer, on_batch=forward))
+        return streams
