@@ -227,3 +227,15 @@ async def test_findings_show_on_the_fleet_row_and_the_node_screen() -> None:
         assert "Findings (1)" in panel
         assert "draft position 2 (the last of 3) accepted in 0.163 of drafts" in panel
         assert "fix: " in panel
+
+
+async def test_command_palette_opens_a_node_by_name() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"open node spark2")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark2"

@@ -21,6 +21,7 @@ from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.live import FleetSource, LiveFleet
+from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.keys import APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
 from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
@@ -48,6 +49,7 @@ class HelpScreen(ModalScreen[None]):
 
 class SparkApp(App[None]):
     TITLE = "sparktui"
+    COMMANDS = App.COMMANDS | {FleetCommands}
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
     CSS = """
     Screen { background: $background; }
@@ -208,6 +210,10 @@ class SparkApp(App[None]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    @property
+    def theme_names(self) -> list[str]:
+        return list(self._theme_names)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or [DEFAULT_THEME]

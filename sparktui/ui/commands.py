@@ -1,0 +1,42 @@
+"""Command palette entries: open a node, switch theme, pause. Read-only and safe in every mode (the
+kiosk refuses the palette altogether); the recovery actions add their own entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+class FleetCommands(Provider):
+    def _entries(self) -> list[tuple[str, str, Callable[[], object]]]:
+        from sparktui.ui.app import SparkApp
+
+        app = self.app
+        assert isinstance(app, SparkApp)
+        spark: SparkApp = app
+        entries: list[tuple[str, str, Callable[[], object]]] = []
+        for view in spark.views:
+            entries.append(
+                (
+                    f"Open node {view.name}",
+                    f"{view.status.state.value}: {view.host}",
+                    partial(spark.open_node, view.name),
+                )
+            )
+        for name in spark.theme_names:
+            entries.append((f"Theme: {name}", "switch the colours", partial(setattr, spark, "theme", name)))
+        entries.append(("Pause or resume updates", "the model keeps collecting", spark.action_toggle_pause))
+        return entries
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self._entries():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self._entries():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)
