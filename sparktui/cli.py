@@ -51,14 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--scenario",
         default="healthy",
-        help="what goes wrong: healthy (default), wedged, spec-degradation, kv-pressure, node-down, "
-        "engine-dead, restart",
+        help="what goes wrong: healthy (default), incident, wedged, spec-degradation, kv-pressure, node-down, "
+        "engine-dead, restart, ssh-drop",
     )
     demo.add_argument("--serve-only", action="store_true", help="serve the fleet without the dashboard")
     demo.add_argument("--write-config", type=Path, help="also write the fleet's config to this file")
     demo.add_argument("run", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...] to run against the fleet")
 
     _init_parser(sub)
+    _action_parser(sub)
 
     config = sub.add_parser("config", help="config file tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
@@ -142,6 +143,33 @@ def _init_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
 
 
+ACTIONS = ("restart", "drop-caches", "kill-workers", "warmup")
+
+
+def _action_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    action = sub.add_parser(
+        "action",
+        help="run a recovery action on a node (restart, drop-caches, kill-workers, warmup)",
+        description="Collect the node's state, print the plan (node, target, exact commands), confirm on a "
+        "terminal (or --yes), run it and print the result; every action goes to the audit log "
+        "(docs/actions.md). Exit 0 done, 1 failed, 2 refused or not confirmed.",
+    )
+    action.add_argument("node", metavar="NODE", help="the node's name in the config")
+    action.add_argument("action", metavar="ACTION", choices=ACTIONS, help=", ".join(ACTIONS))
+    action.add_argument("--instance", metavar="NAME", help="which vLLM of the node (needed when it runs several)")
+    action.add_argument("--yes", action="store_true", help="run without asking (for scripts)")
+
+
+def _action(args: argparse.Namespace) -> int:
+    from sparktui.actions import headless as actions
+
+    fleet = _load(args.config)
+    if fleet is None:
+        return EXIT_CONFIG
+    read_only = bool(args.read_only or args.kiosk)
+    return actions.main(fleet, args.node, args.action, instance=args.instance, yes=args.yes, read_only=read_only)
+
+
 def _load(path: Path | None) -> FleetSpec | None:
     from sparktui.config import ConfigError, load_config
 
@@ -158,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _config_check(args.file or args.config)
     if args.command in ("snapshot", "check"):
         return _headless(args)
+    if args.command == "action":
+        return _action(args)
     if args.command == "init":
         from sparktui import init
 

@@ -10,12 +10,15 @@ Registered for every test module by ``pytest_plugins = ["tests.sshd"]`` in ``tes
 
 Each server has its own directory: an ed25519 host key, a client key in ``authorized_keys``, a
 ``known_hosts`` that trusts the host key, ``sshd_config``, the log (``sshd.log``), the stub
-commands (``bin/``: ``systemctl``, ``journalctl``, ``docker``, ``stub-inflight``, copied from
-``tests/stubs/``) and their state (``state/``). ``SetEnv`` in ``sshd_config`` puts ``bin/`` first on
+commands (``bin/``: ``systemctl``, ``journalctl``, ``docker``, ``stub-inflight``, ``sudo``, ``sync``,
+copied from ``tests/stubs/``) and their state (``state/``). ``SetEnv`` in ``sshd_config`` puts ``bin/`` first on
 the PATH of every session (the account's shell rc files may prepend directories of their own; a test
 checks that the stubs still win) and tells the stubs where their state is. The stubs append every
 call to ``state/calls.log`` and answer from files the test writes with ``set_unit``,
-``set_container``, ``append_journal`` and ``append_docker_log``.
+``set_container``, ``append_journal`` and ``append_docker_log``. The ``sudo`` stub runs its command with
+the privileged paths redirected into ``state/`` (``/proc/sys/vm/drop_caches`` → ``drop_caches_file``,
+``/dev/shm/`` → ``shm_dir``), kills only PIDs allowed with ``sudo_may_kill``, and can be made to want a
+password (``sudo_needs_password``) or to wait first (``sudo_sleep``); see tests/stubs/sudo.
 
 Needs ``/usr/sbin/sshd`` (Debian: ``apt-get install -y openssh-server openssh-client``). Without it
 the fixtures skip, or fail when ``CI=true``.
@@ -44,7 +47,7 @@ from sparktui.model.specs import NodeSpec, SshSpec
 
 SSHD = Path("/usr/sbin/sshd")  # sshd re-execs itself and refuses to start from a relative path
 STUBS = Path(__file__).parent / "stubs"
-STUB_NAMES = ("systemctl", "journalctl", "docker", "stub-inflight")
+STUB_NAMES = ("systemctl", "journalctl", "docker", "stub-inflight", "sudo", "sync")
 INSTALL_HINT = "apt-get install -y openssh-server openssh-client"
 
 # A vLLM unit that runs, and one in the crash loop of a unit whose ExecStart points at a file that is
@@ -310,7 +313,7 @@ class Sshd:
             target = self.stub_dir / stub
             shutil.copyfile(STUBS / stub, target)
             target.chmod(0o755)  # set here: the mode a checkout gives the files in tests/stubs may vary
-        for sub in ("systemd", "journal", "docker"):
+        for sub in ("systemd", "journal", "docker", "shm", "sudo"):
             (self.state_dir / sub).mkdir(parents=True)
         (self.state_dir / "calls.log").write_text("")
 
@@ -480,6 +483,48 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
     def calls(self) -> list[str]:
         """Every stub call so far, as ``name arg arg...``."""
         return (self.state_dir / "calls.log").read_text().splitlines()
+
+    # --- sudo (tests/stubs/sudo) ----------------------------------------------------------------------------
+
+    @property
+    def shm_dir(self) -> Path:
+        """Where the sudo stub sends ``/dev/shm/...`` paths."""
+        return self.state_dir / "shm"
+
+    @property
+    def drop_caches_file(self) -> Path:
+        """Where the sudo stub sends writes to ``/proc/sys/vm/drop_caches``."""
+        return self.state_dir / "drop_caches"
+
+    def sudo_needs_password(self, needs: bool = True) -> None:
+        """Make ``sudo -n`` answer "sudo: a password is required" (exit 1), as a sudoers rule without
+        NOPASSWD does."""
+        flag = self.state_dir / "sudo" / "password"
+        if needs:
+            flag.touch()
+        else:
+            flag.unlink(missing_ok=True)
+
+    def sudo_sleep(self, seconds: float | None) -> None:
+        """Make the sudo stub wait ``seconds`` before running its command (None: at once)."""
+        path = self.state_dir / "sudo" / "sleep"
+        if seconds is None:
+            path.unlink(missing_ok=True)
+        else:
+            self._write(path, f"{seconds:g}\n")
+
+    def sudo_may_kill(self, pids: Iterable[int]) -> None:
+        """The PIDs ``sudo -n kill`` may signal (the test's own processes); others are refused."""
+        self._write(self.state_dir / "sudo" / "killable", "".join(f"{pid}\n" for pid in pids))
+
+    def sudo_log(self) -> list[tuple[float, str, str]]:
+        """(time, "begin" | "end", command) of every command the sudo stub ran, in order."""
+        path = self.state_dir / "sudo.log"
+        out: list[tuple[float, str, str]] = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            stamp, event, command = [*line.split(" ", 2), "", ""][:3]
+            out.append((float(stamp), event, command))
+        return out
 
     def inflight_max(self) -> int:
         """The most ``stub-inflight`` commands that ran at the same time."""
