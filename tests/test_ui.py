@@ -8,8 +8,10 @@ from pathlib import Path
 from rich.console import Console
 from textual.widgets import DataTable, Static
 
+from sparktui.actions.plans import Refusal, plan_action
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
+from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.app import HelpScreen, SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
@@ -239,3 +241,29 @@ async def test_command_palette_opens_a_node_by_name() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark2"
+
+
+async def test_read_only_refuses_the_action_keys_in_the_app_and_the_runner() -> None:
+    app = fed_app(read_only=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for key in ("r", "d", "k", "w"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, FleetScreen), key  # no confirmation was offered
+        plan = plan_action("warmup", app.fleet, "spark1", views=app.views)
+        assert not isinstance(plan, Refusal)
+        result = await app.actions.run(plan)
+        assert result.outcome.value == "refused"
+
+
+async def test_action_key_asks_for_confirmation_naming_the_exact_command() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("down", "r")  # spark2, whose vLLM runs as vllm-gemma4.service
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmAction)
+        assert "sudo -n systemctl restart vllm-gemma4.service" in app.screen.plan.commands
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.action_results == []

@@ -526,13 +526,13 @@ class DemoFleet:
             await self._fire_due_events()
         await self._sync_listening()
 
-    async def run_clock(self, tick_s: float = 0.1) -> None:
-        """Advance with the wall clock until cancelled."""
+    async def run_clock(self, tick_s: float = 0.1, speed: float = 1.0) -> None:
+        """Advance with the wall clock (``speed`` times as fast) until cancelled."""
         last = time.monotonic()
         while True:
             await asyncio.sleep(tick_s)
             now = time.monotonic()
-            await self.advance(now - last)
+            await self.advance((now - last) * speed)
             last = now
 
     async def power_off(self, name: str) -> None:

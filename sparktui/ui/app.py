@@ -14,6 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Markdown
 
+from sparktui.actions.plans import ActionPlan, Refusal, plan_action
+from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
@@ -21,9 +23,10 @@ from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.live import FleetSource, LiveFleet
+from sparktui.ui.actions_ui import ActionLogScreen, ConfirmAction
 from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
-from sparktui.ui.keys import APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
+from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
 from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, palette
@@ -50,7 +53,7 @@ class HelpScreen(ModalScreen[None]):
 class SparkApp(App[None]):
     TITLE = "sparktui"
     COMMANDS = App.COMMANDS | {FleetCommands}
-    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*APP_BINDINGS, *ACTION_BINDINGS]
     CSS = """
     Screen { background: $background; }
     """
@@ -85,6 +88,8 @@ class SparkApp(App[None]):
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         self.diagnosis = DiagnosisEngine(load_catalogue())
         self.findings: dict[str, tuple[Finding, ...]] = {}
+        self.action_log: list[tuple[str, tuple[str, ...]]] = []
+        self.action_results: list[ActionResult] = []
         self.source: FleetSource = source or LiveFleet(fleet, clock=clock, log_buffers=self._log_buffers)
         loaded = load_themes(theme_dirs)
         self._theme_errors = loaded.errors
@@ -109,6 +114,14 @@ class SparkApp(App[None]):
         self._apply_keymap()
         self.refresh_views()
         self.push_screen(KioskScreen() if self.kiosk else FleetScreen())
+        live = self.source if isinstance(self.source, LiveFleet) else None
+        self.actions = ActionRunner(
+            self.fleet,
+            read_only=self.read_only,
+            ssh_for=(lambda node: live.node_ssh(node.name)) if live is not None else None,
+            memory=lambda name: self.state.nodes[name].memory if name in self.state.nodes else None,
+            clock=self.clock,
+        )
         if self.collect:
             self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
         self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
@@ -131,6 +144,9 @@ class SparkApp(App[None]):
         message = f"{node}: internal error while collecting: {type(exc).__name__}: {exc}"
         self.poll_errors.append(message)
         self.notify(message, severity="error")
+
+    async def on_unmount(self) -> None:
+        await self.actions.close()
 
     # --- rendering ----------------------------------------------------------------------------------
 
@@ -205,6 +221,62 @@ class SparkApp(App[None]):
         self.kiosk = False
         self.switch_screen(FleetScreen())
         self.refresh_bindings()
+
+    # --- recovery actions ---------------------------------------------------------------------------
+
+    def current_node(self) -> str | None:
+        """The node an action key applies to: the one shown, or the one highlighted in the fleet."""
+        screen = self.screen
+        if isinstance(screen, NodeScreen):
+            return screen.node
+        if isinstance(screen, FleetScreen):
+            view = screen.highlighted()
+            return view.name if view is not None else None
+        return None
+
+    def start_action(self, kind: str) -> None:
+        """Plan, confirm, run: the confirmation names node, target and exact commands."""
+        node = self.current_node()
+        if node is None:
+            self.notify("pick a node first", severity="warning")
+            return
+        plan = plan_action(kind, self.fleet, node, views=self.views)
+        if isinstance(plan, Refusal):
+            self.notify(plan.reason, severity="warning", timeout=8)
+            return
+        refusal = self.actions.refusal(plan)
+        if refusal:
+            self.notify(refusal, severity="warning", timeout=8)
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.run_worker(self._execute(plan), group="actions", exit_on_error=False)
+
+        self.push_screen(ConfirmAction(plan), confirmed)
+
+    async def _execute(self, plan: ActionPlan) -> None:
+        self.notify(f"{plan.title}: started", timeout=3)
+        result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
+        self.action_results.append(result)
+        self.action_log.append((time.strftime("%H:%M:%S"), result.lines()))
+        self.notify(result.message, severity="information" if result.ok else "error", timeout=12)
+        self.refresh_views(force=True)
+
+    def action_restart(self) -> None:
+        self.start_action("restart")
+
+    def action_drop_caches(self) -> None:
+        self.start_action("drop-caches")
+
+    def action_kill_workers(self) -> None:
+        self.start_action("kill-workers")
+
+    def action_warmup(self) -> None:
+        self.start_action("warmup")
+
+    def action_action_log(self) -> None:
+        self.push_screen(ActionLogScreen(self.action_log))
 
     # --- actions ------------------------------------------------------------------------------------
 

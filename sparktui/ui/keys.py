@@ -32,13 +32,21 @@ NODE_BINDINGS: list[BindingType] = [
     Binding("right", "next_node", "Next node", id="next-node", show=False),
 ]
 
-# Homes for the recovery keys (the actions issue binds them): listed so the footer and keymaps agree.
-RESERVED_ACTION_KEYS = {"restart": "r", "drop-caches": "d", "kill-workers": "k", "warmup": "w"}
-# The action names they will dispatch to: refused in read-only and kiosk mode (SparkApp.check_action).
+# The recovery actions, on the node shown (node screen) or highlighted (fleet screen). Each asks for a
+# confirmation that names the node, the target and the exact commands. Refused in read-only and kiosk
+# mode by the app's action check and by the action runner itself.
+ACTION_BINDINGS: list[BindingType] = [
+    Binding("r", "restart", "Restart", id="restart"),
+    Binding("d", "drop_caches", "Drop caches", id="drop-caches"),
+    Binding("k", "kill_workers", "Kill workers", id="kill-workers"),
+    Binding("w", "warmup", "Warmup", id="warmup"),
+    Binding("a", "action_log", "Actions", id="action-log"),
+]
 RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
 
 SECTIONS: tuple[tuple[str, list[BindingType]], ...] = (
     ("Everywhere", APP_BINDINGS),
+    ("Recovery actions (fleet and node screens; not in read-only or kiosk mode)", ACTION_BINDINGS),
     ("Fleet screen", FLEET_BINDINGS),
     ("Node screen", NODE_BINDINGS),
 )
@@ -79,6 +87,4 @@ def keys_markdown() -> str:
                 continue
             lines.append(f"| `{_key(binding)}` | {binding.description} | `{binding.id}` |")
         lines.append("")
-    lines += ["## Reserved for recovery actions", "", "| key | action |", "|---|---|"]
-    lines += [f"| `{key}` | {action} |" for action, key in RESERVED_ACTION_KEYS.items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,67 @@
+"""The recovery actions in the dashboard: the confirmation that names node, target and the exact
+commands, and the action log. Running, refusing and auditing happen in ``sparktui.actions``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from sparktui.actions.plans import ActionPlan
+
+
+class ConfirmAction(ModalScreen[bool]):
+    """y runs the plan shown, n or escape does not. Nothing runs without it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "dismiss(True)", "Run it", id="confirm-yes"),
+        Binding("n,escape", "dismiss(False)", "Cancel", id="confirm-no"),
+    ]
+    DEFAULT_CSS = """
+    ConfirmAction { align: center middle; }
+    ConfirmAction > Vertical { width: 100; max-width: 95%; height: auto; max-height: 90%; border: thick $warning;
+                               background: $surface; padding: 1 2; }
+    ConfirmAction #confirm-title { text-style: bold; margin-bottom: 1; }
+    """
+
+    def __init__(self, plan: ActionPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def compose(self) -> ComposeResult:
+        lines = self.plan.confirmation()
+        with Vertical():
+            yield Static(lines[0], id="confirm-title")
+            yield Static("\n".join(lines[1:]), id="confirm-body")
+            yield Static(Text("y runs it, n or escape cancels", style="bold"), id="confirm-keys")
+        yield Footer()
+
+
+class ActionLogScreen(ModalScreen[None]):
+    """Every action of this session: its report, newest first."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,a", "dismiss", "Close", id="close-action-log")]
+    DEFAULT_CSS = """
+    ActionLogScreen { align: center middle; }
+    ActionLogScreen > VerticalScroll { width: 110; max-width: 95%; height: 85%; border: round $primary;
+                                        background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, entries: Sequence[tuple[str, Sequence[str]]]) -> None:
+        super().__init__()
+        self.entries = entries
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            if not self.entries:
+                yield Static("No action run in this session.")
+            for when, lines in reversed(self.entries):
+                yield Static(Text(f"{when}  {lines[0] if lines else ''}", style="bold"))
+                yield Static("\n".join(f"  {line}" for line in lines[1:]) or " ")
+        yield Footer()
