@@ -248,3 +248,23 @@ def test_tensor_parallel_worker_follows_its_head() -> None:
     state.apply(NodeObservation(node="spark3", t=1.0, wall=1e9, vllm=(dead,)))
     _head, worker = state.view(1.0)
     assert worker.status == Status(State.DOWN, ("qwen235: worker of spark3/qwen235, which is down",))
+
+
+def test_numbers_of_an_instance_that_stopped_answering_are_not_shown_as_current() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]))
+    observe(state, 1.0, ok(), ok(SCRAPES[1]))
+    (live,) = state.view(1.0, window_s=None)
+    assert live.instances[0].rates is not None and live.instances[0].running is not None
+    for second in range(2, 12):
+        observe(
+            state,
+            float(second),
+            failed(FetchKind.REFUSED, "connection refused"),
+            failed(FetchKind.REFUSED, "connection refused"),
+        )
+    (down,) = state.view(11.0, window_s=None)
+    instance = down.instances[0]
+    assert instance.status.state is State.DOWN
+    assert instance.rates is None and instance.running is None and instance.kv_usage is None
+    assert instance.kv_capacity_tokens is not None  # what the server was configured with still holds

@@ -273,8 +273,12 @@ class InstanceState:
         thresholds: Thresholds,
         window_s: float | None,
         memory: HostMemory | None,
+        *,
         head: HeadStatus | None = None,
+        fresh_s: float | None = None,
     ) -> InstanceView:
+        """``fresh_s``: numbers from a last scrape older than this are not shown (the instance stopped
+        answering; its last rates and gauges would pass for current ones)."""
         rates = self.tracker.rates(window_s=window_s)
         latest = self.tracker.latest
         model = None
@@ -285,6 +289,8 @@ class InstanceState:
             configured = [c.gpu_memory_utilization for c in latest.cache_config.values()]
             gmu = next((g for g in configured if g is not None), None)
         status = self.status(t, thresholds, rates, head)
+        last = self.tracker.latest_t
+        fresh = fresh_s is None or (last is not None and t - last <= fresh_s)
         # Launch readiness answers "would it start now?": it matters while the instance is not
         # serving. A running instance already holds its memory, so the check would mislead.
         serving = status.state in (State.UP, State.DEGRADED)
@@ -301,11 +307,11 @@ class InstanceState:
             max_model_len=self.max_model_len,
             model_name=model.model_name if model else None,
             engine_stats=bool(latest and latest.has_engine_stats),
-            running=model.running if model else None,
-            waiting=model.waiting if model else None,
-            kv_usage=model.kv_usage_max if model else None,
+            running=model.running if model and fresh else None,
+            waiting=model.waiting if model and fresh else None,
+            kv_usage=model.kv_usage_max if model and fresh else None,
             kv_capacity_tokens=latest.kv_capacity_tokens if latest else None,
-            rates=rates,
+            rates=rates if fresh else None,
             launch=launch,
             service=self.service,
         )
@@ -459,8 +465,10 @@ class NodeState:
         fleet = self.fleet
         thresholds = fleet.thresholds
         heads = heads or {}
+        fresh_s = max(fleet.stale_after * fleet.poll_interval_s, fleet.timeout_s * 2)
         instances = tuple(
-            i.view(now, thresholds, window_s, self.memory, heads.get(i.spec.job or "")) for i in self.instances.values()
+            i.view(now, thresholds, window_s, self.memory, head=heads.get(i.spec.job or ""), fresh_s=fresh_s)
+            for i in self.instances.values()
         )
         services = tuple(
             ServiceView(

@@ -76,7 +76,11 @@ async def capture(
         await fleet.stop()
 
 
-def main(out: Path, *, theme: str, screen: str, size: tuple[int, int], seed: int, scenario: str) -> int:
-    path = asyncio.run(capture(out, theme=theme, screen=screen, size=size, seed=seed, scenario=scenario))
+def main(
+    out: Path, *, theme: str, screen: str, size: tuple[int, int], seed: int, scenario: str, seconds: float = 60.0
+) -> int:
+    path = asyncio.run(
+        capture(out, theme=theme, screen=screen, size=size, seed=seed, scenario=scenario, seconds=seconds)
+    )
     print(path)
     return 0
