@@ -6,14 +6,16 @@ import io
 from pathlib import Path
 
 from rich.console import Console
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, RichLog, Static
 
 from sparktui.actions.plans import Refusal, plan_action
+from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.app import HelpScreen, SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
@@ -267,3 +269,42 @@ async def test_action_key_asks_for_confirmation_naming_the_exact_command() -> No
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
         assert app.action_results == []
+
+
+async def test_findings_and_drift_screens_open_with_their_keys() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, FindingsScreen)
+        shown = " ".join(_plain(s) for s in app.screen.query(Static))
+        assert "Active findings (1)" in shown and "spark2" in shown
+        await pilot.press("escape", "v")
+        await pilot.pause()
+        assert isinstance(app.screen, DriftScreen)
+        assert {(row.node, row.instance) for row in app.screen.report.rows} >= {
+            ("spark1", "gptoss"),
+            ("spark2", "gemma4"),
+        }
+
+
+async def test_log_view_highlights_failure_signature_lines() -> None:
+    app = fed_app()
+    buffer = LogBuffer()
+    buffer.append(None, "INFO Starting vLLM API server on http://0.0.0.0:8000")
+    buffer.append(
+        None,
+        "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    )
+    app.log_buffers("spark1")  # nothing streamed in this test: put the lines where the stream would
+    app._log_buffers["spark1"] = {"gptoss": buffer}
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("enter", "l")
+        await pilot.pause()
+        log = app.screen.query_one("#log", RichLog)
+        assert len(log.lines) == 2
+        styles = [{str(segment.style) for segment in strip} for strip in log.lines]
+        crit = app.colours["status-crit"].lower()
+        assert not any(crit in style.lower() for style in styles[0])
+        assert any(crit in style.lower() for style in styles[1])

@@ -17,6 +17,7 @@ from textual.widgets import Footer, Markdown
 from sparktui.actions.plans import ActionPlan, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
+from sparktui.model.drift import drift_report
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
@@ -26,6 +27,7 @@ from sparktui.sources.live import FleetSource, LiveFleet
 from sparktui.ui.actions_ui import ActionLogScreen, ConfirmAction
 from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
 from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
 from sparktui.ui.node_screen import NodeScreen
@@ -86,7 +88,10 @@ class SparkApp(App[None]):
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
         self.poll_errors: list[str] = []
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
-        self.diagnosis = DiagnosisEngine(load_catalogue())
+        catalogue = load_catalogue()
+        self.diagnosis = DiagnosisEngine(catalogue)
+        # Every log signature of the catalogue, for highlighting in the log view.
+        self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
         self.findings: dict[str, tuple[Finding, ...]] = {}
         self.action_log: list[tuple[str, tuple[str, ...]]] = []
         self.action_results: list[ActionResult] = []
@@ -277,6 +282,12 @@ class SparkApp(App[None]):
 
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
+
+    def action_findings(self) -> None:
+        self.push_screen(FindingsScreen())
+
+    def action_drift(self) -> None:
+        self.push_screen(DriftScreen(drift_report(self.state)))
 
     # --- actions ------------------------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ APP_BINDINGS: list[BindingType] = [
     Binding("question_mark", "help", "Help", id="help", key_display="?"),
     Binding("t", "cycle_theme", "Theme", id="theme"),
     Binding("p", "toggle_pause", "Pause", id="pause"),
+    Binding("f", "findings", "Findings", id="findings"),
+    Binding("v", "drift", "Drift", id="drift"),
     Binding("f8", "screenshot", "Screenshot", id="screenshot", show=False),
 ]
 

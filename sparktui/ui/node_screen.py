@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Log, Sparkline, Static
+from textual.widgets import Footer, RichLog, Sparkline, Static
 
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeView
@@ -177,7 +177,7 @@ class NodeScreen(Screen[None]):
                 yield Static(classes="panel", id="memory")
                 yield Static(classes="panel", id="gpu")
             yield Static(classes="panel", id="services")
-            yield Log(id="log", max_lines=2000)
+            yield RichLog(id="log", max_lines=2000, markup=False, highlight=False, wrap=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -350,13 +350,13 @@ class NodeScreen(Screen[None]):
         self.query_one("#services", Static).update(text)
 
     def _logs(self) -> None:
-        log = self.query_one("#log", Log)
+        log = self.query_one("#log", RichLog)
         if not log.has_class("shown"):
             return
         buffers = self.spark.log_buffers(self.node)
         if not buffers:
             if not self._log_seq:
-                log.write_line("no log: it is streamed over SSH from each instance's unit or container")
+                log.write("no log: it is streamed over SSH from each instance's unit or container")
                 self._log_seq["-"] = 0
             return
         batch: list[tuple[str, LogLine]] = []
@@ -367,10 +367,18 @@ class NodeScreen(Screen[None]):
                 batch.extend((instance, line) for line in lines)
         batch.sort(key=lambda item: (item[1].timestamp.timestamp() if item[1].timestamp else 0.0, item[1].seq))
         prefix = len(buffers) > 1
-        log.write_lines(
-            (f"[{instance}] " if prefix else "") + (f"{line.timestamp:%H:%M:%S} " if line.timestamp else "") + line.text
-            for instance, line in batch
-        )
+        signatures = self.spark.signature_patterns
+        colours = self.spark.colours
+        for instance, line in batch:
+            text = (f"[{instance}] " if prefix else "") + (f"{line.timestamp:%H:%M:%S} " if line.timestamp else "")
+            text += line.text
+            # A line that matches a known failure signature stands out (the finding explains it).
+            if any(p.search(line.text) for p in signatures):
+                log.write(Text(text, style=f"bold {colours['status-crit']}"))
+            elif line.gap:
+                log.write(Text(text, style=colours["dim"]))
+            else:
+                log.write(Text(text))
 
     # --- actions ----------------------------------------------------------------------------------
 
@@ -378,7 +386,7 @@ class NodeScreen(Screen[None]):
         self.spark.close_node()
 
     def action_toggle_logs(self) -> None:
-        log = self.query_one("#log", Log)
+        log = self.query_one("#log", RichLog)
         log.toggle_class("shown")
         self._logs()
         if log.has_class("shown"):
