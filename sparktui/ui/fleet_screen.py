@@ -84,6 +84,7 @@ class FleetScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
+        self._ready = False  # widgets composed and mounted: safe to update
         self._columns: tuple[Column, ...] = ()
         self._filter = ""
         self._order: list[str] = []
@@ -108,6 +109,7 @@ class FleetScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ready = True
         self._rebuild_columns(self.size.width)
         self.update_views(self.spark.views)
 
@@ -203,6 +205,8 @@ class FleetScreen(Screen[None]):
         return cells
 
     def update_views(self, views: Sequence[NodeView]) -> None:
+        if not self._ready:  # the render tick can land between switch_screen and mount
+            return
         table = self.query_one("#fleet", DataTable)
         rows = self._rows(views)
         keys = [key for key, *_ in rows]

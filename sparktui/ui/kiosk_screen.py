@@ -105,6 +105,7 @@ class KioskScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
+        self._ready = False  # widgets composed and mounted: safe to update
         self.page = 0  # 0: the fleet; n: the nth node
         self._shift = 0
 
@@ -138,6 +139,7 @@ class KioskScreen(Screen[None]):
             yield Static(id="node-memory")
 
     def on_mount(self) -> None:
+        self._ready = True
         kiosk = self.spark.fleet.kiosk
         self.set_interval(kiosk.rotate_s, self.rotate, name="kiosk-rotate")
         self.set_interval(kiosk.shift_every_s, self.shift, name="kiosk-shift")
@@ -152,6 +154,8 @@ class KioskScreen(Screen[None]):
         self.styles.offset = SHIFTS[self._shift]
 
     def update_views(self, views: Sequence[NodeView]) -> None:
+        if not self._ready:  # the render tick can land between switch_screen and mount
+            return
         app = self.spark
         colours = app.colours
         bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]

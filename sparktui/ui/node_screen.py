@@ -146,6 +146,7 @@ class NodeScreen(Screen[None]):
 
     def __init__(self, node: str) -> None:
         super().__init__()
+        self._ready = False  # widgets composed and mounted: safe to update
         self.node = node
         self._log_seq: dict[str, int] = {}  # instance -> next log line to show
 
@@ -181,12 +182,15 @@ class NodeScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ready = True
         self.update_views(self.spark.views)
 
     def _view(self, views: Sequence[NodeView]) -> NodeView | None:
         return next((v for v in views if v.name == self.node), None)
 
     def update_views(self, views: Sequence[NodeView]) -> None:
+        if not self._ready:  # the render tick can land between switch_screen and mount
+            return
         view = self._view(views)
         if view is None:
             return
