@@ -15,11 +15,21 @@ if TYPE_CHECKING:
 EXIT_CONFIG = 2
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sparktui")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Operations dashboard for vLLM on NVIDIA DGX Spark fleets.",
     )
+    parser.add_argument("--version", action="version", version=f"sparktui {_version()}")
     parser.add_argument("--config", type=Path, help="fleet config (default: $SPARKTUI_CONFIG, else XDG path)")
     parser.add_argument("--read-only", action="store_true", help="the dashboard without actions")
     parser.add_argument("--kiosk", action="store_true", help="read-only wall screen: rotates, takes no input")
@@ -38,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="seconds between the two scrapes used for rates (default 1)",
     )
+    check.add_argument("--alerts", action="store_true", help="judge the alert rules once (exit 0 none, 1 warn, 2 crit)")
+
+    from sparktui.watch_args import add_parser as add_watch_parser
+
+    add_watch_parser(sub)
 
     demo = sub.add_parser(
         "demo",
@@ -60,6 +75,15 @@ def _parser() -> argparse.ArgumentParser:
 
     _init_parser(sub)
     _action_parser(sub)
+
+    from sparktui.ui import serve  # stdlib-only at import: the headless commands stay light
+
+    serve.add_parser(sub)
+
+    from sparktui.record import cli as record_cli
+
+    record_cli.add_parsers(sub)
+    record_cli.add_record_options(parser)
 
     shot = sub.add_parser("screenshot", help="an SVG of a dashboard screen on the demo fleet (for the docs)")
     shot.add_argument("--screen", choices=("fleet", "node", "kiosk"), default="fleet")
@@ -192,10 +216,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "config":
         return _config_check(args.file or args.config)
+    if args.command == "watch":
+        from sparktui import watch
+
+        return watch.main(args)
     if args.command in ("snapshot", "check"):
         return _headless(args)
     if args.command == "action":
         return _action(args)
+    if args.command == "serve":
+        from sparktui.ui import serve
+
+        return serve.main(args)
+    if args.command in ("replay", "export"):
+        from sparktui.record import cli as record_cli
+
+        if args.command == "replay":
+            from sparktui.ui.replay import run_replay
+
+            return record_cli.main(args, run_replay=run_replay)
+        return record_cli.main(args)
     if args.command == "screenshot":
         return _screenshot(args)
     if args.command == "init":
@@ -276,9 +316,16 @@ def _dashboard(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG
+    from sparktui.record import cli as record_cli
+    from sparktui.record.store import RecordingError
     from sparktui.ui.run import run_dashboard
 
-    return run_dashboard(fleet, read_only=args.read_only, kiosk=args.kiosk, theme=args.theme)
+    try:
+        recorder = record_cli.recorder_from_args(args, fleet, config_text=path.read_text())
+    except RecordingError as exc:
+        print(f"sparktui: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return run_dashboard(fleet, read_only=args.read_only, kiosk=args.kiosk, theme=args.theme, recorder=recorder)
 
 
 def _config_check(path: Path | None) -> int:
@@ -302,6 +349,10 @@ def _headless(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     interval = max(0.0, args.interval)
     state, now = asyncio.run(headless.collect(fleet, polls=2, interval_s=interval))
+    if args.command == "check" and args.alerts:
+        from sparktui import watch
+
+        return watch.run_check(fleet, state, now)
     views = state.view(now, window_s=None)
     code = headless.exit_code(views)
     if args.command == "snapshot":

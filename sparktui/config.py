@@ -24,7 +24,18 @@ from platformdirs import user_config_path
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
-from sparktui.model.specs import ExporterSpec, FleetSpec, NodeSpec, ServiceSpec, VllmSpec, key_path
+from sparktui.model.specs import (
+    AlertRuleSpec,
+    ExporterSpec,
+    FleetSpec,
+    NodeSpec,
+    NotifierSpec,
+    PrometheusSpec,
+    ServiceSpec,
+    VllmSpec,
+    check_notifier_url,
+    key_path,
+)
 
 CONFIG_ENV = "SPARKTUI_CONFIG"
 APP_NAME = "sparktui"
@@ -34,9 +45,14 @@ CONFIG_NAME = "config.toml"
 _LOADER_ONLY: Mapping[type[BaseModel], frozenset[str]] = {
     FleetSpec: frozenset({"source"}),
     VllmSpec: frozenset({"api_key"}),
+    NotifierSpec: frozenset({"token"}),
+    PrometheusSpec: frozenset({"bearer_token", "password"}),
 }
 # Fields whose values are never echoed in a message (a key may have been pasted into them).
-_SECRET_FIELDS = frozenset({"api_key", "api_key_env", "api_key_file"})
+_SECRET_FIELDS = frozenset(
+    {"api_key", "api_key_env", "api_key_file", "token", "token_env", "token_file", "url_env", "url_file", "topic"}
+    | {"bearer_token", "bearer_token_env", "bearer_token_file", "password", "password_env", "password_file"}
+)
 _TOML_POSITION = re.compile(r"^(?P<msg>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$", re.DOTALL)
 _TOML_AT_END = re.compile(r"^(?P<msg>.*?) \(at end of document\)$", re.DOTALL)
 _BARE_VALUE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_.-]+)\s*=\s*(?P<value>[^\s\"'\[{#][^#]*?)\s*(?:#.*)?$")
@@ -146,6 +162,15 @@ def _drop_loader_only(data: dict[str, Any]) -> list[str]:
     if "source" in data:
         del data["source"]
         messages.append("source: not a config key (sparktui sets it to the file's path); remove it")
+    notifiers = data.get("notifiers")
+    for i, notifier in enumerate(notifiers if isinstance(notifiers, list) else ()):
+        if isinstance(notifier, dict) and "token" in notifier:
+            del notifier["token"]
+            messages.append(
+                f"notifiers[{i}].token: tokens do not go in the config file; "
+                'set token_env = "VARIABLE" or token_file = "path/to/file" instead'
+            )
+    messages.extend(_drop_prometheus_secrets(data.get("prometheus")))
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
         return messages
@@ -160,6 +185,20 @@ def _drop_loader_only(data: dict[str, Any]) -> list[str]:
                     f"nodes[{i}].vllm[{j}].api_key: keys do not go in the config file; "
                     'set api_key_env = "VARIABLE" or api_key_file = "path/to/file" instead'
                 )
+    return messages
+
+
+def _drop_prometheus_secrets(prometheus: object) -> list[str]:
+    messages: list[str] = []
+    if not isinstance(prometheus, dict):
+        return messages
+    for key in ("bearer_token", "password"):
+        if key in prometheus:
+            del prometheus[key]
+            messages.append(
+                f"prometheus.{key}: secrets do not go in the config file; "
+                f'set {key}_env = "VARIABLE" or {key}_file = "path/to/file" instead'
+            )
     return messages
 
 
@@ -365,9 +404,83 @@ def _resolve_files_and_secrets(
                 errors.append(f"{where}.{problem}")
             vllms.append(vllm.model_copy(update={"api_key_file": key_file, "api_key": key}))
         nodes.append(node.model_copy(update={"ssh": ssh, "vllm": tuple(vllms)}))
+    notifiers = [
+        _resolve_notifier(notifier, f"{source}: notifiers[{i}]", env, base_dir, errors)
+        for i, notifier in enumerate(fleet.notifiers)
+    ]
+    errors.extend(_unknown_findings(fleet.alerts or (), source))
+    prometheus = _resolve_prometheus(fleet.prometheus, f"{source}: prometheus", env, base_dir, errors)
     if errors:
         raise ConfigError(errors)
-    return fleet.model_copy(update={"nodes": tuple(nodes)})
+    return fleet.model_copy(update={"nodes": tuple(nodes), "notifiers": tuple(notifiers), "prometheus": prometheus})
+
+
+def _resolve_prometheus(
+    spec: PrometheusSpec | None, where: str, env: Mapping[str, str], base_dir: Path | None, errors: list[str]
+) -> PrometheusSpec | None:
+    """The [prometheus] table with its bearer token or password read from the environment or their files."""
+    if spec is None:
+        return None
+    token_file = _relative_to(spec.bearer_token_file, base_dir)
+    token, problem = _read_secret(spec.bearer_token_env, token_file, env, key="bearer_token", what="bearer token")
+    if problem is not None:
+        errors.append(f"{where}.{problem}")
+    password_file = _relative_to(spec.password_file, base_dir)
+    password, problem = _read_secret(spec.password_env, password_file, env, key="password", what="password")
+    if problem is not None:
+        errors.append(f"{where}.{problem}")
+    return spec.model_copy(
+        update={
+            "bearer_token_file": token_file,
+            "bearer_token": token,
+            "password_file": password_file,
+            "password": password,
+        }
+    )
+
+
+def _resolve_notifier(
+    notifier: NotifierSpec, where: str, env: Mapping[str, str], base_dir: Path | None, errors: list[str]
+) -> NotifierSpec:
+    """The notifier with its token and URL read from the environment or their files."""
+    token_file = _relative_to(notifier.token_file, base_dir)
+    what = "bot token" if notifier.kind == "telegram" else "token"
+    token, problem = _read_secret(notifier.token_env, token_file, env, key="token", what=what)
+    if problem is not None:
+        errors.append(f"{where}.{problem}")
+    update: dict[str, object] = {"token_file": token_file, "token": token}
+    url_file = _relative_to(notifier.url_file, base_dir)
+    url, problem = _read_secret(notifier.url_env, url_file, env, key="url", what="URL")
+    if problem is not None:
+        errors.append(f"{where}.{problem}")
+    elif url is not None:
+        source_key = "url_env" if notifier.url_env is not None else "url_file"
+        try:
+            check_notifier_url(url.get_secret_value())
+        except ValueError as exc:
+            errors.append(f"{where}.{source_key}: the URL it holds {exc}")
+        else:
+            # The URL now is the secret read; where it came from is not needed once read.
+            update.update(url=url, url_env=None, url_file=None)
+    return notifier.model_copy(update=update)
+
+
+def _unknown_findings(rules: Sequence[AlertRuleSpec], source: str) -> list[str]:
+    """Alert rules on a finding id the failure catalogue does not have."""
+    wanted = [(i, rule.finding) for i, rule in enumerate(rules) if rule.finding is not None]
+    if not wanted:
+        return []
+    from sparktui.model.diagnosis import load_catalogue
+
+    known = load_catalogue().ids
+    errors: list[str] = []
+    for i, finding in wanted:
+        if finding in known:
+            continue
+        close = difflib.get_close_matches(finding, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else "docs/diagnosis.md lists the rule ids"
+        errors.append(f"{source}: alerts[{i}].finding: the failure catalogue has no rule {finding!r} ({hint})")
+    return errors
 
 
 def _relative_to(path: Path | None, base_dir: Path | None) -> Path | None:
@@ -377,33 +490,40 @@ def _relative_to(path: Path | None, base_dir: Path | None) -> Path | None:
 
 
 def _read_secret(
-    env_name: str | None, key_file: Path | None, env: Mapping[str, str]
+    env_name: str | None,
+    key_file: Path | None,
+    env: Mapping[str, str],
+    *,
+    key: str = "api_key",
+    what: str = "API key",
 ) -> tuple[SecretStr | None, str | None]:
-    """The API key, or the problem as ``"<key>: <what is wrong>"``. Never puts the key in a message."""
+    """A secret from ``<key>_env`` or ``<key>_file`` (an API key, a bot token, a webhook URL), or the
+    problem as ``"<key>_env: <what is wrong>"``. Never puts the secret in a message."""
     if env_name is not None:
         value = env.get(env_name)
         if value is None:
             return None, (
-                f"api_key_env: environment variable {env_name} is not set; "
-                "export it before starting sparktui, or use api_key_file"
+                f"{key}_env: environment variable {env_name} is not set; "
+                f"export it before starting sparktui, or use {key}_file"
             )
         if not value.strip():
-            return None, f"api_key_env: environment variable {env_name} is empty; set it to the API key"
+            return None, f"{key}_env: environment variable {env_name} is empty; set it to the {what}"
         return SecretStr(value.strip()), None
     if key_file is not None:
+        where = f"{key}_file"
         try:
             text = key_file.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return None, f"api_key_file: no such file: {key_file}"
+            return None, f"{where}: no such file: {key_file}"
         except IsADirectoryError:
-            return None, f"api_key_file: {key_file} is a folder; give the file holding the key"
+            return None, f"{where}: {key_file} is a folder; give the file holding the {what}"
         except PermissionError:
-            return None, f"api_key_file: cannot read {key_file}: permission denied"
+            return None, f"{where}: cannot read {key_file}: permission denied"
         except UnicodeDecodeError:
-            return None, f"api_key_file: {key_file} is not UTF-8 text"
+            return None, f"{where}: {key_file} is not UTF-8 text"
         except OSError as exc:
-            return None, f"api_key_file: cannot read {key_file}: {exc.strerror or type(exc).__name__}"
+            return None, f"{where}: cannot read {key_file}: {exc.strerror or type(exc).__name__}"
         if not text.strip():
-            return None, f"api_key_file: {key_file} is empty; put the API key in it"
+            return None, f"{where}: {key_file} is empty; put the {what} in it"
         return SecretStr(text.strip()), None
     return None, None

@@ -13,6 +13,7 @@ from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
+from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.app import HelpScreen, SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
@@ -308,3 +309,27 @@ async def test_log_view_highlights_failure_signature_lines() -> None:
         crit = app.colours["status-crit"].lower()
         assert not any(crit in style.lower() for style in styles[0])
         assert any(crit in style.lower() for style in styles[1])
+
+
+async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
+    app = fed_app()
+    # spark3 has refused connections since the start: past the node-down rule's 30 s, it fires.
+    app.clock.t = NOW + 40  # type: ignore[attr-defined]
+    for node in ("spark1", "spark2", "spark3", "spark4"):  # polls keep finishing (spark3 refused)
+        app.state.nodes[node].last_t = NOW + 40
+    app.refresh_views()
+    app.clock.t = NOW + 75  # type: ignore[attr-defined]
+    for node in ("spark1", "spark2", "spark3", "spark4"):
+        app.state.nodes[node].last_t = NOW + 75
+    app.refresh_views()
+    assert any(a.node == "spark3" and a.name == "node-down" for a in app.alerts.active())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        banner = str(app.screen.query_one("#banner", Static).content)
+        assert "alerts: CRIT spark3 node-down" in banner
+        await pilot.press("exclamation_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, AlertsScreen)
+        await pilot.press("down", "s")
+        await pilot.pause()
+        assert all("spark3 node-down" not in line for line in app.alert_banner())

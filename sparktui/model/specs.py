@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 from urllib.parse import urlsplit
@@ -117,28 +119,40 @@ def url_host(host: str) -> str:
     return f"[{host.replace('%', '%25')}]" if ":" in host else host
 
 
-def _check_http_url(value: str) -> str:
-    """Common checks of every URL in the config; returns it unchanged."""
+def _check_http_url(
+    value: str,
+    *,
+    echo: bool = True,
+    credentials: str = "give the API key with api_key_env or api_key_file",
+) -> str:
+    """Common checks of every URL in the config; returns it unchanged. ``echo=False`` keeps the value
+    out of the messages (a notifier URL may hold a token in its path)."""
     authority = value.split("://", 1)[-1].split("/", 1)[0]
     if "@" in authority:
         # Checked first, and the value is not echoed: it may hold a password.
-        raise ValueError("must not contain a user name or password; give the API key with api_key_env or api_key_file")
+        raise ValueError(f"must not contain a user name or password; {credentials}")
+    got = f" (got {_shown(value)})" if echo else ""
     if any(c.isspace() for c in value):
-        raise ValueError(f"must not contain spaces (got {_shown(value)})")
+        raise ValueError(f"must not contain spaces{got}")
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https") or not value.lower().startswith(parts.scheme.lower() + "://"):
-        raise ValueError(f"must start with http:// or https:// (got {_shown(value)})")
+        raise ValueError(f"must start with http:// or https://{got}")
     if not parts.hostname:
-        raise ValueError(f"has no host name (got {_shown(value)})")
+        raise ValueError(f"has no host name{got}")
     try:
         port = parts.port
     except ValueError:
         port = -1
     if port is not None and not 1 <= port <= 65535:
-        raise ValueError(f"has an invalid port (got {_shown(value)})")
+        raise ValueError(f"has an invalid port{got}")
     if parts.fragment:
-        raise ValueError(f"must not have a #fragment (got {_shown(value)})")
+        raise ValueError(f"must not have a #fragment{got}")
     return value
+
+
+def check_notifier_url(value: str) -> str:
+    """A notifier's URL, checked without echoing it: Slack and webhook URLs carry their token."""
+    return _check_http_url(value, echo=False, credentials="give a token with token_env or token_file")
 
 
 def _url_port(url: str) -> int:
@@ -157,6 +171,13 @@ def _check_base_url(value: str) -> str:
     if parts.path not in ("", "/") or parts.query:
         raise ValueError(f"must be the server's base URL with no path (got {_shown(value)})")
     return value.rstrip("/")
+
+
+def _check_env_var(value: str | None) -> str | None:
+    # The value is not echoed: a key pasted here by mistake must not end up on the screen.
+    if value is not None and not ENV_NAME_RE.fullmatch(value):
+        raise ValueError("must be the name of an environment variable (letters, digits and '_'), not the key itself")
+    return value
 
 
 def _check_path(value: str) -> str:
@@ -279,12 +300,7 @@ class VllmSpec(_Spec):
     @field_validator("api_key_env")
     @classmethod
     def _check_env_name(cls, value: str | None) -> str | None:
-        # The value is not echoed: a key pasted here by mistake must not end up on the screen.
-        if value is not None and not ENV_NAME_RE.fullmatch(value):
-            raise ValueError(
-                "must be the name of an environment variable (letters, digits and '_'), not the key itself"
-            )
-        return value
+        return _check_env_var(value)
 
     @field_validator("unit")
     @classmethod
@@ -528,6 +544,399 @@ class KioskSpec(_Spec):
     shift_every_s: Num = Field(180.0, ge=10)  # move the picture by a cell this often (burn-in)
 
 
+# --- alerts and notifiers -----------------------------------------------------------------------------
+
+SeverityName = Literal["info", "warn", "crit"]
+# What an alert rule can watch (docs/alerts.md). The conditions are true or false and take no threshold;
+# the others are numbers compared with ``above`` or ``below``.
+AlertMetric = Literal[
+    "node_down",
+    "node_stale",
+    "vllm_down",
+    "service_down",
+    "launch_not_ready",
+    "kv_usage",
+    "waiting",
+    "ttft_p90_s",
+    "acceptance_length",
+    "position_acceptance",
+    "mem_available_gib",
+    "psi_some_avg10",
+    "gpu_temp_c",
+]
+CONDITION_METRICS = frozenset({"node_down", "node_stale", "vllm_down", "service_down", "launch_not_ready"})
+FINDING_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_FIX_CHARS = 300
+
+
+class AlertRuleSpec(_Spec):
+    """One alert rule: a derived number against a threshold, a condition, or diagnosis findings.
+
+    It fires when its condition has held for ``for_s`` seconds and resolves when it has been clear for
+    ``clear_after_s`` seconds; with ``resolve_at`` a number must come back past that value to be clear
+    (hysteresis), not only back past the threshold.
+    """
+
+    name: Name
+    metric: AlertMetric | None = None
+    finding: str | None = None  # a rule id of the failure catalogue (docs/diagnosis.md)
+    finding_severity: SeverityName | None = None  # every finding at or above this severity
+    above: Num | None = None  # fires when the number is at or above this
+    below: Num | None = None  # fires when the number is at or below this
+    resolve_at: Num | None = None
+    for_s: Num = Field(0.0, ge=0)
+    clear_after_s: Num = Field(0.0, ge=0)
+    severity: SeverityName | None = None  # None: warn, or a finding's own severity
+    position: Count | None = Field(None, ge=0)  # position_acceptance: the draft position, from 0
+    nodes: tuple[Name, ...] = ()  # empty: every node
+    fix: str | None = None  # one line; None: the metric's or the finding's own
+
+    @field_validator("finding")
+    @classmethod
+    def _check_finding(cls, value: str | None) -> str | None:
+        if value is not None and not FINDING_ID_RE.fullmatch(value):
+            raise ValueError(
+                f"must be a rule id of the failure catalogue, like 'engine-dead' (got {_shown(value)}); "
+                "docs/diagnosis.md lists them"
+            )
+        return value
+
+    @field_validator("fix")
+    @classmethod
+    def _check_fix(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip() or "\n" in value or "\r" in value:
+            raise ValueError("must be one line of text")
+        if len(value) > MAX_FIX_CHARS:
+            raise ValueError(f"must be at most {MAX_FIX_CHARS} characters (got {len(value)})")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _check_rule(self) -> AlertRuleSpec:
+        problems: list[tuple[Loc, str]] = []
+        watched = [key for key in ("metric", "finding", "finding_severity") if getattr(self, key) is not None]
+        if not watched:
+            problems.append((("metric",), "missing: give metric, finding or finding_severity"))
+        elif len(watched) > 1:
+            problems.append(
+                ((watched[1],), f"give one of metric, finding or finding_severity, not {' and '.join(watched)}")
+            )
+        numeric = self.metric is not None and self.metric not in CONDITION_METRICS
+        if self.above is not None and self.below is not None:
+            problems.append((("below",), "give above or below, not both"))
+        elif numeric and self.above is None and self.below is None:
+            problems.append((("above",), f"missing: metric {self.metric!r} is a number; give above = N or below = N"))
+        for key in ("above", "below", "resolve_at"):
+            if getattr(self, key) is not None and not numeric:
+                what = f"metric {self.metric!r} is a condition" if self.metric is not None else "a finding rule"
+                problems.append(((key,), f"not used: {what}, with no threshold; remove it"))
+        if numeric and self.resolve_at is not None:
+            if self.above is not None and not self.resolve_at < self.above:
+                problems.append((("resolve_at",), f"must be below above ({self.above:g}) (got {self.resolve_at:g})"))
+            if self.below is not None and not self.resolve_at > self.below:
+                problems.append((("resolve_at",), f"must be above below ({self.below:g}) (got {self.resolve_at:g})"))
+        if self.metric == "position_acceptance" and self.position is None:
+            problems.append((("position",), "missing: the draft position to watch, from 0"))
+        if self.position is not None and self.metric != "position_acceptance":
+            problems.append((("position",), 'only used with metric = "position_acceptance"'))
+        for (index,), msg in _duplicates(self.nodes, "nodes"):
+            problems.append((("nodes", index), msg))
+        if problems:
+            fail("AlertRuleSpec", problems)
+        return self
+
+
+NotifierKind = Literal["webhook", "ntfy", "slack", "telegram"]
+NotifyOn = Literal["firing", "resolved", "both"]
+NTFY_TOPIC_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+CHAT_ID_RE = re.compile(r"^(?:-?[0-9]{1,20}|@[A-Za-z][A-Za-z0-9_]{3,63})$")
+ChatId = Annotated[int, Strict()] | str
+
+
+class NotifierSpec(_Spec):
+    """Where alerts are sent: a generic JSON webhook, ntfy, a Slack-compatible webhook or Telegram.
+
+    Every URL is kept as a secret (Slack and many webhooks carry their token in the path). The loader
+    fills ``url`` from ``url_env`` / ``url_file`` and ``token`` from ``token_env`` / ``token_file``.
+    """
+
+    name: Name  # default: the kind
+    kind: NotifierKind
+    url: SecretStr | None = None
+    url_env: str | None = None
+    url_file: UserPath | None = None
+    token_env: str | None = None
+    token_file: UserPath | None = None
+    token: SecretStr | None = None  # filled by the loader from token_env / token_file
+    chat_id: ChatId | None = None  # telegram
+    topic: str | None = None  # ntfy
+    on: NotifyOn = "both"
+    min_severity: SeverityName = "warn"
+    timeout_s: Num = Field(10.0, gt=0, le=120)
+    retries: Count = Field(3, ge=0, le=10)
+    backoff_s: Num = Field(2.0, gt=0, le=300)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "name" not in data and isinstance(data.get("kind"), str):
+            return {**data, "name": data["kind"]}
+        return data
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_notifier_url(value.get_secret_value())
+        return value
+
+    @field_validator("url_env", "token_env")
+    @classmethod
+    def _check_env(cls, value: str | None) -> str | None:
+        return _check_env_var(value)
+
+    @field_validator("topic")
+    @classmethod
+    def _check_topic(cls, value: str | None) -> str | None:
+        # Not echoed: on a public ntfy server the topic name is what keeps others from reading it.
+        if value is not None and not NTFY_TOPIC_RE.fullmatch(value):
+            raise ValueError("must be 1 to 64 letters, digits, '_' or '-'")
+        return value
+
+    @field_validator("chat_id")
+    @classmethod
+    def _check_chat_id(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, str) and not CHAT_ID_RE.fullmatch(value):
+            raise ValueError(
+                f"must be a Telegram chat id (a number, negative for groups) or '@channelname' (got {_shown(value)})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> NotifierSpec:
+        problems: list[tuple[Loc, str]] = []
+        urls = [key for key in ("url", "url_env", "url_file") if getattr(self, key) is not None]
+        if len(urls) > 1:
+            problems.append(((urls[1],), f"give one of url, url_env or url_file, not {' and '.join(urls)}"))
+        if self.token_env is not None and self.token_file is not None:
+            problems.append((("token_file",), "give token_env or token_file, not both"))
+        has_token = self.token_env is not None or self.token_file is not None or self.token is not None
+        kind = self.kind
+        if kind in ("webhook", "slack") and not urls:
+            problems.append((("url",), f"missing: a {kind} notifier needs url, url_env or url_file"))
+        if kind == "telegram":
+            if not has_token:
+                problems.append((("token_env",), "missing: the bot token, from token_env or token_file"))
+            if self.chat_id is None:
+                problems.append((("chat_id",), "missing: the chat to send to (its id, or '@channelname')"))
+        elif self.chat_id is not None:
+            problems.append((("chat_id",), 'only used with kind = "telegram"'))
+        if kind == "ntfy" and self.topic is None:
+            problems.append((("topic",), "missing: the ntfy topic to publish to"))
+        elif kind != "ntfy" and self.topic is not None:
+            problems.append((("topic",), 'only used with kind = "ntfy"'))
+        if kind == "slack" and has_token:
+            key = "token_env" if self.token_env is not None else "token_file"
+            problems.append(((key,), "not used: a Slack webhook's URL is its secret; give it with url_env or url_file"))
+        if problems:
+            fail("NotifierSpec", problems)
+        return self
+
+
+# --- Prometheus as the metrics source -------------------------------------------------------------------
+
+LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# One label matcher of a PromQL selector: name, operator, double-quoted value.
+MATCHER_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|\Z)')
+# What a label template may use (docs/prometheus.md): the endpoint's URL authority, its parts, the
+# node, the endpoint's name in the config and its kind.
+LABEL_PLACEHOLDERS = ("address", "host", "port", "node", "endpoint", "kind")
+PrometheusKind = Literal["vllm", "gpu_exporter", "node_exporter"]
+DEFAULT_PROMETHEUS_LABELS: Mapping[str, str] = {"instance": "{address}"}
+
+
+def _check_template(template: str) -> str:
+    try:
+        fields = [name for _text, name, _spec, _conv in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"is not a valid template ({exc}); write placeholders as {{address}}") from None
+    unknown = [name for name in fields if name not in LABEL_PLACEHOLDERS]
+    if unknown:
+        known = ", ".join("{" + name + "}" for name in LABEL_PLACEHOLDERS)
+        raise ValueError(f"uses {{{unknown[0]}}}, which is not a placeholder; use {known}")
+    if not template:
+        raise ValueError("must not be empty")
+    return template
+
+
+def parse_selector(text: str) -> list[tuple[str, str, str]]:
+    """``cluster="lab", env!="dev"`` → ``[("cluster", "=", "lab"), ("env", "!=", "dev")]``; ValueError when
+    the text is not a list of PromQL label matchers (braces around it are allowed)."""
+    body = text.strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1]
+    matchers: list[tuple[str, str, str]] = []
+    pos = 0
+    while body[pos:].strip():
+        found = MATCHER_RE.match(body, pos)
+        if found is None:
+            raise ValueError(f'must be PromQL label matchers like cluster="lab", env!="dev" (got {_shown(text)})')
+        matchers.append((found.group(1), found.group(2), found.group(3)))
+        pos = found.end()
+    if not matchers:
+        raise ValueError('must hold at least one label matcher, like cluster="lab"')
+    return matchers
+
+
+class PrometheusSpec(_Spec):
+    """Read the fleet's metrics from a Prometheus server instead of scraping every endpoint.
+
+    Each configured endpoint (vLLM, GPU exporter, node_exporter) is found in Prometheus by the labels
+    of ``labels``, templates filled from the endpoint (``instance = "{address}"``: ``host:port`` of its
+    URL, Prometheus's own default). The loader fills ``bearer_token`` and ``password``.
+    """
+
+    url: str
+    refresh_s: Num | None = Field(None, ge=0.1, le=3600)  # None: the fleet's poll_interval_s
+    timeout_s: Num | None = Field(None, gt=0, le=120)  # None: the fleet's timeout_s
+    bearer_token_env: str | None = None
+    bearer_token_file: UserPath | None = None
+    bearer_token: SecretStr | None = None  # filled by the loader
+    username: str | None = None
+    password_env: str | None = None
+    password_file: UserPath | None = None
+    password: SecretStr | None = None  # filled by the loader
+    labels: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_PROMETHEUS_LABELS))
+    selector: str | None = None  # extra label matchers for every query, like cluster="lab"
+    poll_services: Flag = True  # side services are not in Prometheus: check them over HTTP
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        _check_http_url(value, credentials="give them with username and password_env, or bearer_token_env")
+        parts = urlsplit(value)
+        if parts.query:
+            raise ValueError(f"must be the server's base URL with no query (got {_shown(value)})")
+        if parts.path.rstrip("/").endswith("/api/v1"):
+            raise ValueError(f"must be the server's base URL without /api/v1 (got {_shown(value)})")
+        return value.rstrip("/")
+
+    @field_validator("bearer_token_env", "password_env")
+    @classmethod
+    def _check_env(cls, value: str | None) -> str | None:
+        return _check_env_var(value)
+
+    @field_validator("username")
+    @classmethod
+    def _check_username(cls, value: str | None) -> str | None:
+        if value is not None and (not value or ":" in value or any(not c.isprintable() for c in value)):
+            raise ValueError(f"must be a user name without ':' (got {_shown(value)})")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _check_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError('must name at least one label, like instance = "{address}"')
+        problems: list[tuple[Loc, str]] = []
+        for name, template in value.items():
+            if not LABEL_NAME_RE.fullmatch(name) or name.startswith("__"):
+                problems.append(((name,), "is not a Prometheus label name (letters, digits, '_', not starting '__')"))
+                continue
+            try:
+                _check_template(template)
+            except ValueError as exc:
+                problems.append(((name,), str(exc)))
+        if problems:
+            fail("PrometheusSpec", problems)
+        return value
+
+    @field_validator("selector")
+    @classmethod
+    def _check_selector(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_selector(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> PrometheusSpec:
+        problems: list[tuple[Loc, str]] = []
+        if self.bearer_token_env is not None and self.bearer_token_file is not None:
+            problems.append((("bearer_token_file",), "give bearer_token_env or bearer_token_file, not both"))
+        if self.password_env is not None and self.password_file is not None:
+            problems.append((("password_file",), "give password_env or password_file, not both"))
+        has_password = self.password_env is not None or self.password_file is not None or self.password is not None
+        has_token = (
+            self.bearer_token_env is not None or self.bearer_token_file is not None or self.bearer_token is not None
+        )
+        if self.username is not None and not has_password:
+            problems.append((("password_env",), "missing: give password_env or password_file with username"))
+        if self.username is None and has_password:
+            key = "password_env" if self.password_env is not None else "password_file"
+            problems.append(((key,), "not used without username; add username, or remove it"))
+        if has_token and self.username is not None:
+            problems.append((("username",), "give a bearer token or a user name and password, not both"))
+        if self.selector is not None:
+            for name, _op, _value in parse_selector(self.selector):
+                if name in self.labels:
+                    problems.append(
+                        (("selector",), f"matches on {name!r}, which labels already maps; remove it from one of them")
+                    )
+        if problems:
+            fail("PrometheusSpec", problems)
+        return self
+
+    def target_labels(self, node: NodeSpec, kind: PrometheusKind, endpoint: str, url: str) -> dict[str, str]:
+        """The Prometheus labels that pick out one endpoint's series (``labels`` filled in)."""
+        parts = urlsplit(url)
+        host = parts.hostname or node.host
+        port = str(_url_port(url))
+        values = {
+            "address": f"{url_host(host)}:{port}",
+            "host": host,
+            "port": port,
+            "node": node.name,
+            "endpoint": endpoint,
+            "kind": kind,
+        }
+        return {name: template.format_map(values) for name, template in sorted(self.labels.items())}
+
+    def targets(self, nodes: Iterable[NodeSpec]) -> list[PrometheusTarget]:
+        """Every endpoint of ``nodes`` Prometheus is asked about, in config order."""
+        out: list[PrometheusTarget] = []
+        for node in nodes:
+            for vllm in node.vllm:
+                if vllm.base_url is not None:
+                    labels = self.target_labels(node, "vllm", vllm.name, vllm.base_url)
+                    out.append(PrometheusTarget(node.name, "vllm", vllm.name, tuple(labels.items())))
+            exporters: tuple[tuple[PrometheusKind, ExporterSpec | None], ...] = (
+                ("gpu_exporter", node.gpu_exporter),
+                ("node_exporter", node.node_exporter),
+            )
+            for kind, exporter in exporters:
+                if exporter is not None:
+                    labels = self.target_labels(node, kind, kind, exporter.url)
+                    out.append(PrometheusTarget(node.name, kind, kind, tuple(labels.items())))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusTarget:
+    """One endpoint as Prometheus knows it: its node, what it is, and the labels that pick out its series."""
+
+    node: str
+    kind: PrometheusKind
+    endpoint: str  # the vLLM instance's name, or the exporter's kind
+    labels: tuple[tuple[str, str], ...]  # sorted by label name
+
+    def shown(self) -> str:
+        return "{" + ", ".join(f'{name}="{value}"' for name, value in self.labels) + "}"
+
+
+_DISCOVERED = object()  # a marker: no node given, they are left to Prometheus discovery
+
+
 class FleetSpec(_Spec):
     """The whole config file."""
 
@@ -538,11 +947,35 @@ class FleetSpec(_Spec):
     thresholds: Thresholds = Thresholds()
     kiosk: KioskSpec = KioskSpec()
     keymap: dict[str, KeyName] = Field(default_factory=dict)  # binding id -> key (docs/keys.md lists ids)
-    nodes: tuple[NodeSpec, ...] = Field(min_length=1, max_length=256)
+    prometheus: PrometheusSpec | None = None  # metrics from a Prometheus server (docs/prometheus.md)
+    # Required, unless [prometheus] is given: then the nodes may be discovered from it.
+    nodes: tuple[NodeSpec, ...] = Field((), max_length=256, validate_default=True)
+    alerts: tuple[AlertRuleSpec, ...] | None = None  # None: the default rules (docs/alerts.md); () none
+    notifiers: tuple[NotifierSpec, ...] = ()
     source: str | None = None  # set by the loader: where the spec came from, for messages
 
     def node(self, name: str) -> NodeSpec | None:
         return next((n for n in self.nodes if n.name == name), None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nodes_from_prometheus(cls, data: Any) -> Any:
+        # With a [prometheus] table (valid or not) no node is needed: they may be discovered from it.
+        if isinstance(data, Mapping) and data.get("prometheus") is not None and not data.get("nodes"):
+            return {**data, "nodes": _DISCOVERED}
+        return data
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _nodes_needed(cls, value: Any) -> Any:
+        if value is _DISCOVERED:
+            return ()
+        if isinstance(value, tuple | list) and not value:
+            # The default () stands for "not given" (a file's array is a list).
+            if isinstance(value, tuple):
+                raise PydanticCustomError("missing", "Field required")
+            raise PydanticCustomError("too_short", "needs at least one node", {"min_length": 1})
+        return value
 
     @model_validator(mode="after")
     def _check_fleet(self) -> FleetSpec:
@@ -565,9 +998,44 @@ class FleetSpec(_Spec):
                 problems.extend(
                     (loc, f'no vLLM in the fleet has role = "head" and job = {_shown(job)}') for loc in locs
                 )
+        problems.extend(self._alert_problems())
+        problems.extend(self._prometheus_problems())
         if problems:
             fail("FleetSpec", problems)
         return self
+
+    def _prometheus_problems(self) -> list[tuple[Loc, str]]:
+        """Two endpoints whose labels are the same could not be told apart in Prometheus's answers."""
+        if self.prometheus is None:
+            return []
+        seen: dict[tuple[tuple[str, str], ...], PrometheusTarget] = {}
+        problems: list[tuple[Loc, str]] = []
+        for target in self.prometheus.targets(self.nodes):
+            first = seen.setdefault(target.labels, target)
+            if first is not target:
+                problems.append(
+                    (
+                        ("prometheus", "labels"),
+                        f"{target.node} {target.endpoint} and {first.node} {first.endpoint} both map to "
+                        f"{target.shown()}; add {{port}} or {{kind}} to a template so each endpoint has its own labels",
+                    )
+                )
+        return problems
+
+    def _alert_problems(self) -> list[tuple[Loc, str]]:
+        problems: list[tuple[Loc, str]] = []
+        rules = self.alerts or ()
+        for (index,), msg in _duplicates((r.name for r in rules), "alerts"):
+            problems.append((("alerts", index, "name"), f"{msg}; alert names must be unique"))
+        names = {n.name for n in self.nodes}
+        for i, rule in enumerate(rules):
+            for j, node in enumerate(rule.nodes):
+                # Nodes discovered from [prometheus] are not known yet: only listed nodes are checked.
+                if node not in names and self.prometheus is None:
+                    problems.append((("alerts", i, "nodes", j), f"no node named {_shown(node)} in the fleet"))
+        for (index,), msg in _duplicates((n.name for n in self.notifiers), "notifiers"):
+            problems.append((("notifiers", index, "name"), f"{msg}; give each notifier its own name"))
+        return problems
 
 
 def key_path(loc: Loc) -> str:

@@ -4,6 +4,7 @@ the model into views and hands them to the screen on display. Widgets never talk
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -16,6 +17,7 @@ from textual.widgets import Footer, Markdown
 
 from sparktui.actions.plans import ActionPlan, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner
+from sparktui.model.alerts import AlertEngine
 from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
 from sparktui.model.drift import drift_report
 from sparktui.model.fleet import FleetState, NodeView
@@ -23,8 +25,10 @@ from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.record.recorder import Recorder
 from sparktui.sources.live import FleetSource, LiveFleet
 from sparktui.ui.actions_ui import ActionLogScreen, ConfirmAction
+from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
@@ -86,7 +90,7 @@ class SparkApp(App[None]):
         self.window_s = window_s
         self.paused = False
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
-        self.poll_errors: list[str] = []
+        self.poll_errors: deque[str] = deque(maxlen=100)  # the latest internal errors, bounded
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         catalogue = load_catalogue()
         self.diagnosis = DiagnosisEngine(catalogue)
@@ -94,6 +98,8 @@ class SparkApp(App[None]):
         self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
         self.findings: dict[str, tuple[Finding, ...]] = {}
         self.action_log: list[tuple[str, tuple[str, ...]]] = []
+        self.alerts = AlertEngine.for_fleet(fleet)  # shown here; sparktui watch sends them
+        self.recorder: Recorder | None = None  # set by run_dashboard with --record / --black-box
         self.action_results: list[ActionResult] = []
         self.source: FleetSource = source or LiveFleet(fleet, clock=clock, log_buffers=self._log_buffers)
         loaded = load_themes(theme_dirs)
@@ -165,6 +171,11 @@ class SparkApp(App[None]):
         self.views = self.state.view(now, window_s=self.window_s)
         self.history.record(self.views, now)
         self._diagnose(now)
+        self.alerts.evaluate(self.views, self.findings, now)
+        if self.recorder is not None:  # replay then ticks, and shows findings, when the dashboard did
+            self.recorder.tick(now)
+            for node, findings in self.findings.items():
+                self.recorder.findings(node, findings, now)
         if (self.paused and not force) or not self.screen_stack:
             return
         screen = self.screen
@@ -239,9 +250,12 @@ class SparkApp(App[None]):
             return view.name if view is not None else None
         return None
 
-    def start_action(self, kind: str) -> None:
+    def start_action(self, kind: str, node: str | None = None) -> None:
         """Plan, confirm, run: the confirmation names node, target and exact commands."""
-        node = self.current_node()
+        if self.read_only or self.kiosk:  # the palette and keys are gated too; this is the last word
+            self.notify("read-only: actions are off", severity="warning")
+            return
+        node = node or self.current_node()
         if node is None:
             self.notify("pick a node first", severity="warning")
             return
@@ -282,6 +296,18 @@ class SparkApp(App[None]):
 
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
+
+    def alert_banner(self) -> list[str]:
+        """The firing, unsilenced alerts as one line each, worst first (for the screens' banners)."""
+        now = self.clock()
+        return [
+            f"{a.severity.value.upper()} {a.node} {a.name}: {a.summary}"
+            for a in self.alerts.active()
+            if self.alerts.silenced_until(a.key, now) is None
+        ]
+
+    def action_alerts(self) -> None:
+        self.push_screen(AlertsScreen())
 
     def action_findings(self) -> None:
         self.push_screen(FindingsScreen())

@@ -28,6 +28,21 @@ class FleetCommands(Provider):
         for name in spark.theme_names:
             entries.append((f"Theme: {name}", "switch the colours", partial(setattr, spark, "theme", name)))
         entries.append(("Pause or resume updates", "the model keeps collecting", spark.action_toggle_pause))
+        if not spark.read_only:
+            for view in spark.views:
+                for kind, label in (
+                    ("restart", "Restart vLLM"),
+                    ("drop-caches", "Drop caches"),
+                    ("kill-workers", "Kill stale workers"),
+                    ("warmup", "Warm up"),
+                ):
+                    entries.append(
+                        (
+                            f"{label} on {view.name}",
+                            "asks for confirmation first",
+                            partial(spark.start_action, kind, view.name),
+                        )
+                    )
         return entries
 
     async def discover(self) -> Hits:

@@ -251,10 +251,15 @@ class FleetScreen(Screen[None]):
             summary.append("  │ PAUSED (p resumes)", style=f"bold {app.colours['status-warn']}")
         self.query_one("#summary", Static).update(summary)
         bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]
+        lines = ["  ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad)] if bad else []
+        alerts = app.alert_banner()
+        if alerts:
+            more = f"  (+{len(alerts) - 2} more: ! lists them)" if len(alerts) > 2 else "  (! lists them)"
+            lines.append("alerts: " + " | ".join(alerts[:2]) + more)
         banner = self.query_one("#banner", Static)
-        if bad:
-            banner.update("  ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad))
-        banner.set_class(bool(bad), "shown")
+        if lines:
+            banner.update("\n".join(lines))
+        banner.set_class(bool(lines), "shown")
 
     def _update_detail(self, views: Sequence[NodeView]) -> None:
         view = self.highlighted(views)

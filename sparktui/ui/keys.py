@@ -17,6 +17,7 @@ APP_BINDINGS: list[BindingType] = [
     Binding("p", "toggle_pause", "Pause", id="pause"),
     Binding("f", "findings", "Findings", id="findings"),
     Binding("v", "drift", "Drift", id="drift"),
+    Binding("exclamation_mark", "alerts", "Alerts", id="alerts", key_display="!"),
     Binding("f8", "screenshot", "Screenshot", id="screenshot", show=False),
 ]
 

@@ -92,7 +92,7 @@ class KioskScreen(Screen[None]):
     #kiosk-banner { height: auto; padding: 0 1; display: none; background: $error; color: $text; text-style: bold; }
     #kiosk-banner.shown { display: block; }
     #kiosk-title { height: 1; padding: 0 1; background: $panel; }
-    #kiosk-fleet { grid-size: 2; grid-gutter: 0 1; height: 1fr; }
+    #kiosk-fleet { grid-size: 2; grid-gutter: 0 1; grid-rows: auto; height: 1fr; }
     #kiosk-node { height: 1fr; display: none; padding: 1 2; }
     #kiosk-node.shown { display: block; }
     #kiosk-fleet.hidden { display: none; }
@@ -159,9 +159,11 @@ class KioskScreen(Screen[None]):
         app = self.spark
         colours = app.colours
         bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]
+        lines = ["   ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad)] if bad else []
+        lines += app.alert_banner()[:3]
         banner = self.query_one("#kiosk-banner", Static)
-        banner.update("   ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad))
-        banner.set_class(bool(bad), "shown")
+        banner.update("\n".join(lines))
+        banner.set_class(bool(lines), "shown")
         counts: dict[State, int] = {}
         for view in views:
             counts[view.status.state] = counts.get(view.status.state, 0) + 1

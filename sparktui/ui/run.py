@@ -11,14 +11,34 @@ from pathlib import Path
 
 from sparktui.config import ConfigError, load_config
 from sparktui.model.specs import FleetSpec
+from sparktui.record.recorder import Recorder, Teed
+from sparktui.sources.live import LiveFleet
 from sparktui.ui.app import make_app
 
 DEMO_START_TIMEOUT_S = 60.0
 
 
-def run_dashboard(fleet: FleetSpec, *, read_only: bool = False, kiosk: bool = False, theme: str | None = None) -> int:
-    app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
-    app.run()
+def run_dashboard(
+    fleet: FleetSpec,
+    *,
+    read_only: bool = False,
+    kiosk: bool = False,
+    theme: str | None = None,
+    recorder: Recorder | None = None,
+) -> int:
+    """The dashboard; with ``recorder``, everything collected (and every tick and finding) is recorded too."""
+    if recorder is None:
+        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
+    else:
+        # The live streams fill their own buffers here: the app appends the batches the tee hands it.
+        source = Teed(LiveFleet(fleet), recorder, fills_log_buffers=False)
+        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source)
+        app.recorder = recorder
+    try:
+        app.run()
+    finally:
+        if recorder is not None:
+            recorder.close()
     return app.return_code or 0
 
 

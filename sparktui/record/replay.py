@@ -1,0 +1,412 @@
+"""Replaying a recording through the same model code as live data.
+
+``ReplaySource`` is a ``FleetSource``: ``run(sink)`` hands the recorded observations, host updates,
+log batches and errors to the sink at the recorded pace times ``speed``, and moves a clock
+(``clock()``, the recording's time) that the consumer computes its views with. It has the controls
+of a player: ``pause()``, ``resume()``, ``step()``, ``seek(t)``, ``seek_by(dt)``, ``speed``.
+
+A sink may have three more methods, called when present (``ReplaySink``):
+
+- ``tick(now)``: the recorded consumer computed its views here (or, in a recording without ticks, a
+  poll interval passed): compute views and findings now, as the live consumer did;
+- ``reset()``: forget everything (a seek backwards, a new session, a gap): the source then replays
+  from up to ``rebuild_s`` before the target, fast, so windows, histories and findings are rebuilt;
+- ``recorded(record)``: a finding or an action the recorder was told of.
+
+A damaged file replays up to the damage; ``problem`` then says where, in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from sparktui.model.diagnosis import Catalogue, DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
+from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.specs import FleetSpec
+from sparktui.record.store import CollectError, Kind, LogBatch, Record, RecordingReader, recorded_error
+
+if TYPE_CHECKING:
+    from sparktui.sources.live import FleetSink
+
+SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+REBUILD_S = 300.0  # a seek rebuilds the state from this long before the target
+CHUNK = 256  # records read (in a thread) at a time
+WINDOW_S = 30.0  # the dashboard's window behind rates and quantiles
+
+
+class ReplaySink(Protocol):
+    """A ``FleetSink`` with the replay's extras (each optional for ``ReplaySource``)."""
+
+    def observation(self, observation: NodeObservation) -> None: ...
+    def host(self, update: HostUpdate) -> None: ...
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None: ...
+    def error(self, node: str, exc: Exception) -> None: ...
+    def tick(self, now: float) -> None: ...
+    def reset(self) -> None: ...
+
+
+class Feeder:
+    """Hands records to a sink by kind; resets it at a new session or after a gap."""
+
+    def __init__(self, sink: FleetSink, gap_s: float) -> None:
+        self.sink = sink
+        self.gap_s = gap_s
+        self._tick: Callable[[float], None] | None = getattr(sink, "tick", None)
+        self._reset: Callable[[], None] | None = getattr(sink, "reset", None)
+        self._recorded: Callable[[Record], None] | None = getattr(sink, "recorded", None)
+        self.session: int | None = None
+        self.last_t: float | None = None
+
+    def reset(self) -> None:
+        self.session = None
+        self.last_t = None
+        if self._reset is not None:
+            self._reset()
+
+    def feed(self, record: Record) -> None:
+        if self.session is not None and (
+            record.session != self.session or (self.last_t is not None and record.t - self.last_t > self.gap_s)
+        ):
+            self.reset()
+        self.session = record.session
+        self.last_t = record.t if self.last_t is None else max(self.last_t, record.t)
+        payload = record.payload
+        sink = self.sink
+        if isinstance(payload, NodeObservation):
+            sink.observation(payload)
+        elif isinstance(payload, HostUpdate):
+            sink.host(payload)
+        elif isinstance(payload, LogBatch):
+            sink.log_batch(payload.node, payload.instance, payload.lines)
+        elif isinstance(payload, CollectError):
+            sink.error(payload.node, recorded_error(payload.kind, payload.message))
+        elif record.kind is Kind.TICK:
+            if self._tick is not None:
+                self._tick(record.t)
+        elif self._recorded is not None:
+            self._recorded(record)
+
+
+class ReplaySource:
+    """A recording as a ``FleetSource`` (see the module docstring).
+
+    ``start`` is a unix time to begin at (None: the recording's start). ``speed`` may be
+    ``math.inf`` (as fast as possible). With ``stop_at_end`` ``run()`` returns at the end of the
+    recording; otherwise it waits there for a seek until cancelled, like a player.
+    """
+
+    fills_log_buffers = False
+
+    def __init__(
+        self,
+        path: Path | str,
+        speed: float = 1.0,
+        start: float | None = None,
+        *,
+        stop_at_end: bool = False,
+        playing: bool = True,
+        rebuild_s: float = REBUILD_S,
+    ) -> None:
+        """Raises ``RecordingError`` (one line) when the file is not a readable recording."""
+        if not speed > 0:
+            raise ValueError("the replay speed must be positive")
+        self.reader = RecordingReader(path)
+        self.path = self.reader.path
+        self.fleet: FleetSpec = self.reader.fleet
+        self.speed = speed
+        self.stop_at_end = stop_at_end
+        self.playing = playing
+        self.rebuild_s = rebuild_s
+        self.start_t = self.reader.start_t
+        self.end_t = self.reader.end_t
+        self.cursor = self.start_t
+        self.rebuilding = False  # True while a seek replays fast up to its target
+        self.ended = False
+        self.delivered = 0
+        self._seek_to: float | None = None if start is None else self._clamp(self.reader.t_at(start))
+        self._steps = 0
+        self._wake: asyncio.Event | None = None
+        self._records: Iterator[Record] | None = None
+        self._pending: deque[Record] = deque()
+        self._exhausted = False
+        self._feeder: Feeder | None = None
+        self.on_moved: Callable[[], None] | None = None  # called after a seek or a step is done
+
+    # --- the clock ------------------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        """The replay's time on the recording's clock: pass it to the consumer as its clock."""
+        return self.cursor
+
+    def wall(self, t: float | None = None) -> float:
+        """The unix time of ``t`` (default: now in the replay)."""
+        return self.reader.wall_at(self.cursor if t is None else t)
+
+    @property
+    def problem(self) -> str | None:
+        """Where the file is damaged, once the replay got there (one line)."""
+        return self.reader.problem
+
+    # --- controls -------------------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        self.playing = False
+        self._poke()
+
+    def resume(self) -> None:
+        """Play on; at the end, from the start again."""
+        if self.ended and self._seek_to is None:
+            self.seek(self.start_t)
+        self.playing = True
+        self._poke()
+
+    def toggle(self) -> None:
+        if self.playing:
+            self.pause()
+        else:
+            self.resume()
+
+    def step(self) -> None:
+        """Pause, and move to the next tick of the recording (one refresh of the dashboard)."""
+        self.playing = False
+        self._steps += 1
+        self._poke()
+
+    def seek(self, t: float) -> None:
+        """Go to ``t`` on the recording's clock (clamped to the recording). Backwards, or far
+        forwards, the consumer is reset and the state rebuilt from ``rebuild_s`` before ``t``."""
+        self._seek_to = self._clamp(t)
+        self._poke()
+
+    def seek_by(self, dt: float) -> None:
+        self.seek((self._seek_to if self._seek_to is not None else self.cursor) + dt)
+
+    def faster(self) -> float:
+        self.speed = next((s for s in SPEEDS if s > self.speed), self.speed)
+        self._poke()
+        return self.speed
+
+    def slower(self) -> float:
+        self.speed = next((s for s in reversed(SPEEDS) if s < self.speed), self.speed)
+        self._poke()
+        return self.speed
+
+    def _clamp(self, t: float) -> float:
+        return min(max(t, self.start_t), max(self.start_t, self.end_t))
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # --- running --------------------------------------------------------------------------------------
+
+    async def run(self, sink: FleetSink) -> None:
+        self._wake = asyncio.Event()
+        self._feeder = Feeder(sink, self.reader.gap_s)
+        loop = asyncio.get_running_loop()
+        target = self._seek_to if self._seek_to is not None else self.start_t
+        self._seek_to = None
+        try:
+            await self._rebuild(target)
+            self._moved()
+            last_real = loop.time()
+            while True:
+                if self._seek_to is not None:
+                    await self._seek(self._seek_to)
+                    last_real = loop.time()
+                    self._moved()
+                    continue
+                if self._steps:
+                    self._steps -= 1
+                    await self._step()
+                    self._moved()
+                    continue
+                now_real = loop.time()
+                if self.playing:
+                    await self._play(now_real - last_real)
+                last_real = now_real
+                if self._at_end():
+                    self.ended = True
+                    self.playing = False
+                    if self.stop_at_end:
+                        return
+                else:
+                    self.ended = False
+                await self._wait()
+        finally:
+            self._close_records()
+
+    def _moved(self) -> None:
+        if self.on_moved is not None and self._seek_to is None and not self._steps:
+            self.on_moved()
+
+    async def _wait(self) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        timeout: float | None = None
+        if self.playing:
+            timeout = 0.25
+            upcoming = self._pending[0] if self._pending else None
+            if upcoming is not None and not math.isinf(self.speed):
+                timeout = min(0.25, max(0.02, (upcoming.t - self.cursor) / self.speed))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
+
+    def _at_end(self) -> bool:
+        return self._exhausted and not self._pending and not self._steps and self._seek_to is None
+
+    async def _play(self, real_s: float) -> None:
+        target = math.inf if math.isinf(self.speed) else self.cursor + real_s * self.speed
+        upcoming = await self._peek()
+        if upcoming is not None and upcoming.t > max(target, self.cursor) + self.reader.gap_s:
+            target = upcoming.t  # nothing was recorded in between: skip the silence
+        await self._deliver_until(target)
+        self._move_cursor(target)
+
+    def _move_cursor(self, target: float) -> None:
+        if self._exhausted and not self._pending:
+            target = min(target, self.end_t)  # the clock stops at the last record
+        self.cursor = max(self.cursor, target)
+
+    async def _seek(self, t: float) -> None:
+        self._seek_to = None
+        if t < self.cursor or t - self.cursor > self.rebuild_s:
+            await self._rebuild(t)
+        else:
+            await self._deliver_until(t)
+            self.cursor = t
+
+    async def _step(self) -> None:
+        while (record := await self._peek()) is not None:
+            self._pending.popleft()
+            self._feed(record)
+            self.cursor = max(self.cursor, record.t)
+            if record.kind is Kind.TICK:
+                return
+
+    async def _rebuild(self, t: float) -> None:
+        """Reset the consumer and replay, fast, from an epoch before ``t - rebuild_s`` up to ``t``."""
+        assert self._feeder is not None
+        self.rebuilding = True
+        try:
+            if self.delivered:
+                self._feeder.reset()  # a fresh consumer needs none
+            self._close_records()
+            from_id = self.reader.first_id_before(max(self.start_t, t - self.rebuild_s))
+            self._records = self.reader.records(from_id)
+            self._exhausted = False
+            self.cursor = self.start_t
+            await self._deliver_until(t)
+            self.cursor = t
+        finally:
+            self.rebuilding = False
+
+    async def _deliver_until(self, t: float) -> None:
+        count = 0
+        while (record := await self._peek()) is not None and record.t <= t:
+            self._pending.popleft()
+            self._feed(record)
+            count += 1
+            if count % CHUNK == 0:
+                await asyncio.sleep(0)  # a long fast-forward lets the UI breathe
+
+    def _feed(self, record: Record) -> None:
+        assert self._feeder is not None
+        self._feeder.feed(record)
+        self.delivered += 1
+        self.end_t = max(self.end_t, record.t)
+
+    async def _peek(self) -> Record | None:
+        if not self._pending and not self._exhausted and self._records is not None:
+            records = self._records
+            chunk = await asyncio.to_thread(lambda: list(islice(records, CHUNK)))
+            if not chunk:
+                self._exhausted = True
+            self._pending.extend(chunk)
+        return self._pending[0] if self._pending else None
+
+    def _close_records(self) -> None:
+        self._pending.clear()
+        if self._records is not None:
+            close = getattr(self._records, "close", None)
+            # Cancelled while a thread reads a chunk: that thread finishes; the generator goes with it.
+            if close is not None:
+                with contextlib.suppress(ValueError):
+                    close()
+            self._records = None
+
+
+class ModelSink:
+    """The fleet model a replay drives, headless: a ``FleetState``, the instances' log buffers and a
+    ``DiagnosisEngine``, evaluated at each tick the way the dashboard does (``SparkApp._diagnose``).
+    ``on_tick(now, sink)`` is called after each evaluation."""
+
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        *,
+        window_s: float | None = WINDOW_S,
+        catalogue: Catalogue | None = None,
+        on_tick: Callable[[float, ModelSink], None] | None = None,
+    ) -> None:
+        self.fleet = fleet
+        self.window_s = window_s
+        self.catalogue = catalogue or load_catalogue()
+        self.on_tick = on_tick
+        self.resets = 0
+        self.errors: list[str] = []
+        self.reset()
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.state = FleetState(self.fleet)
+        self.diagnosis = DiagnosisEngine(self.catalogue)
+        self.log_buffers: dict[str, dict[str, LogBuffer]] = {}
+        self.views: tuple[NodeView, ...] = ()
+        self.findings: dict[str, tuple[Finding, ...]] = {}
+        self.resets += 1
+
+    def observation(self, observation: NodeObservation) -> None:
+        self.state.apply(observation)
+
+    def host(self, update: HostUpdate) -> None:
+        self.state.apply_host(update)
+
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
+        for line in lines:
+            buffer.append(line.timestamp, line.text, gap=line.gap)
+
+    def error(self, node: str, exc: Exception) -> None:
+        self.errors.append(f"{node}: {type(exc).__name__}: {exc}")
+
+    def tick(self, now: float) -> None:
+        self.views = self.state.view(now, window_s=self.window_s)
+        for view in self.views:
+            buffers: Mapping[str, LogBuffer] = self.log_buffers.get(view.name, {})
+            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
+            intervals = last_intervals(self.state.nodes[view.name])
+            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
+        if self.on_tick is not None:
+            self.on_tick(now, self)
+
+
+def replay_into(reader: RecordingReader, sink: FleetSink) -> int:
+    """Every record of ``reader`` into ``sink``, synchronously and as fast as possible (for exports
+    and tests); returns how many were delivered. ``reader.problem`` tells of damage."""
+    feeder = Feeder(sink, reader.gap_s)
+    count = 0
+    for record in reader.records():
+        feeder.feed(record)
+        count += 1
+    return count

@@ -1,0 +1,236 @@
+"""The replay dashboard: ``SparkApp`` on a ``ReplaySource``, read-only, with a player's keys and a
+time cursor docked at the top of every screen.
+
+The recording feeds the same model as live data; views and findings are computed at the recording's
+ticks (``tick``) on the recording's clock, and the render timer only draws them. A seek backwards
+resets the model (``reset``) and the source replays fast up to the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import ClassVar
+
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.widgets import Static
+
+from sparktui.model.diagnosis import DiagnosisEngine
+from sparktui.model.fleet import FleetState
+from sparktui.model.history import History
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.record.replay import ReplaySource
+from sparktui.record.store import ActionEvent, Record, wall_text
+from sparktui.ui.app import WINDOW_S, SparkApp
+from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.kiosk_screen import KioskScreen
+from sparktui.ui.node_screen import NodeScreen
+
+SEEK_S = 10.0
+LONG_SEEK_S = 60.0
+BAR_CELLS = 24
+
+REPLAY_BINDINGS: list[BindingType] = [
+    Binding("space", "play_pause", "Play/pause", id="replay-play", key_display="space"),
+    Binding("full_stop", "step", "Step", id="replay-step", key_display="."),
+    Binding("left_square_bracket", f"seek({-SEEK_S})", "−10 s", id="replay-back", key_display="["),
+    Binding("right_square_bracket", f"seek({SEEK_S})", "+10 s", id="replay-forward", key_display="]"),
+    Binding("left_curly_bracket", f"seek({-LONG_SEEK_S})", "−60 s", id="replay-back-long", key_display="{", show=False),
+    Binding(
+        "right_curly_bracket", f"seek({LONG_SEEK_S})", "+60 s", id="replay-forward-long", key_display="}", show=False
+    ),
+    Binding("plus,equals_sign", "faster", "Faster", id="replay-faster", key_display="+"),
+    Binding("minus", "slower", "Slower", id="replay-slower", key_display="-"),
+]
+
+
+class ReplayBar(Static):
+    """The time cursor: play state, speed, the recording's time and where it is in the recording."""
+
+    DEFAULT_CSS = """
+    ReplayBar { dock: top; height: 1; padding: 0 1; background: $accent 25%; color: $text; }
+    """
+
+
+def _clock_text(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _speed_text(speed: float) -> str:
+    return f"{speed:g}×"
+
+
+class ReplayApp(SparkApp):
+    """The dashboard on a recording. Actions are refused (it is read-only by construction)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = REPLAY_BINDINGS
+
+    def __init__(
+        self,
+        source: ReplaySource,
+        *,
+        theme: str | None = None,
+        theme_dirs: tuple[Path, ...] = (),
+        window_s: float = WINDOW_S,
+    ) -> None:
+        super().__init__(
+            source.fleet,
+            collect=True,
+            read_only=True,
+            theme=theme,
+            theme_dirs=theme_dirs,
+            clock=source.clock,
+            window_s=window_s,
+            source=source,
+        )
+        self.replay = source
+        self.title = f"sparktui replay: {source.path.name}"
+        self.ticks = 0
+        self._problem_told = False
+        source.on_moved = self._moved
+
+    # --- what the replay hands over, besides the FleetSink ---------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """The recording's consumer computed its views here: so do we (drawn by the render timer)."""
+        self.views = self.state.view(now, window_s=self.window_s)
+        self.history.record(self.views, now)
+        self._diagnose(now)
+        self.ticks += 1
+
+    def reset(self) -> None:
+        """Forget everything: the replay starts again before a seek target."""
+        self.state = FleetState(self.fleet)
+        self.history = History()
+        self._log_buffers.clear()
+        self.diagnosis = DiagnosisEngine(self.diagnosis.catalogue)
+        self.findings = {}
+        self.views = ()
+        if self.screen_stack and isinstance(self.screen, NodeScreen):
+            self.call_later(self._renew_node_screen)
+
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        buffer = self._log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
+        for line in lines:
+            buffer.append(line.timestamp, line.text, gap=line.gap)  # keep the gap markers as markers
+
+    def recorded(self, record: Record) -> None:
+        """An action or alert the recorder was told of: shown as it happens in the replay."""
+        if self.replay.rebuilding or not isinstance(record.payload, ActionEvent):
+            return
+        event = record.payload.event
+        text = ", ".join(f"{k}={v}" for k, v in event.items())
+        self.notify(f"{wall_text(self.replay.wall(record.t))} recorded: {text}", timeout=6)
+
+    def _renew_node_screen(self) -> None:
+        # The node screen remembers which log lines it showed; the new buffers start again at 0.
+        screen = self.screen
+        if isinstance(screen, NodeScreen):
+            self.switch_screen(NodeScreen(screen.node))
+
+    # --- drawing -------------------------------------------------------------------------------------
+
+    def refresh_views(self, force: bool = False) -> None:
+        """The render tick: draw the views of the last recorded tick, and the time cursor."""
+        self._show_cursor()
+        if (self.paused and not force) or not self.screen_stack:
+            return
+        screen = self.screen
+        if isinstance(screen, (FleetScreen, NodeScreen, KioskScreen)):
+            with self.batch_update():
+                screen.update_views(self.views)
+
+    def _moved(self) -> None:
+        self.refresh_views(force=True)
+
+    def cursor_text(self) -> str:
+        source = self.replay
+        if source.rebuilding:
+            state = "⟳ seeking"
+        elif source.ended:
+            state = "■ end"
+        elif source.playing:
+            state = "▶ playing"
+        else:
+            state = "⏸ paused"
+        span = max(source.end_t - source.start_t, 1e-9)
+        done = min(1.0, max(0.0, (source.cursor - source.start_t) / span))
+        at = round(done * (BAR_CELLS - 1))
+        bar = "━" * at + "●" + "─" * (BAR_CELLS - 1 - at)
+        when = datetime.fromtimestamp(source.wall()).strftime("%Y-%m-%d %H:%M:%S")
+        elapsed = _clock_text(source.cursor - source.start_t)
+        total = _clock_text(source.end_t - source.start_t)
+        text = f"REPLAY {state} {_speed_text(source.speed)}  {when}  {bar} {elapsed} / {total}"
+        if source.problem is not None:
+            text += "  ⚠ damaged: replayed up to the damage"
+        return text
+
+    def _show_cursor(self) -> None:
+        text = self.cursor_text()
+        self.sub_title = text
+        problem = self.replay.problem
+        if problem is not None and not self._problem_told:
+            self._problem_told = True
+            self.notify(problem, severity="error", timeout=20)
+        if not self.screen_stack:
+            return
+        screen = self.screen
+        if not isinstance(screen, (FleetScreen, NodeScreen, KioskScreen)):
+            return
+        try:
+            bar = screen.query_one(ReplayBar)
+        except NoMatches:
+            bar = ReplayBar(id="replay-cursor")
+            screen.mount(bar)
+        bar.update(text)
+
+    # --- navigation: the cursor follows onto every screen ---------------------------------------------
+
+    def open_node(self, name: str) -> None:
+        super().open_node(name)
+        self.call_after_refresh(self.refresh_views, True)
+
+    def close_node(self) -> None:
+        super().close_node()
+        self.call_after_refresh(self.refresh_views, True)
+
+    def step_node(self, current: str, step: int) -> None:
+        super().step_node(current, step)
+        self.call_after_refresh(self.refresh_views, True)
+
+    # --- the player's keys ---------------------------------------------------------------------------
+
+    def action_play_pause(self) -> None:
+        self.replay.toggle()
+        self._show_cursor()
+
+    def action_step(self) -> None:
+        self.replay.step()
+
+    def action_seek(self, seconds: float) -> None:
+        self.replay.seek_by(seconds)
+        self._show_cursor()
+
+    def action_faster(self) -> None:
+        self.replay.faster()
+        self._show_cursor()
+
+    def action_slower(self) -> None:
+        self.replay.slower()
+        self._show_cursor()
+
+
+def run_replay(source: ReplaySource, args: argparse.Namespace | None = None) -> int:
+    """``sparktui replay``: the replay dashboard until the user quits."""
+    theme = getattr(args, "theme", None) if args is not None else None
+    app = ReplayApp(source, theme=theme)
+    app.run()
+    if source.problem is not None:
+        print(f"sparktui replay: {source.problem}")
+        return 1
+    return app.return_code or 0

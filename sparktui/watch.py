@@ -1,0 +1,378 @@
+"""``sparktui watch``: the dashboard's collection and rules with no screen, sending alerts.
+
+The watcher is a ``FleetSink`` of the same live collection the dashboard runs (``LiveFleet``, or any
+source with its ``run(sink)`` shape, such as a replay). Every poll interval it does what the
+dashboard's render tick does, with the same code and the same rules: views from the fleet model, one
+diagnosis evaluation per node over the new log lines and the last scrape interval, then the alert
+rules. Each alert that fires or resolves is logged and handed to the notifiers, which send from their
+own queues: a slow or dead notifier never delays a poll or a tick.
+
+The log is one line per event on stdout, ``key=value`` pairs after a level word, no colour::
+
+    crit node=spark2 alert=node-down event=firing severity=crit summary="spark2 is down" ...
+
+Under systemd (``$JOURNAL_STREAM`` set) each line starts with its syslog priority (``<2>``), which
+journald strips and records as the entry's priority, so ``journalctl -p warning`` works.
+``check_alerts`` judges the rules once, for ``sparktui check --alerts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from sparktui.model.alerts import AlertEngine, AlertEvent, AlertState, alert_rules, firing_now
+from sparktui.model.diagnosis import DiagnosisEngine, Finding, Severity, last_intervals, load_catalogue, unread
+from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.specs import FleetSpec
+from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
+from sparktui.sources.live import FleetSink, FleetSource, LiveFleet
+from sparktui.watch_args import add_parser  # the parser lives apart (start-up cost); re-exported
+
+__all__ = ["Watcher", "add_parser", "check_alerts", "main", "run_check", "watch"]
+
+# The window behind every rate, ratio and quantile: the dashboard's (sparktui.ui.app.WINDOW_S), which a
+# headless module may not import.
+WINDOW_S = 30.0
+EXIT_CONFIG = 2
+# syslog priorities (sd-daemon(3)): journald reads a leading "<N>" as the line's priority.
+PRIORITIES: Mapping[str, int] = {"crit": 2, "err": 3, "warning": 4, "notice": 5, "info": 6}
+_FIRING_LEVEL = {Severity.CRIT: "crit", Severity.WARN: "warning", Severity.INFO: "notice"}
+REPEAT_ERROR_S = 60.0  # the same collection error is logged again at most this often
+MAX_EVIDENCE_LOGGED = 5
+_SINK_METHODS = ("observation", "host", "log_batch", "error")
+
+
+def _field(value: object) -> str:
+    """A logfmt value: bare when it is one plain word, else a JSON string (quotes and newlines escaped)."""
+    text = " | ".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
+    if text and not any(c.isspace() or c in '"=\\' for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+class Watcher:
+    """The headless dashboard: collection in, views, findings and alerts each tick, events out."""
+
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        *,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        source: FleetSource | None = None,
+        extra_sinks: Sequence[FleetSink] = (),
+        journal: bool = False,
+        window_s: float = WINDOW_S,
+    ) -> None:
+        self.fleet = fleet
+        self.out = out if out is not None else sys.stdout
+        self.clock = clock
+        self.wall = wall
+        self.journal = journal
+        self.window_s = window_s
+        self.state = FleetState(fleet)
+        self.views: tuple[NodeView, ...] = ()
+        self.diagnosis = DiagnosisEngine(load_catalogue())
+        self.findings: dict[str, tuple[Finding, ...]] = {}
+        self.alerts = AlertEngine.for_fleet(fleet)
+        self.ticks = 0
+        self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
+        self.source: FleetSource = source or LiveFleet(fleet, clock=clock, log_buffers=self._log_buffers)
+        self.extra_sinks = tuple(extra_sinks)
+        self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall)
+        self._errors_logged: dict[tuple[str, str], float] = {}
+        self._problems_logged: set[str] = set()
+        self._sinks_failed: set[tuple[int, str]] = set()
+
+    # --- FleetSink: what the source collects -------------------------------------------------------
+
+    def observation(self, observation: NodeObservation) -> None:
+        self.state.apply(observation)
+        self._forward("observation", observation)
+
+    def host(self, update: HostUpdate) -> None:
+        self.state.apply_host(update)
+        self._forward("host", update)
+
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        if not self.source.fills_log_buffers:
+            buffer = self._log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
+            buffer.append_batch((line.timestamp, line.text) for line in lines)
+        self._forward("log_batch", node, instance, lines)
+
+    def error(self, node: str, exc: Exception) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        now = time.monotonic()
+        last = self._errors_logged.get((node, message))
+        if last is None or now - last >= REPEAT_ERROR_S:
+            self._errors_logged[(node, message)] = now
+            self.log("err", node=node, event="collect-error", error=f"internal error while collecting: {message}")
+        self._forward("error", node, exc)
+
+    def _forward(self, method: str, *args: object) -> None:
+        """Hand what was collected to the extra sinks (a recorder); one that fails is reported once."""
+        for index, sink in enumerate(self.extra_sinks):
+            try:
+                getattr(sink, method)(*args)
+            except Exception as exc:
+                if (index, method) not in self._sinks_failed:
+                    self._sinks_failed.add((index, method))
+                    self.log(
+                        "err",
+                        event="sink-error",
+                        sink=type(sink).__name__,
+                        method=method,
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+
+    # --- the tick -------------------------------------------------------------------------------------
+
+    def tick(self) -> tuple[AlertEvent, ...]:
+        """What the dashboard's render tick does, then the alert rules: returns this tick's events."""
+        now = self.clock()
+        self.views = self.state.view(now, window_s=self.window_s)
+        self._diagnose(now)
+        events = self.alerts.evaluate(self.views, self.findings, now, self.wall())
+        for event in events:
+            self._log_event(event)
+            self.hub.submit(event)
+        self._log_problems()
+        self.ticks += 1
+        return events
+
+    def _diagnose(self, now: float) -> None:
+        """One evaluation per node per tick: the new log lines and the last scrape interval."""
+        for view in self.views:
+            buffers = self._log_buffers.get(view.name, {})
+            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
+            intervals = last_intervals(self.state.nodes[view.name])
+            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
+
+    def _log_problems(self) -> None:
+        for problem in self.diagnosis.problems:
+            if problem not in self._problems_logged:
+                self._problems_logged.add(problem)
+                self.log("err", event="diagnosis-error", error=problem)
+
+    # --- the run loop ---------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        *,
+        stop_after_s: float | None = None,
+        stop: asyncio.Event | None = None,
+        drain_s: float = DEFAULT_DRAIN_S,
+    ) -> int:
+        """Collect and tick every poll interval until ``stop`` is set, ``stop_after_s`` seconds have
+        passed, or the source ends (a replay). 0 when it stopped as asked, 1 when the source failed."""
+        loop = asyncio.get_running_loop()
+        interval = self.fleet.poll_interval_s
+        self.log(
+            "info",
+            event="start",
+            nodes=len(self.fleet.nodes),
+            rules=len(self.alerts.rules),
+            notifiers=",".join(f"{n.name}({n.kind})" for n in self.hub.notifiers) or "none",
+            interval_s=f"{interval:g}",
+            config=self.fleet.source,
+        )
+        self.hub.start()
+        collect = asyncio.create_task(self.source.run(self), name="collect")
+        stopper = asyncio.create_task(stop.wait(), name="stop") if stop is not None else None
+        waits: list[asyncio.Future[Any]] = [collect] if stopper is None else [collect, stopper]
+        started = loop.time()
+        deadline = started + stop_after_s if stop_after_s is not None else None
+        next_at = started + interval
+        code = 0
+        try:
+            while True:
+                wake = next_at if deadline is None else min(next_at, deadline)
+                await asyncio.wait(waits, timeout=max(0.0, wake - loop.time()), return_when=asyncio.FIRST_COMPLETED)
+                if collect.done():
+                    code = self._source_ended(collect)
+                    self._safe_tick()
+                    break
+                if stopper is not None and stopper.done():
+                    break
+                self._safe_tick()
+                now = loop.time()
+                if deadline is not None and now >= deadline:
+                    break
+                next_at += interval
+                if next_at < now:  # a tick overran: skip the missed ones rather than bunch up
+                    next_at = now + interval - ((now - next_at) % interval)
+        finally:
+            for task in (collect, stopper):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(collect, *([stopper] if stopper else []), return_exceptions=True)
+            await self.hub.close(drain_s)
+            self.log("info", event="stop", ticks=self.ticks, firing=len(self.alerts.active()))
+        return code
+
+    def _safe_tick(self) -> None:
+        try:
+            self.tick()
+        except Exception as exc:  # a bug in one tick must not end the watch
+            self.log("err", event="tick-error", error=f"{type(exc).__name__}: {exc}")
+
+    def _source_ended(self, collect: asyncio.Task[None]) -> int:
+        exc = None if collect.cancelled() else collect.exception()
+        if exc is not None:
+            self.log("err", event="source-failed", error=f"{type(exc).__name__}: {exc}")
+            return 1
+        self.log("info", event="source-ended")
+        return 0
+
+    # --- the log --------------------------------------------------------------------------------------
+
+    def log(self, level: str, **fields: object) -> None:
+        """One line: the level word, then ``key=value`` pairs (None values left out)."""
+        parts = [level, *(f"{key}={_field(value)}" for key, value in fields.items() if value is not None)]
+        line = " ".join(parts)
+        if self.journal:
+            line = f"<{PRIORITIES[level]}>{line}"
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def _report(self, level: str, fields: Mapping[str, object]) -> None:
+        ordered = {key: fields[key] for key in ("node", "alert") if key in fields}
+        self.log(level, **ordered, **{k: v for k, v in fields.items() if k not in ordered})
+
+    def _log_event(self, event: AlertEvent) -> None:
+        alert = event.alert
+        firing = event.state is AlertState.FIRING
+        self.log(
+            _FIRING_LEVEL[alert.severity] if firing else "notice",
+            node=alert.node,
+            alert=alert.name,
+            event=event.state.value,
+            severity=alert.severity.value,
+            instance=alert.instance,
+            rule=alert.rule if alert.rule != alert.name else None,
+            held_s=f"{event.held_s:.0f}" if firing else None,  # how long the condition held before it fired
+            lasted_s=None if firing else f"{event.held_s:.0f}",  # how long it fired
+            silenced="yes" if event.silenced else None,
+            summary=event.summary,
+            evidence=list(event.evidence[:MAX_EVIDENCE_LOGGED]) or None,
+            fix=alert.fix if firing else None,
+        )
+
+
+async def watch(
+    fleet: FleetSpec,
+    *,
+    out: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    source: FleetSource | None = None,
+    extra_sinks: Sequence[FleetSink] = (),
+    stop_after_s: float | None = None,
+    stop: asyncio.Event | None = None,
+    journal: bool = False,
+    wall: Callable[[], float] = time.time,
+    drain_s: float = DEFAULT_DRAIN_S,
+) -> int:
+    """Watch ``fleet`` (live, or ``source``) and send its alerts until stopped; see ``Watcher.run``.
+    ``out`` is stdout when None; ``extra_sinks`` get everything collected too."""
+    watcher = Watcher(fleet, out=out, clock=clock, wall=wall, source=source, extra_sinks=extra_sinks, journal=journal)
+    return await watcher.run(stop_after_s=stop_after_s, stop=stop, drain_s=drain_s)
+
+
+# --- check --alerts -------------------------------------------------------------------------------------
+
+
+def check_alerts(
+    fleet: FleetSpec, views: Sequence[NodeView], findings: Mapping[str, Sequence[Finding]]
+) -> tuple[list[str], int]:
+    """The rules judged once (``for_s`` not applied): one line per alert that would fire, worst first,
+    and a summary line. Exit code 0 when none would, 1 when the worst is warn or info, 2 when crit."""
+    rules = alert_rules(fleet)
+    readings = firing_now(rules, views, findings, fleet)
+    lines: list[str] = []
+    for reading in readings:
+        where = reading.node if reading.instance is None else f"{reading.node}/{reading.instance}"
+        evidence = "; ".join(reading.evidence[:3])
+        line = f"{reading.severity.value} {where} {reading.name}: {reading.summary}"
+        if evidence:
+            line += f" ({evidence})"
+        lines.append(f"{line}; fix: {reading.fix}")
+    if readings:
+        counts: dict[str, int] = {}
+        for reading in readings:
+            counts[reading.severity.value] = counts.get(reading.severity.value, 0) + 1
+        summary = ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(Severity) if s.value in counts)
+        lines.append(f"{len(readings)} alert{'s' if len(readings) != 1 else ''} would fire: {summary}")
+    else:
+        lines.append(f"no alert would fire ({len(rules)} rule{'s' if len(rules) != 1 else ''})")
+    worst = max((r.severity.rank for r in readings), default=-1)
+    code = 2 if worst >= Severity.CRIT.rank else 1 if worst >= 0 else 0
+    return lines, code
+
+
+def run_check(fleet: FleetSpec, state: FleetState, now: float, *, out: TextIO | None = None) -> int:
+    """``sparktui check --alerts`` after ``headless.collect``: diagnose each node once, judge the rules,
+    print the lines; returns the exit code."""
+    views = state.view(now, window_s=None)
+    diagnosis = DiagnosisEngine(load_catalogue())
+    findings = {
+        view.name: diagnosis.evaluate(view, None, now, last_intervals(state.nodes[view.name])) for view in views
+    }
+    lines, code = check_alerts(fleet, views, findings)
+    (out if out is not None else sys.stdout).write("\n".join(lines) + "\n")
+    return code
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+
+def main(args: argparse.Namespace) -> int:
+    """``sparktui watch``: load the config (``--config``), watch until SIGTERM/SIGINT or ``--for``."""
+    from sparktui.config import ConfigError, load_config
+
+    try:
+        config = getattr(args, "config", None)
+        fleet = load_config(Path(config) if config is not None else None)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_CONFIG
+    stop_after_s = getattr(args, "stop_after_s", None)
+    if stop_after_s is not None and stop_after_s <= 0:
+        print("sparktui watch: --for must be a number of seconds above 0", file=sys.stderr)
+        return EXIT_CONFIG
+    choice = getattr(args, "journal", "auto")
+    journal = choice == "yes" or (choice == "auto" and bool(os.environ.get("JOURNAL_STREAM")))
+    from sparktui.record.cli import recorder_from_args
+    from sparktui.record.store import RecordingError
+
+    try:
+        recorder = recorder_from_args(args, fleet) if hasattr(args, "record") else None
+    except RecordingError as exc:
+        print(f"sparktui watch: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return asyncio.run(
+            _main(fleet, stop_after_s=stop_after_s, journal=journal, sinks=(recorder,) if recorder else ())
+        )
+    finally:
+        if recorder is not None:
+            recorder.close()
+
+
+async def _main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, sinks: Sequence[FleetSink] = ()) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return await watch(fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, extra_sinks=sinks)
