@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     snap = sub.add_parser("snapshot", help="scrape every node twice and print every number (headless)")
     snap.add_argument("--json", action="store_true", help="print JSON instead of text")
     snap.add_argument("--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)")
+    from sparktui.promql import add_compare_argument
+
+    add_compare_argument(snap)
 
     check = sub.add_parser("check", help="health check for cron: exit 0 healthy, 1 degraded, 2 down")
     check.add_argument("--json", action="store_true", help="print JSON instead of one line per problem")
@@ -206,8 +209,17 @@ def _load(path: Path | None) -> FleetSpec | None:
     from sparktui.config import ConfigError, load_config
 
     try:
-        return load_config(path)
+        fleet = load_config(path)
     except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+    if fleet.prometheus is None or fleet.nodes:
+        return fleet
+    from sparktui.sources.prometheus import PrometheusError, with_discovered_nodes
+
+    try:  # no [[nodes]]: the fleet is whatever Prometheus scrapes
+        return asyncio.run(with_discovered_nodes(fleet))
+    except PrometheusError as exc:
         print(str(exc), file=sys.stderr)
         return None
 
@@ -347,8 +359,21 @@ def _headless(args: argparse.Namespace) -> int:
     fleet = _load(args.config)
     if fleet is None:
         return EXIT_CONFIG
-    interval = max(0.0, args.interval)
-    state, now = asyncio.run(headless.collect(fleet, polls=2, interval_s=interval))
+    if args.command == "snapshot" and args.compare:
+        from sparktui import promql
+
+        return promql.main(fleet, args.window)
+    if fleet.prometheus is not None:
+        from sparktui.sources import prometheus
+
+        try:
+            state, now = asyncio.run(prometheus.collect(fleet, window_s=60.0))
+        except prometheus.PrometheusError as exc:
+            print(str(exc), file=sys.stderr)
+            return EXIT_CONFIG
+    else:
+        interval = max(0.0, args.interval)
+        state, now = asyncio.run(headless.collect(fleet, polls=2, interval_s=interval))
     if args.command == "check" and args.alerts:
         from sparktui import watch
 

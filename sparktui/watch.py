@@ -36,7 +36,8 @@ from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
-from sparktui.sources.live import FleetSink, FleetSource, LiveFleet
+from sparktui.sources.live import FleetSink, FleetSource
+from sparktui.sources.prometheus import PrometheusError, fleet_source
 from sparktui.watch_args import add_parser  # the parser lives apart (start-up cost); re-exported
 
 __all__ = ["Watcher", "add_parser", "check_alerts", "main", "run_check", "watch"]
@@ -89,7 +90,7 @@ class Watcher:
         self.alerts = AlertEngine.for_fleet(fleet)
         self.ticks = 0
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
-        self.source: FleetSource = source or LiveFleet(fleet, clock=clock, log_buffers=self._log_buffers)
+        self.source: FleetSource = source or fleet_source(fleet, clock=clock, log_buffers=self._log_buffers)
         self.extra_sinks = tuple(extra_sinks)
         self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall)
         self._errors_logged: dict[tuple[str, str], float] = {}
@@ -113,12 +114,16 @@ class Watcher:
         self._forward("log_batch", node, instance, lines)
 
     def error(self, node: str, exc: Exception) -> None:
-        message = f"{type(exc).__name__}: {exc}"
+        message = (
+            str(exc)
+            if isinstance(exc, PrometheusError)
+            else f"internal error while collecting: {type(exc).__name__}: {exc}"
+        )
         now = time.monotonic()
         last = self._errors_logged.get((node, message))
         if last is None or now - last >= REPEAT_ERROR_S:
             self._errors_logged[(node, message)] = now
-            self.log("err", node=node, event="collect-error", error=f"internal error while collecting: {message}")
+            self.log("err", node=node, event="collect-error", error=message)
         self._forward("error", node, exc)
 
     def _forward(self, method: str, *args: object) -> None:
@@ -347,6 +352,14 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG
+    if fleet.prometheus is not None and not fleet.nodes:
+        from sparktui.sources.prometheus import with_discovered_nodes
+
+        try:
+            fleet = asyncio.run(with_discovered_nodes(fleet))
+        except PrometheusError as exc:
+            print(str(exc), file=sys.stderr)
+            return EXIT_CONFIG
     stop_after_s = getattr(args, "stop_after_s", None)
     if stop_after_s is not None and stop_after_s <= 0:
         print("sparktui watch: --for must be a number of seconds above 0", file=sys.stderr)

@@ -292,7 +292,7 @@ async def _long_run(ticks: int) -> None:
         assert {f.id for f in cleared} == {"worker-port-in-use"}
         assert len(app.diagnosis.active("spark1")) <= 1
         assert len(app.alerts.history()) == FINDINGS_KEPT  # an alert for each of those findings, resolved
-        assert app.poll_errors == []
+        assert list(app.poll_errors) == []
 
 
 async def test_the_kiosk_stays_bounded_and_rotates_over_thousands_of_polls() -> None:

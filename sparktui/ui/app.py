@@ -27,6 +27,7 @@ from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.record.recorder import Recorder
 from sparktui.sources.live import FleetSource, LiveFleet
+from sparktui.sources.prometheus import PrometheusError, fleet_source
 from sparktui.ui.actions_ui import ActionLogScreen, ConfirmAction
 from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.commands import FleetCommands
@@ -101,7 +102,7 @@ class SparkApp(App[None]):
         self.alerts = AlertEngine.for_fleet(fleet)  # shown here; sparktui watch sends them
         self.recorder: Recorder | None = None  # set by run_dashboard with --record / --black-box
         self.action_results: list[ActionResult] = []
-        self.source: FleetSource = source or LiveFleet(fleet, clock=clock, log_buffers=self._log_buffers)
+        self.source: FleetSource = source or fleet_source(fleet, clock=clock, log_buffers=self._log_buffers)
         loaded = load_themes(theme_dirs)
         self._theme_errors = loaded.errors
         self._theme_names: list[str] = []
@@ -152,7 +153,10 @@ class SparkApp(App[None]):
         buffer.append_batch((line.timestamp, line.text) for line in lines)
 
     def error(self, node: str, exc: Exception) -> None:
-        message = f"{node}: internal error while collecting: {type(exc).__name__}: {exc}"
+        if isinstance(exc, PrometheusError):  # already one line naming Prometheus and what to do
+            message = str(exc)
+        else:
+            message = f"{node}: internal error while collecting: {type(exc).__name__}: {exc}"
         self.poll_errors.append(message)
         self.notify(message, severity="error")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from sparktui.config import ConfigError, load_config
 from sparktui.model.specs import FleetSpec
 from sparktui.record.recorder import Recorder, Teed
-from sparktui.sources.live import LiveFleet
+from sparktui.sources.prometheus import fleet_source
 from sparktui.ui.app import make_app
 
 DEMO_START_TIMEOUT_S = 60.0
@@ -31,7 +31,7 @@ def run_dashboard(
         app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
     else:
         # The live streams fill their own buffers here: the app appends the batches the tee hands it.
-        source = Teed(LiveFleet(fleet), recorder, fills_log_buffers=False)
+        source = Teed(fleet_source(fleet), recorder, fills_log_buffers=False)
         app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source)
         app.recorder = recorder
     try:

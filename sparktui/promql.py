@@ -1,0 +1,396 @@
+"""PromQL for every number sparktui shows, and ``snapshot --compare``: sparktui's direct numbers beside
+Prometheus's own for the same nodes (docs/prometheus.md).
+
+Each number is one query batched over every vLLM target (``sum by (<target labels>, model_name)``),
+written the way vLLM's Grafana dashboards write it (``reference/vllm/grafana.md``): ``rate()`` of the
+counters, ratios of rates, ``histogram_quantile()`` over ``sum by (le) (rate(..._bucket[w]))``, the
+gauges as they are. Metric-name fallbacks come from the same tables the normaliser uses
+(``model.vllm``), joined with ``or``.
+
+Over the same samples the two agree exactly: Prometheus's ``rate(x[w])`` extrapolates to the ends of
+the window, and when the window starts and ends on a sample, as the comparison test arranges, it is
+``(last - first) / (t_last - t_first)``, which is what sparktui computes. In everyday use the direct
+polls and Prometheus's scrapes happen at different instants, so rates differ by the traffic of up to
+one scrape interval at each end of the window, and quantiles by the requests that finished in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
+
+from sparktui.model.vllm import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS
+
+if TYPE_CHECKING:
+    from sparktui.model.fleet import InstanceView
+    from sparktui.model.specs import FleetSpec, PrometheusSpec, PrometheusTarget
+    from sparktui.sources.prometheus import PrometheusClient
+
+# The sources (httpx and the fleet model) are imported where they are used: the CLI builds its parser
+# with add_compare_argument and must start fast.
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """One number on the screen: its key, how it is shown, and its PromQL (``{sel}`` the target
+    matchers, ``{w}`` the window, ``{by}`` the grouping labels)."""
+
+    key: str
+    label: str
+    promql: str
+    unit: str = ""
+    percent: bool = False
+
+
+def _counter(key: str, sel: str = "{sel}") -> str:
+    """``sum by ({by}) (rate(<counter>[{w}]))``, with the version fallbacks joined by ``or``."""
+    wires = COUNTERS[key]
+    return " or ".join(f"sum by ({{by}}) (rate({wire}{{{{{sel}}}}}[{{w}}]))" for wire in wires)
+
+
+def _labelled(key: str, value: str | None = None, extra_by: str = "") -> str:
+    wire, label = LABELLED_COUNTERS[key]
+    sel = "{sel}" if value is None else f'{{sel}},{label}="{value}"'
+    return f"sum by ({{by}}{extra_by}) (rate({wire}{{{{{sel}}}}}[{{w}}]))"
+
+
+def _ratio(numerator: str, denominator: str) -> str:
+    return f"({numerator}) / ({denominator})"
+
+
+def _gauge(key: str, how: str) -> str:
+    return " or ".join(f"{how} by ({{by}}) ({wire}{{{{{{sel}}}}}})" for wire in GAUGES[key])
+
+
+def _histogram_quantile(key: str, q: float) -> str:
+    return " or ".join(
+        f"histogram_quantile({q}, sum by ({{by}}, le) (rate({base}_bucket{{{{{{sel}}}}}}[{{w}}])))"
+        for base in HISTOGRAMS[key]
+    )
+
+
+def _histogram_mean(key: str) -> str:
+    def mean(base: str) -> str:
+        total = f"sum by ({{by}}) (rate({base}_sum{{{{{{sel}}}}}}[{{w}}]))"
+        count = f"sum by ({{by}}) (rate({base}_count{{{{{{sel}}}}}}[{{w}}]))"
+        return f"({total} / {count})"
+
+    return " or ".join(mean(base) for base in HISTOGRAMS[key])
+
+
+def numbers() -> tuple[Number, ...]:
+    """Every number sparktui shows for a vLLM instance, with its PromQL."""
+    out = [
+        Number("generation_tokens_per_s", "generation", _counter("generation_tokens"), " tok/s"),
+        Number("prompt_tokens_per_s", "prompt", _counter("prompt_tokens"), " tok/s"),
+        Number(
+            "prompt_tokens_computed_per_s", "prompt computed", _labelled("prompt_by_source", "local_compute"), " tok/s"
+        ),
+        Number("requests_finished_per_s", "finished", _labelled("finished"), " req/s"),
+        Number(
+            "prefix_cache_hit_rate",
+            "prefix cache hit",
+            _ratio(_counter("prefix_cache_hits"), _counter("prefix_cache_queries")),
+            percent=True,
+        ),
+        Number("preemptions_per_s", "preemptions", _counter("preemptions"), " /s"),
+        Number(
+            "acceptance_rate",
+            "draft acceptance",
+            _ratio(_counter("spec_accepted_tokens"), _counter("spec_draft_tokens")),
+            percent=True,
+        ),
+        Number(
+            "mean_acceptance_length",
+            "mean acceptance length",
+            "1 + " + _ratio(_counter("spec_accepted_tokens"), _counter("spec_drafts")),
+        ),
+        Number(
+            "per_position",
+            "acceptance at position",
+            f"({_labelled('spec_accepted_pos', extra_by=', position')}) / ignoring (position) group_left () "
+            f"({_counter('spec_drafts')})",
+            percent=True,
+        ),
+    ]
+    for key, label in LATENCIES:
+        for name, q in QUANTILES:
+            out.append(Number(f"{key}_{name}", f"{label} {name}", _histogram_quantile(key, q), " s"))
+        out.append(Number(f"{key}_mean", f"{label} mean", _histogram_mean(key), " s"))
+    out += [
+        Number("kv_usage", "KV cache usage", _gauge("kv_usage", "max"), percent=True),
+        Number("running", "running", _gauge("running", "sum")),
+        Number("waiting", "waiting", _gauge("waiting", "sum")),
+    ]
+    return tuple(out)
+
+
+NUMBERS = numbers()
+
+
+def render(number: Number, matchers: str, window_s: float, by: Sequence[str]) -> str:
+    """The PromQL of ``number`` for targets picked by ``matchers`` over ``window_s`` (to the millisecond)."""
+    window = f"{max(1, round(window_s * 1000))}ms"
+    return number.promql.format(sel=matchers, w=window, by=", ".join(by))
+
+
+# --- sparktui's side ------------------------------------------------------------------------------------
+
+Values = dict[str, float | None]
+
+
+def view_numbers(view: InstanceView) -> Values:
+    """The numbers of one instance view, keyed as ``NUMBERS`` (per position as ``per_position:i``)."""
+    out: Values = {"kv_usage": view.kv_usage, "running": view.running, "waiting": view.waiting}
+    rates = view.rates
+    if rates is None:
+        return out
+    out.update(
+        generation_tokens_per_s=rates.generation_tokens_per_s,
+        prompt_tokens_per_s=rates.prompt_tokens_per_s,
+        prompt_tokens_computed_per_s=rates.prompt_tokens_computed_per_s,
+        requests_finished_per_s=rates.requests_finished_per_s,
+        prefix_cache_hit_rate=rates.prefix_cache_hit_rate,
+        preemptions_per_s=rates.preemptions_per_s,
+    )
+    spec = rates.spec_decode
+    if spec is not None:
+        out["acceptance_rate"] = spec.acceptance_rate
+        out["mean_acceptance_length"] = spec.mean_acceptance_length
+        for i, (absolute, conditional) in enumerate(zip(spec.per_position, spec.conditional, strict=True)):
+            out[f"per_position:{i}"] = absolute
+            out[f"conditional:{i}"] = conditional
+    for key, _label in LATENCIES:
+        summary = rates.latency.get(key)
+        if summary is None:
+            continue
+        out[f"{key}_p50"], out[f"{key}_p90"], out[f"{key}_p99"] = summary.p50, summary.p90, summary.p99
+        out[f"{key}_mean"] = summary.mean
+    return out
+
+
+# --- Prometheus's side ----------------------------------------------------------------------------------
+
+
+def _value(raw: object) -> float | None:
+    try:
+        value = float(str(raw))
+    except ValueError:
+        return None
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+async def promql_numbers(
+    prometheus: PrometheusClient,
+    targets: Sequence[PrometheusTarget],
+    *,
+    at: float,
+    window_s: float,
+    selector: str | None = None,
+) -> dict[PrometheusTarget, Values]:
+    """Every number of every vLLM target, as Prometheus computes it at ``at`` over ``window_s``: one
+    query per number, all targets at once, sent together. Per model, the first model name (as the
+    dashboard shows); per position also the conditional acceptance P[i] / P[i-1]."""
+    from sparktui.sources.prometheus import label_matchers
+
+    vllm = [t for t in targets if t.kind == "vllm"]
+    if not vllm:
+        return {}
+    by = sorted({name for t in vllm for name, _ in t.labels})
+    matchers = label_matchers(vllm, selector)
+    index = {tuple(dict(t.labels).get(name) for name in by): t for t in vllm}
+    answers = await asyncio.gather(
+        *(prometheus.query(render(n, matchers, window_s, [*by, "model_name"]), at=at) for n in NUMBERS)
+    )
+    # target -> model -> values
+    found: dict[PrometheusTarget, dict[str, Values]] = {}
+    for number, answer in zip(NUMBERS, answers, strict=True):
+        for entry in answer:
+            labels = entry.get("metric", {})
+            target = index.get(tuple(labels.get(name) for name in by))
+            value = entry.get("value")
+            if target is None or not isinstance(value, list) or len(value) != 2:
+                continue
+            key = number.key
+            if key == "per_position":
+                key = f"per_position:{labels.get('position', '')}"
+            found.setdefault(target, {}).setdefault(labels.get("model_name", ""), {})[key] = _value(value[1])
+    out: dict[PrometheusTarget, Values] = {}
+    for target, models in found.items():
+        values = models[min(models)]
+        positions = sorted((int(k.split(":")[1]), v) for k, v in values.items() if k.startswith("per_position:"))
+        for i, (position, absolute) in enumerate(positions):
+            before = 1.0 if i == 0 else positions[i - 1][1]
+            conditional = None if absolute is None or not before else absolute / before
+            values[f"conditional:{position}"] = conditional
+        out[target] = values
+    return out
+
+
+# --- snapshot --compare ---------------------------------------------------------------------------------
+
+
+def add_compare_argument(parser: argparse.ArgumentParser) -> None:
+    """``--compare`` and ``--window`` for ``sparktui snapshot``."""
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="print sparktui's direct numbers beside Prometheus's own for the same nodes (needs [prometheus])",
+    )
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --compare: the window of rates and quantiles, polled directly meanwhile (default 30)",
+    )
+
+
+def _shown(number: Number | None, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if number is not None and number.percent:
+        return f"{value * 100:.2f} %"
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    return f"{value:.4g}"
+
+
+def _difference(direct: float | None, prometheus: float | None) -> str:
+    if direct is None or prometheus is None:
+        return ""
+    if direct == prometheus:
+        return "same"
+    if direct == 0:
+        return f"{prometheus - direct:+.3g}"
+    return f"{(prometheus - direct) / abs(direct) * 100:+.1f} %"
+
+
+def _rows(direct: Values, prometheus: Values) -> list[tuple[str, str, str, str]]:
+    by_key = {n.key: n for n in NUMBERS}
+    keys: list[str] = []
+    for number in NUMBERS:
+        if number.key == "per_position":
+            positions = sorted({int(k.split(":")[1]) for k in (*direct, *prometheus) if k.startswith("per_position:")})
+            for i in positions:
+                keys += [f"per_position:{i}", f"conditional:{i}"]
+        else:
+            keys.append(number.key)
+    rows = []
+    for key in keys:
+        base, _, position = key.partition(":")
+        number = by_key.get(base) or by_key["per_position"]
+        label = (
+            number.label
+            if not position
+            else (f"acceptance at position {position}" if base == "per_position" else f"  conditional at {position}")
+        )
+        left, right = direct.get(key), prometheus.get(key)
+        if left is None and right is None:
+            continue
+        unit = number.unit if not number.percent else ""
+        rows.append(
+            (
+                label,
+                _shown(number, left) + unit * (left is not None),
+                _shown(number, right) + unit * (right is not None),
+                _difference(left, right),
+            )
+        )
+    return rows
+
+
+def render_compare(
+    fleet: FleetSpec,
+    views: Mapping[tuple[str, str], InstanceView],
+    prometheus: Mapping[PrometheusTarget, Values],
+    window_s: float,
+) -> str:
+    """The comparison as text: per vLLM instance, each number direct and from Prometheus."""
+    assert fleet.prometheus is not None
+    lines = [
+        f"sparktui direct (polled every {fleet.poll_interval_s:g} s) beside Prometheus at {fleet.prometheus.url}, "
+        f"over the same {window_s:.1f} s window",
+        "Prometheus scrapes at its own instants: rates may differ by the traffic of one scrape interval at each "
+        "end of the window, quantiles by the requests that finished in between.",
+    ]
+    targets = {(t.node, t.endpoint): t for t in fleet.prometheus.targets(fleet.nodes) if t.kind == "vllm"}
+    for (node, instance), view in views.items():
+        target = targets.get((node, instance))
+        if target is None:
+            continue
+        lines += ["", f"{node}/{instance}  {target.shown()}  direct: {view.status.state.value}"]
+        theirs = prometheus.get(target)
+        if theirs is None:
+            lines.append("  Prometheus has no vLLM series for these labels")
+            continue
+        rows = _rows(view_numbers(view), theirs)
+        width = max((len(r[0]) for r in rows), default=10)
+        lines.append(f"  {'number':{width}}  {'direct':>14}  {'Prometheus':>14}  difference")
+        lines += [f"  {a:{width}}  {b:>14}  {c:>14}  {d}" for a, b, c, d in rows]
+    return "\n".join(lines) + "\n"
+
+
+async def compare(
+    fleet: FleetSpec,
+    *,
+    window_s: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+) -> str:
+    """Poll the fleet directly for ``window_s`` (every ``poll_interval_s``), then ask Prometheus the same
+    numbers over the same stretch of time; return the side-by-side text. Raises ``PrometheusError``."""
+    from sparktui.model.fleet import FleetState
+    from sparktui.sources.http import make_client, origin_of
+    from sparktui.sources.poller import FleetPoller, fleet_origins
+    from sparktui.sources.prometheus import PrometheusClient, PrometheusError
+
+    spec: PrometheusSpec | None = fleet.prometheus
+    if spec is None:
+        raise PrometheusError("snapshot --compare needs a [prometheus] table in the config (docs/prometheus.md)")
+    state = FleetState(fleet)
+    first_wall: float | None = None
+    async with make_client(fleet_origins(fleet)) as client:
+        poller = FleetPoller(fleet, client, clock=clock)
+        started = clock()
+        while True:
+            for observation in await poller.poll_all():
+                state.apply(observation)
+            first_wall = first_wall if first_wall is not None else wall()
+            if clock() - started >= window_s:
+                break
+            await asyncio.sleep(fleet.poll_interval_s)
+    end_wall = wall()
+    views = {
+        (node.name, instance.name): instance
+        for node in state.view(clock(), window_s=None)
+        for instance in node.instances
+    }
+    async with make_client([origin_of(spec.url)]) as prom_client:
+        prometheus = PrometheusClient(spec, prom_client, spec.timeout_s or max(fleet.timeout_s, 10.0))
+        theirs = await promql_numbers(
+            prometheus, spec.targets(fleet.nodes), at=end_wall, window_s=end_wall - first_wall, selector=spec.selector
+        )
+    return render_compare(fleet, views, theirs, end_wall - first_wall)
+
+
+def main(fleet: FleetSpec, window_s: float = 30.0, out: TextIO | None = None) -> int:
+    """``sparktui snapshot --compare``: 0 when printed, 1 when Prometheus could not be asked."""
+    from sparktui.sources.prometheus import PrometheusError
+
+    out = out or sys.stdout
+    try:
+        out.write(asyncio.run(compare(fleet, window_s=max(1.0, window_s))))
+    except PrometheusError as exc:
+        print(f"sparktui snapshot --compare: {exc}", file=sys.stderr)
+        return 1
+    return 0
