@@ -307,7 +307,9 @@ def test_observations_host_updates_and_logs_round_trip_through_the_codec() -> No
         t = T0 + second
         items += [(Kind.OBSERVATION, t, obs.node, obs) for obs in fixture_poll(t, WALL0 + second, second)]
         items.append((Kind.HOST, t, "spark1", HostUpdate("spark1", t, sample=FRAMES[second % len(FRAMES)])))
-        items.append((Kind.HOST, t, "spark2", HostUpdate("spark2", t, problem="ssh: connection refused")))
+        items.append(
+            (Kind.HOST, t, "spark2", HostUpdate("spark2", t, problem="ssh: connection refused", connection_lost=True))
+        )
         items.append((Kind.LOG, t, "spark1", LogBatch("spark1", "gptoss", log_lines(second))))
         items.append((Kind.LOG, t, "spark1", LogBatch("spark1", "other", log_lines(second + 100))))
     for keyframe_s in (1e9, 7.0, 0.5):

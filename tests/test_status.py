@@ -101,6 +101,22 @@ def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
     )
 
 
+def test_a_lost_ssh_connection_forgets_the_unit_so_refused_is_down_not_loading() -> None:
+    """A powered-off node: the last frame said "running", the connection that said it is gone."""
+    state = FleetState(FLEET)
+    observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
+    unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running", started_epoch=1000.0)
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit, remote_epoch=1130.0)))
+    assert view(state, 0.0).status.state is State.LOADING
+    lost = "ssh: spark1 (10.0.0.1:22): connection lost"
+    state.apply_host(HostUpdate("spark1", 0.0, problem=lost, connection_lost=True))
+    assert view(state, 0.0).status == Status(State.DOWN, ("qwen: /health connection refused", lost))
+    # A sampler problem on a live connection says nothing about the unit: its state is kept.
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit, remote_epoch=1130.0)))
+    state.apply_host(HostUpdate("spark1", 0.0, problem="host sampler: bad frame"))
+    assert view(state, 0.0).instances[0].status.state is State.LOADING
+
+
 def test_a_crash_loop_and_a_missing_program_are_down_with_the_managers_word() -> None:
     state = FleetState(FLEET)
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparktui.model.derive import VllmRates
 from sparktui.model.exporters import GpuReading, gpu_reading
@@ -382,6 +382,11 @@ class NodeState:
             self._apply_services(self.host)
         if update.problem is not None:
             self.host_problem = update.problem
+        if update.connection_lost and self.host is not None:
+            # The unit's state came over the lost connection: it is unknown now, not still "running"
+            # (a powered-off node would otherwise read as loading). The next full frame brings it back.
+            self.host = replace(self.host, services=None)
+            self._apply_services(self.host)
 
     def _apply_services(self, host: HostSample) -> None:
         services = host.services or {}

@@ -82,3 +82,4 @@ class HostUpdate:
     t: float
     sample: HostSample | None = None
     problem: str | None = None
+    connection_lost: bool = False  # the problem is a lost SSH connection: what it said is no longer known

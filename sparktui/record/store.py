@@ -208,6 +208,7 @@ def host_update_to_json(update: HostUpdate) -> dict[str, Any]:
     return {
         "sample": None if update.sample is None else host_sample_to_json(update.sample),
         "problem": update.problem,
+        **({"connection_lost": True} if update.connection_lost else {}),
     }
 
 
@@ -218,6 +219,7 @@ def host_update_from_json(node: str, t: float, data: Mapping[str, Any]) -> HostU
         t=t,
         sample=None if sample is None else host_sample_from_json(sample),
         problem=data.get("problem"),
+        connection_lost=bool(data.get("connection_lost", False)),
     )
 
 

@@ -75,7 +75,7 @@ class HostCollector:
                 on_update(HostUpdate(name, self.clock(), sample=sample))
             elif event.problem is not None:
                 splitter = FrameSplitter()  # a new sampler starts after the reconnect
-                on_update(HostUpdate(name, self.clock(), problem=f"ssh: {event.problem.message}"))
+                on_update(HostUpdate(name, self.clock(), problem=f"ssh: {event.problem.message}", connection_lost=True))
 
     async def _run_local(self, on_update: Callable[[HostUpdate], None]) -> None:
         sampler = LocalSampler()

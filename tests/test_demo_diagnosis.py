@@ -1,0 +1,144 @@
+"""Each demo scenario, stepped, opens its catalogue finding within the time the rule promises and
+clears it after recovery (issue 7). The incident's findings are covered in tests/test_demo_incident.py.
+
+Polls are every ``DT`` simulated seconds with the host sampler running over SSH, as in the dashboard;
+the promise of a detector rule is ``open_after`` polls after the first poll that can see the fault,
+and ``clear_after_s`` after the condition ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from sparktui.config import parse_config
+from sparktui.demo.fleet import DemoFleet
+from sparktui.demo.scenarios import SCENARIOS
+from sparktui.model.diagnosis import DiagnosisEngine, Rule, last_intervals, load_catalogue
+from sparktui.model.fleet import FleetState
+from sparktui.sources.http import make_client
+from sparktui.sources.poller import FleetPoller
+from tests.test_demo_ssh import HostFeed
+
+DT = 2.0
+WINDOW_S = 20.0  # the view's window, as on the node screen
+
+
+class Diagnosed:
+    """The demo fleet polled every ``DT`` s and diagnosed; remembers when each finding opened and cleared."""
+
+    def __init__(self, fleet: DemoFleet, poller: FleetPoller, state: FleetState, feed: HostFeed) -> None:
+        self.fleet, self.poller, self.state, self.feed = fleet, poller, state, feed
+        self.catalogue = load_catalogue()
+        self.engine = DiagnosisEngine(self.catalogue)
+        self.opened: dict[tuple[str, str], float] = {}  # (node, rule id) -> elapsed when last opened
+        self.cleared: dict[tuple[str, str], float] = {}
+        self.active: set[tuple[str, str]] = set()
+
+    def rule(self, rule_id: str) -> Rule:
+        return next(r for r in self.catalogue.rules if r.id == rule_id)
+
+    async def step(self) -> None:
+        await self.fleet.advance(DT)
+        with contextlib.suppress(AssertionError):  # a node that is off sends no frame to wait for
+            await self.feed.settle()
+        for observation in await self.poller.poll_all():
+            self.state.apply(observation)
+        now_active: set[tuple[str, str]] = set()
+        for view in self.state.view(self.fleet.now, window_s=WINDOW_S):
+            intervals = last_intervals(self.state.nodes[view.name])
+            for finding in self.engine.evaluate(view, None, self.fleet.now, intervals):
+                now_active.add((view.name, finding.id))
+        for key in now_active - self.active:
+            self.opened[key] = self.fleet.elapsed
+        for key in self.active - now_active:
+            self.cleared[key] = self.fleet.elapsed
+        self.active = now_active
+
+    async def run_until(self, elapsed_s: float, done: Callable[[], bool] = lambda: False) -> None:
+        while self.fleet.elapsed < elapsed_s and not done():
+            await self.step()
+
+
+@pytest.fixture
+async def diagnosed(request: pytest.FixtureRequest) -> AsyncIterator[Diagnosed]:
+    fleet = DemoFleet(seed=21, scenario=SCENARIOS[request.param])
+    await fleet.start()
+    spec = parse_config(fleet.config_toml(), source="demo.toml")
+    state = FleetState(spec)
+    feed = HostFeed(fleet, spec, tuple(n.name for n in spec.nodes), state)
+    try:
+        async with make_client() as client:
+            await feed.start()
+            yield Diagnosed(fleet, FleetPoller(spec, client, clock=lambda: fleet.now), state, feed)
+    finally:
+        await feed.close()
+        await fleet.stop()
+
+
+def _param(rule: Rule, name: str) -> float:
+    return float(rule.params[name])
+
+
+@pytest.mark.parametrize("diagnosed", ["wedged"], indirect=True)
+async def test_a_wedged_engine_opens_engine_wedged_in_time_and_a_restart_clears_it(diagnosed: Diagnosed) -> None:
+    key = ("spark1", "engine-wedged")
+    rule = diagnosed.rule("engine-wedged")
+    wedged_at = 15.0  # the scenario's event
+    await diagnosed.run_until(wedged_at + 60.0, done=lambda: key in diagnosed.active)
+    # The first poll after the wedge sees an interval with no token; open_after polls later it opens.
+    promised = wedged_at + DT + _param(rule, "open_after") * DT
+    assert key in diagnosed.active, f"engine-wedged not open by {diagnosed.fleet.elapsed:g} s"
+    assert diagnosed.opened[key] <= promised, (diagnosed.opened[key], promised)
+    assert diagnosed.active == {key}  # nothing else on the healthy nodes
+
+    await diagnosed.run_until(diagnosed.fleet.elapsed + 10.0)
+    assert key in diagnosed.active  # the wedge does not heal by itself
+    diagnosed.fleet.node("spark1").instances[0].restart(load_s=10.0)
+    restarted_at = diagnosed.fleet.elapsed
+    await diagnosed.run_until(restarted_at + 120.0, done=lambda: key in diagnosed.cleared)
+    assert key in diagnosed.cleared, "engine-wedged stayed open after the restart"
+    assert diagnosed.cleared[key] <= restarted_at + DT + _param(rule, "clear_after_s") + DT
+    await diagnosed.run_until(diagnosed.fleet.elapsed + 30.0)
+    assert key not in diagnosed.active
+
+
+@pytest.mark.parametrize("diagnosed", ["spec-degradation"], indirect=True)
+async def test_a_collapsed_draft_position_opens_its_finding_and_clears_once_it_recovers(diagnosed: Diagnosed) -> None:
+    key = ("spark2", "spec-position-collapse")
+    rule = diagnosed.rule("spec-position-collapse")
+    collapsed_at = 10.0  # the scenario's event
+    await diagnosed.run_until(60.0, done=lambda: key in diagnosed.active)
+    # Acceptance is a trend read over the view's window: at the latest once the window holds only the
+    # collapse, and open_after polls later.
+    promised = collapsed_at + WINDOW_S + _param(rule, "open_after") * DT
+    assert key in diagnosed.active and diagnosed.opened[key] <= promised, (diagnosed.opened.get(key), promised)
+
+    engine = diagnosed.fleet.node("spark2").instances[0].engine
+    engine.acceptance_factor = None  # the model's own acceptance again (num_speculative_tokens fixed)
+    recovered_at = diagnosed.fleet.elapsed
+    await diagnosed.run_until(recovered_at + 150.0, done=lambda: key in diagnosed.cleared)
+    assert key in diagnosed.cleared, "spec-position-collapse stayed open after acceptance recovered"
+    promised = recovered_at + WINDOW_S + _param(rule, "clear_after_s") + DT
+    assert diagnosed.cleared[key] <= promised, (diagnosed.cleared[key], promised)
+
+
+@pytest.mark.parametrize("diagnosed", ["node-down"], indirect=True)
+async def test_a_node_that_loses_power_opens_node_vanished_and_clears_once_it_serves(diagnosed: Diagnosed) -> None:
+    key = ("spark2", "node-vanished")
+    rule = diagnosed.rule("node-vanished")
+    off_at, on_at = 20.0, 80.0  # the scenario's events
+    await diagnosed.run_until(off_at + 30.0, done=lambda: key in diagnosed.active)
+    promised = off_at + DT + _param(rule, "open_after") * DT
+    assert key in diagnosed.active and diagnosed.opened[key] <= promised, (diagnosed.opened.get(key), promised)
+    await diagnosed.run_until(on_at - DT)
+    # Off is not "loading": the unit's last known state came over the SSH connection that died with it.
+    assert ("spark2", "port-refused-loading") not in diagnosed.opened
+    assert key in diagnosed.active
+
+    await diagnosed.run_until(on_at + 90.0, done=lambda: key in diagnosed.cleared)
+    assert ("spark2", "port-refused-loading") in diagnosed.opened  # booted: now it is loading
+    promised = on_at + DT + _param(rule, "clear_after_s") + DT
+    assert key in diagnosed.cleared and diagnosed.cleared[key] <= promised, (diagnosed.cleared.get(key), promised)
