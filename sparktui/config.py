@@ -409,6 +409,7 @@ def _resolve_files_and_secrets(
         for i, notifier in enumerate(fleet.notifiers)
     ]
     errors.extend(_unknown_findings(fleet.alerts or (), source))
+    errors.extend(_bad_diagnosis_thresholds(fleet.diagnosis, source))
     prometheus = _resolve_prometheus(fleet.prometheus, f"{source}: prometheus", env, base_dir, errors)
     if errors:
         raise ConfigError(errors)
@@ -463,6 +464,22 @@ def _resolve_notifier(
             # The URL now is the secret read; where it came from is not needed once read.
             update.update(url=url, url_env=None, url_file=None)
     return notifier.model_copy(update=update)
+
+
+def _bad_diagnosis_thresholds(overrides: Mapping[str, float], source: str) -> list[str]:
+    """``[diagnosis]`` keys that name no rule or parameter of the catalogue, or values below 0."""
+    if not overrides:
+        return []
+    from sparktui.model.diagnosis import CatalogueError, load_catalogue
+
+    catalogue = load_catalogue()
+    errors: list[str] = []
+    for key, value in overrides.items():
+        try:
+            catalogue.with_overrides({key: value})
+        except CatalogueError as exc:
+            errors.append(f"{source}: diagnosis: {exc}")
+    return errors
 
 
 def _unknown_findings(rules: Sequence[AlertRuleSpec], source: str) -> list[str]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparktui.model.alerts import AlertEngine, AlertEvent, AlertState, alert_rules, firing_now
-from sparktui.model.diagnosis import DiagnosisEngine, Finding, Severity, last_intervals, load_catalogue, unread
+from sparktui.model.diagnosis import DiagnosisEngine, Finding, Severity, catalogue_for, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -85,7 +85,7 @@ class Watcher:
         self.window_s = window_s
         self.state = FleetState(fleet)
         self.views: tuple[NodeView, ...] = ()
-        self.diagnosis = DiagnosisEngine(load_catalogue())
+        self.diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis))
         self.findings: dict[str, tuple[Finding, ...]] = {}
         self.alerts = AlertEngine.for_fleet(fleet)
         self.ticks = 0
@@ -330,7 +330,7 @@ def run_check(fleet: FleetSpec, state: FleetState, now: float, *, out: TextIO | 
     """``sparktui check --alerts`` after ``headless.collect``: diagnose each node once, judge the rules,
     print the lines; returns the exit code."""
     views = state.view(now, window_s=None)
-    diagnosis = DiagnosisEngine(load_catalogue())
+    diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis))
     findings = {
         view.name: diagnosis.evaluate(view, None, now, last_intervals(state.nodes[view.name])) for view in views
     }

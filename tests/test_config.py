@@ -690,3 +690,26 @@ def test_kiosk_and_keymap_are_validated() -> None:
         parse_config('[kiosk]\nrotate_s = 1.0\nunlock_key = "ctrl u"\n' + NODE, source=SRC, env={})
     assert len(caught.value.errors) == 2
     assert any("kiosk.unlock_key: must be a key name" in e for e in caught.value.errors)
+
+
+def test_diagnosis_thresholds_change_the_catalogue_and_bad_keys_are_one_line_each() -> None:
+    from sparktui.model.diagnosis import catalogue_for
+
+    fleet = parse_config(
+        NODE + '[diagnosis]\n"engine-wedged.open_after" = 8\n"kv-pressure.kv_usage_min" = 0.95\n', env={}
+    )
+    catalogue = catalogue_for(fleet.diagnosis)
+    assert catalogue.rule("engine-wedged").param("open_after") == 8.0
+    assert catalogue.rule("kv-pressure").param("kv_usage_min") == 0.95
+    assert catalogue_for({}).rule("engine-wedged").param("open_after") == 5.0  # the shipped default
+    with pytest.raises(ConfigError) as caught:
+        parse_config(
+            NODE + '[diagnosis]\n"engine-wedgd.open_after" = 8\n"kv-pressure.nope" = 1\n"crash-loop" = 2\n',
+            source="f.toml",
+            env={},
+        )
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 3, lines
+    assert "f.toml: diagnosis: diagnosis threshold 'engine-wedgd.open_after': there is no rule" in lines[0]
+    assert "rule 'kv-pressure' has no parameter 'nope'" in lines[1]
+    assert "write it as '<rule id>.<parameter>'" in lines[2]

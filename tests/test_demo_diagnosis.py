@@ -18,6 +18,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.diagnosis import DiagnosisEngine, Rule, last_intervals, load_catalogue
 from sparktui.model.fleet import FleetState
+from sparktui.model.status import State
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.test_demo_ssh import HostFeed
@@ -141,4 +142,41 @@ async def test_a_node_that_loses_power_opens_node_vanished_and_clears_once_it_se
     await diagnosed.run_until(on_at + 90.0, done=lambda: key in diagnosed.cleared)
     assert ("spark2", "port-refused-loading") in diagnosed.opened  # booted: now it is loading
     promised = on_at + DT + _param(rule, "clear_after_s") + DT
+    assert key in diagnosed.cleared and diagnosed.cleared[key] <= promised, (diagnosed.cleared.get(key), promised)
+
+
+@pytest.mark.parametrize("diagnosed", ["kv-pressure"], indirect=True)
+async def test_a_full_kv_cache_that_preempts_opens_kv_pressure_in_time_and_a_restart_clears_it(
+    diagnosed: Diagnosed,
+) -> None:
+    key = ("spark1", "kv-pressure")
+    rule = diagnosed.rule("kv-pressure")
+    # The rule's promise: open at the poll where the condition has held for open_after polls in a row.
+    in_a_row, promised_at = 0, None
+    while key not in diagnosed.active:
+        assert diagnosed.fleet.elapsed < 300.0, "kv-pressure did not open within 300 s of the flood"
+        await diagnosed.step()
+        view = {v.name: v for v in diagnosed.state.view(diagnosed.fleet.now)}["spark1"].instances[0]
+        interval = last_intervals(diagnosed.state.nodes["spark1"])[view.name]
+        full = view.kv_usage is not None and view.kv_usage >= _param(rule, "kv_usage_min")
+        preempting = interval is not None and (interval.preemptions or 0.0) >= _param(rule, "preemptions_min")
+        in_a_row = in_a_row + 1 if full and preempting else 0
+        if in_a_row >= _param(rule, "open_after") and promised_at is None:
+            promised_at = diagnosed.fleet.elapsed
+    assert promised_at is not None and diagnosed.opened[key] <= promised_at, (diagnosed.opened[key], promised_at)
+    # The long sessions hold their blocks: the operator moves them elsewhere and restarts the instance.
+    instance = diagnosed.fleet.node("spark1").instances[0]
+    instance.engine.load_factor = instance.engine.prompt_factor = instance.engine.output_factor = 1.0
+    instance.restart(load_s=10.0)
+    restarted_at = diagnosed.fleet.elapsed
+
+    def serving() -> bool:
+        view = {v.name: v for v in diagnosed.state.view(diagnosed.fleet.now)}["spark1"]
+        return view.instances[0].status.state is State.UP
+
+    await diagnosed.run_until(restarted_at + 60.0, done=lambda: diagnosed.fleet.elapsed > restarted_at and serving())
+    assert serving(), "spark1 did not come back after the restart"
+    # While it loads there is no KV cache to judge; clear_after_s counts from the first poll that shows one.
+    promised = diagnosed.fleet.elapsed + _param(rule, "clear_after_s") + DT
+    await diagnosed.run_until(promised + 30.0, done=lambda: key in diagnosed.cleared)
     assert key in diagnosed.cleared and diagnosed.cleared[key] <= promised, (diagnosed.cleared.get(key), promised)

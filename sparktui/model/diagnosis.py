@@ -198,6 +198,12 @@ def load_catalogue() -> Catalogue:
     return parse_catalogue(text, source="sparktui/data/failures.toml")
 
 
+def catalogue_for(overrides: Mapping[str, float]) -> Catalogue:
+    """The shipped catalogue with the config's ``[diagnosis]`` thresholds (validated by the config loader)."""
+    catalogue = load_catalogue()
+    return catalogue.with_overrides(overrides) if overrides else catalogue
+
+
 def parse_catalogue(text: str, source: str = "failures.toml") -> Catalogue:
     """Parse and validate catalogue TOML; every regular expression is compiled here."""
     try:

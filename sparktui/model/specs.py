@@ -952,6 +952,8 @@ class FleetSpec(_Spec):
     nodes: tuple[NodeSpec, ...] = Field((), max_length=256, validate_default=True)
     alerts: tuple[AlertRuleSpec, ...] | None = None  # None: the default rules (docs/alerts.md); () none
     notifiers: tuple[NotifierSpec, ...] = ()
+    # Diagnosis thresholds, "<rule id>.<param>" -> number (docs/diagnosis.md); checked against the catalogue.
+    diagnosis: dict[str, Num] = Field(default_factory=dict)
     source: str | None = None  # set by the loader: where the spec came from, for messages
 
     def node(self, name: str) -> NodeSpec | None:

@@ -18,7 +18,7 @@ from textual.widgets import Footer, Markdown
 from sparktui.actions.plans import ActionPlan, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.model.alerts import AlertEngine
-from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
+from sparktui.model.diagnosis import DiagnosisEngine, Finding, catalogue_for, last_intervals, unread
 from sparktui.model.drift import drift_report
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
@@ -93,7 +93,7 @@ class SparkApp(App[None]):
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
         self.poll_errors: deque[str] = deque(maxlen=100)  # the latest internal errors, bounded
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
-        catalogue = load_catalogue()
+        catalogue = catalogue_for(fleet.diagnosis)
         self.diagnosis = DiagnosisEngine(catalogue)
         # Every log signature of the catalogue, for highlighting in the log view.
         self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
