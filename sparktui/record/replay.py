@@ -27,7 +27,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from sparktui.model.diagnosis import Catalogue, DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
+from sparktui.model.diagnosis import Catalogue, DiagnosisEngine, Finding, catalogue_for, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -361,7 +361,7 @@ class ModelSink:
     ) -> None:
         self.fleet = fleet
         self.window_s = window_s
-        self.catalogue = catalogue or load_catalogue()
+        self.catalogue = catalogue or catalogue_for(fleet.diagnosis)
         self.on_tick = on_tick
         self.resets = 0
         self.errors: list[str] = []
