@@ -1,0 +1,104 @@
+"""What the benchmark scripts share: the demo fleet in its own process, quantiles, CPU time of a
+process, the machine line, and writing a script's own section of ``docs/performance.md``.
+
+Benchmarks run as scripts (``python benchmarks/bench_x.py``), so this is imported as ``_common``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+
+SPARKTUI = Path(sys.executable).parent / "sparktui"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoProcess:
+    config: Path  # the fleet config the demo wrote, for ``sparktui --config``
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@contextlib.contextmanager
+def demo_fleet(nodes: int, *extra: str, settle_s: float = 1.0, timeout_s: float = 60.0) -> Iterator[DemoProcess]:
+    """``sparktui demo --serve-only --nodes N`` in its own process, until the block ends.
+
+    Yields once the demo has written its config (every server listening) and ``settle_s`` has passed.
+    """
+    with tempfile.TemporaryDirectory(prefix="sparktui-bench-") as tmp:
+        config = Path(tmp) / "demo.toml"
+        process = subprocess.Popen(
+            [str(SPARKTUI), "demo", "--serve-only", "--nodes", str(nodes), "--write-config", str(config), *extra],
+            stdout=subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not config.exists():
+                if process.poll() is not None:
+                    raise SystemExit(f"the demo fleet exited with status {process.returncode} before serving")
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the demo fleet did not write its config within {timeout_s:g} s")
+                time.sleep(0.1)
+            time.sleep(settle_s)
+            yield DemoProcess(config, process)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank quantile of ``values`` (``q`` in 0..1); NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def machine_line() -> str:
+    """The machine and versions a figure was measured on, for the docs."""
+    cpus = os.cpu_count() or 0
+    memory = psutil.virtual_memory().total / 2**30
+    versions = ", ".join(
+        f"{name} {metadata.version(name)}" for name in ("sparktui", "textual", "httpx", "asyncssh", "prometheus-client")
+    )
+    return (
+        f"{platform.system()} {platform.machine()}, {cpus} cores, {memory:.0f} GiB, "
+        f"Python {platform.python_version()}; {versions}"
+    )
+
+
+def write_section(path: Path, name: str, body: str) -> None:
+    """Replace the ``<!-- name:start -->``…``<!-- name:end -->`` block of ``path`` (appended when missing)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    doc = path.read_text() if path.exists() else "# Performance\n"
+    block = f"{start}\n{body.rstrip()}\n{end}"
+    if start in doc and end in doc:
+        doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(doc)
