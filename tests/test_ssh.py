@@ -417,3 +417,26 @@ async def test_close_stops_streams_and_commands(sshd: Sshd) -> None:
     assert all(event.connected is False for event in rest)  # it ended without reconnecting
     result = await ssh.run("true", timeout_s=5)
     assert result.problem is not None and "closed" in result.problem.message
+
+
+async def test_stream_splits_lines_across_reads_and_cuts_an_endless_line(
+    sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines come whole whatever the reads' boundaries; a last line without a newline still comes; a
+    run with no newline is cut at the line cap instead of growing without end."""
+    from sparktui.sources import ssh as ssh_module
+
+    monkeypatch.setattr(ssh_module, "STREAM_CHUNK", 7)  # reads end mid-line all the time
+    monkeypatch.setattr(ssh_module, "STREAM_MAX_LINE", 50)
+    command = "printf 'alpha beta\\r\\ngamma\\n\\ndelta epsilon zeta\\n'; head -c 120 /dev/zero | tr '\\0' x; exit 3"
+    async with ssh_for(sshd) as ssh:
+        events = ssh.stream(command, read_timeout_s=5)
+        lines: list[str] = []
+        async with contextlib.aclosing(events):
+            while len(lines) < 7:
+                event = await next_event(events, lambda e: e.line is not None or e.problem is not None, 5)
+                if event.problem is not None:
+                    break
+                assert event.line is not None
+                lines.append(event.line)
+    assert lines == ["alpha beta", "gamma", "", "delta epsilon zeta", "x" * 50, "x" * 50, "x" * 20]

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from rich.console import Console
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import RichLog, Static
 
 from sparktui.actions.plans import Refusal, plan_action
 from sparktui.model.logbuffer import LogBuffer
@@ -20,13 +20,14 @@ from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
+from sparktui.ui.table import RowTable
 from tests.ui_data import NOW, Clock, fed_app, feed, fleet_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _table(app: SparkApp) -> DataTable[object]:
-    return app.screen.query_one("#fleet", DataTable)
+def _table(app: SparkApp) -> RowTable:
+    return app.screen.query_one("#fleet", RowTable)
 
 
 def _plain(widget: Static) -> str:
@@ -134,11 +135,11 @@ async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
     app = fed_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        narrow = [str(c.label) for c in _table(app).columns.values()]
+        narrow = [c.label for c in _table(app).columns]
         assert narrow == ["Node", "Status", "Gen t/s", "Run/Wait", "KV", "TTFT p90", "Find", "Age"]
         await pilot.resize_terminal(200, 60)
         await pilot.pause()
-        wide = [str(c.label) for c in _table(app).columns.values()]
+        wide = [c.label for c in _table(app).columns]
         assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 15
         assert len(_row_labels(app)) == 4
 

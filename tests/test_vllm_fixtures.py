@@ -167,3 +167,23 @@ def test_restart_is_detected_by_process_start_even_if_no_counter_drops(tmp_path:
     # After a reset every counter contributes its new value, not the difference.
     total = second.models[next(iter(second.models))].counters["generation_tokens"]
     assert rates.generation_tokens_per_s == pytest.approx(total / (t1 - t0))
+
+
+def test_tracker_keeps_each_answer_until_the_next_scrape_and_no_longer() -> None:
+    scrapes = list(_scrapes("mtp2-steady"))
+    tracker = VllmTracker()
+    for t, scrape in scrapes[:3]:
+        tracker.observe(t, scrape)
+    window, last = tracker.rates(window_s=30.0), tracker.last_interval_rates()
+    assert window is not None and last is not None
+    assert tracker.rates(window_s=30.0) is window and tracker.last_interval_rates() is last
+    assert tracker.rates(window_s=1.0) is not window  # another window is its own question
+    t, scrape = scrapes[3]
+    tracker.observe(t, scrape)
+    fresh = tracker.last_interval_rates()
+    assert fresh is not None and fresh is not last
+    (t2, s2), (t3, s3) = scrapes[2], scrapes[3]
+    direct = VllmTracker()
+    direct.observe(t2, s2)
+    direct.observe(t3, s3)
+    assert fresh == direct.last_interval_rates()  # the new answer is the new interval's, not a stale one

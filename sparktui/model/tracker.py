@@ -8,13 +8,18 @@ from sparktui.model.vllm import ModelScrape, VllmScrape
 
 
 class VllmTracker:
-    """Keeps reset-corrected counter history per served model of one vLLM instance."""
+    """Keeps reset-corrected counter history per served model of one vLLM instance.
+
+    Derived numbers change only when a scrape arrives, but the render tick, the status model and the
+    diagnosis all ask for them; each answer is kept until the next ``observe``.
+    """
 
     def __init__(self, max_age_s: float = 900.0) -> None:
         self._max_age_s = max_age_s
         self._histories: dict[str, CounterHistory] = {}
         self.latest: VllmScrape | None = None
         self.latest_t: float | None = None
+        self._memo: dict[tuple[str, str | None, float | None], VllmRates | None] = {}
 
     def observe(self, t: float, scrape: VllmScrape) -> None:
         for name, model in scrape.models.items():
@@ -23,6 +28,7 @@ class VllmTracker:
                 history = self._histories[name] = CounterHistory(max_age_s=self._max_age_s)
             history.add(t, flatten(model), scrape.process_start)
         self.latest, self.latest_t = scrape, t
+        self._memo.clear()
 
     def model_names(self) -> list[str]:
         return sorted(self.latest.models) if self.latest else []
@@ -39,21 +45,29 @@ class VllmTracker:
 
     def rates(self, model_name: str | None = None, window_s: float | None = None) -> VllmRates | None:
         """Numbers over the last ``window_s`` seconds (everything kept, if None); None before two scrapes."""
+        key = ("window", model_name, window_s)
+        if key in self._memo:
+            return self._memo[key]
         found = self._model(model_name)
         if found is None:
             return None
         history, model = found
         deltas = history.window(window_s)
-        return derive_rates(deltas, model) if deltas is not None else None
+        rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
+        return rates
 
     def last_interval_rates(self, model_name: str | None = None) -> VllmRates | None:
         """Numbers between the last two scrapes."""
+        key = ("last", model_name, None)
+        if key in self._memo:
+            return self._memo[key]
         found = self._model(model_name)
         if found is None:
             return None
         history, model = found
         deltas = history.last_interval()
-        return derive_rates(deltas, model) if deltas is not None else None
+        rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
+        return rates
 
     def interval_rates(self, model_name: str | None = None) -> list[VllmRates]:
         """Numbers for each pair of consecutive scrapes kept, oldest first."""

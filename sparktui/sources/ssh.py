@@ -38,6 +38,8 @@ DEFAULT_KEEPALIVE_COUNT_MAX = 2  # the link is declared dead after (count_max + 
 BACKOFF_MIN_S = 0.2  # after the first failure; the first reconnect after a stable connection is at once
 BACKOFF_MAX_S = 10.0
 BACKOFF_HUMAN_S = 30.0  # host key and authentication problems: retried slowly, a person has to act
+STREAM_CHUNK = 64 * 1024  # the most a stream reads at once
+STREAM_MAX_LINE = 256 * 1024  # a longer run without a newline is cut into lines of this size
 STABLE_AFTER_S = 5.0  # a connection that lived this long counts as stable: its loss resets the backoff
 _UNREACHABLE_ERRNOS = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
 
@@ -316,10 +318,14 @@ class NodeSsh:
             problem: SshProblem | None = None
             try:
                 yield StreamEvent(connected=True)
+                partial = ""  # the start of a line whose end has not arrived yet
                 while True:
+                    # Whatever has arrived, split here: one wait per chunk rather than per line (a
+                    # host frame is ~60 lines; readline's per-line timeout and wait cost more than the
+                    # lines themselves).
                     try:
                         async with asyncio.timeout(read_timeout_s):
-                            line = await process.stdout.readline()
+                            chunk = await process.stdout.read(STREAM_CHUNK)
                     except TimeoutError:
                         assert read_timeout_s is not None
                         problem = self._drop(
@@ -332,9 +338,16 @@ class NodeSsh:
                             ),
                         )
                         break
-                    if not line:
+                    if not chunk:
+                        if partial:
+                            yield StreamEvent(line=partial.rstrip("\r"))
                         break
-                    yield StreamEvent(line=line.rstrip("\r\n"))
+                    *lines, partial = (partial + chunk).split("\n")
+                    for line in lines:
+                        yield StreamEvent(line=line.rstrip("\r"))
+                    while len(partial) > STREAM_MAX_LINE:  # no newline in sight: memory stays bounded
+                        yield StreamEvent(line=partial[:STREAM_MAX_LINE])
+                        partial = partial[STREAM_MAX_LINE:]
             except (asyncssh.Error, OSError) as exc:
                 problem = self._drop(conn, exc)
             finally:

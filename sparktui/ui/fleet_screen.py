@@ -11,13 +11,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_seconds
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import finding_text, findings_cell, memory_bar, node_reason, spark_text, status_text
+from sparktui.ui.table import RowTable, TableColumn
 
 if TYPE_CHECKING:
     from sparktui.ui.app import SparkApp
@@ -88,7 +89,6 @@ class FleetScreen(Screen[None]):
         self._columns: tuple[Column, ...] = ()
         self._filter = ""
         self._order: list[str] = []
-        self._shown: dict[str, dict[str, Text | str]] = {}  # what each cell shows now
 
     @property
     def spark(self) -> SparkApp:
@@ -102,8 +102,7 @@ class FleetScreen(Screen[None]):
         with Vertical():
             yield Static(id="summary")
             yield Static(id="banner")
-            table: DataTable[Text | str] = DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
-            yield table
+            yield RowTable(id="fleet")
             yield Static(id="detail")
         yield Input(placeholder="filter nodes by name, model or status (escape clears)", id="filter")
         yield Footer()
@@ -124,13 +123,9 @@ class FleetScreen(Screen[None]):
         return tuple(c for c in COLUMNS if width >= c.min_screen)
 
     def _rebuild_columns(self, width: int) -> None:
-        table = self.query_one("#fleet", DataTable)
-        table.clear(columns=True)
         self._columns = self._wanted_columns(width)
-        for column in self._columns:
-            table.add_column(column.label, key=column.key, width=column.width)
+        self.query_one("#fleet", RowTable).set_columns([TableColumn(c.key, c.label, c.width) for c in self._columns])
         self._order = []
-        self._shown = {}
 
     # --- data -------------------------------------------------------------------------------------
 
@@ -207,29 +202,13 @@ class FleetScreen(Screen[None]):
     def update_views(self, views: Sequence[NodeView]) -> None:
         if not self._ready:  # the render tick can land between switch_screen and mount
             return
-        table = self.query_one("#fleet", DataTable)
         rows = self._rows(views)
-        keys = [key for key, *_ in rows]
-        if keys != self._order:
-            cursor = table.cursor_row
-            table.clear()
-            self._shown = {}
-            for key, view, instance, label in rows:
-                cells = self._shown[key] = self._cells(view, instance, label)
-                table.add_row(*(cells[c.key] for c in self._columns), key=key)
-            self._order = keys
-            if rows:
-                table.move_cursor(row=min(cursor, len(rows) - 1))
-        else:
-            # Only the cells whose content changed: each update invalidates the table's render caches.
-            for key, view, instance, label in rows:
-                cells = self._cells(view, instance, label)
-                shown = self._shown.setdefault(key, {})
-                for column in self._columns:
-                    value = cells[column.key]
-                    if shown.get(column.key) != value:
-                        table.update_cell(key, column.key, value)
-                        shown[column.key] = value
+        self._order = [key for key, *_ in rows]
+        table_rows: list[tuple[str, tuple[Text | str, ...]]] = []
+        for key, view, instance, label in rows:
+            cells = self._cells(view, instance, label)
+            table_rows.append((key, tuple(cells[c.key] for c in self._columns)))
+        self.query_one("#fleet", RowTable).set_rows(table_rows)
         self._update_summary(views)
         self._update_detail(views)
 
@@ -281,16 +260,16 @@ class FleetScreen(Screen[None]):
 
     def highlighted(self, views: Sequence[NodeView] | None = None) -> NodeView | None:
         views = views if views is not None else self.spark.views
-        table = self.query_one("#fleet", DataTable)
-        if not self._order or table.cursor_row is None or table.cursor_row >= len(self._order):
+        table = self.query_one("#fleet", RowTable)
+        if not self._order or table.cursor_row >= len(self._order):
             return None
         node = self._order[table.cursor_row].split("/", 1)[0]
         return next((v for v in views if v.name == node), None)
 
-    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+    def on_row_table_row_highlighted(self, _event: RowTable.RowHighlighted) -> None:
         self._update_detail(self.spark.views)
 
-    def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
+    def on_row_table_row_selected(self, _event: RowTable.RowSelected) -> None:
         self.action_open_node()
 
     # --- actions ----------------------------------------------------------------------------------
@@ -315,7 +294,7 @@ class FleetScreen(Screen[None]):
         field.value = ""
         field.remove_class("shown")
         self._filter = ""
-        self.query_one("#fleet", DataTable).focus()
+        self.query_one("#fleet", RowTable).focus()
         self.update_views(self.spark.views)
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -323,7 +302,7 @@ class FleetScreen(Screen[None]):
         self.update_views(self.spark.views)
 
     def on_input_submitted(self, _event: Input.Submitted) -> None:
-        self.query_one("#fleet", DataTable).focus()
+        self.query_one("#fleet", RowTable).focus()
 
 
 def _job_of(app: SparkApp, node: str, instance: str) -> str | None:
