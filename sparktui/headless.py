@@ -24,7 +24,7 @@ from sparktui.model.units import (
     to_jsonable,
 )
 from sparktui.sources.host import HostCollector, wants_host_state
-from sparktui.sources.http import make_client
+from sparktui.sources.http import make_poll_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
 
 
@@ -44,7 +44,7 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[Flee
 
     tasks = [asyncio.create_task(HostCollector(node, fleet).run(on_host)) for node in hosted]
     try:
-        async with make_client(fleet_origins(fleet)) as client:
+        async with make_poll_client(fleet_origins(fleet)) as client:
             poller = FleetPoller(fleet, client)
             for index in range(polls):
                 if index:

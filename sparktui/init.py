@@ -20,19 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from sparktui.config import ConfigError, default_config_path, parse_config
 from sparktui.model import discovery as d
 from sparktui.model.observations import HttpResult
 from sparktui.model.specs import SSH_USER_RE, NodeSpec, SshSpec, check_host, url_host
-from sparktui.sources.http import fetch, make_client
+from sparktui.sources.http import FetchClient, fetch, make_poll_client
 from sparktui.sources.ssh import CommandResult, NodeSsh
-
-if TYPE_CHECKING:
-    # Imported for annotations only: sparktui.sources.http imports httpx so that its command-line
-    # tool (which loads rich) stays out.
-    import httpx
 
 EXIT_USAGE = 2
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -125,7 +120,7 @@ def _exists_message(path: Path) -> str:
 # --- HTTP ---------------------------------------------------------------------------------------------
 
 
-async def probe_port(client: httpx.AsyncClient, host: str, port: int, role: str, timeout_s: float) -> d.PortFinding:
+async def probe_port(client: FetchClient, host: str, port: int, role: str, timeout_s: float) -> d.PortFinding:
     base = f"http://{url_host(host)}:{port}"
     results: list[HttpResult] = await asyncio.gather(
         *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in d.PROBE_PATHS)
@@ -134,7 +129,7 @@ async def probe_port(client: httpx.AsyncClient, host: str, port: int, role: str,
 
 
 async def probe_host(
-    client: httpx.AsyncClient, host: str, ports: Sequence[tuple[int, str]], timeout_s: float
+    client: FetchClient, host: str, ports: Sequence[tuple[int, str]], timeout_s: float
 ) -> tuple[d.PortFinding, ...]:
     return tuple(await asyncio.gather(*(probe_port(client, host, port, role, timeout_s) for port, role in ports)))
 
@@ -234,7 +229,7 @@ async def ssh_discover(host: str, request: InitRequest) -> SshOutcome:
 
 async def discover(request: InitRequest) -> tuple[list[tuple[d.PortFinding, ...]], list[SshOutcome | None]]:
     """Probe every host over HTTP and SSH, all at once."""
-    async with make_client() as client:
+    async with make_poll_client() as client:
         http = [probe_host(client, host, request.ports, request.timeout_s) for host in request.hosts]
         if request.use_ssh:
             findings, outcomes = await asyncio.gather(

@@ -350,7 +350,7 @@ async def compare(
     """Poll the fleet directly for ``window_s`` (every ``poll_interval_s``), then ask Prometheus the same
     numbers over the same stretch of time; return the side-by-side text. Raises ``PrometheusError``."""
     from sparktui.model.fleet import FleetState
-    from sparktui.sources.http import make_client, origin_of
+    from sparktui.sources.http import make_client, make_poll_client, origin_of
     from sparktui.sources.poller import FleetPoller, fleet_origins
     from sparktui.sources.prometheus import PrometheusClient, PrometheusError
 
@@ -359,7 +359,7 @@ async def compare(
         raise PrometheusError("snapshot --compare needs a [prometheus] table in the config (docs/prometheus.md)")
     state = FleetState(fleet)
     first_wall: float | None = None
-    async with make_client(fleet_origins(fleet)) as client:
+    async with make_poll_client(fleet_origins(fleet)) as client:
         poller = FleetPoller(fleet, client, clock=clock)
         started = clock()
         while True:

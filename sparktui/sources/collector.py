@@ -7,18 +7,22 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-import httpx
+from urllib.parse import urlencode
 
 from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.vllm import wanted_sample_names
-from sparktui.sources.http import fetch
+from sparktui.sources.http import FetchClient, fetch
 
 METRICS_FILTER = {"name[]": list(wanted_sample_names())}
 Clock = Callable[[], float]
 VERSION_EVERY = 60  # polls between /version checks while healthy
 MODELS_EVERY = 30  # polls between /v1/models checks while healthy
+
+
+def metrics_url(base: str, filtered: bool) -> str:
+    """The /metrics URL polled, with the ``name[]`` filter of the series sparktui reads when ``filtered``."""
+    return f"{base}/metrics?{urlencode(METRICS_FILTER, doseq=True)}" if filtered else f"{base}/metrics"
 
 
 @dataclass
@@ -47,7 +51,7 @@ class _InstancePoller:
     def __init__(self, spec: VllmSpec, fleet: FleetSpec, clock: Clock) -> None:
         self.spec = spec
         self.clock = clock
-        self.metrics_url: httpx.URL | None = None
+        self.metrics_url: str | None = None
         self.fleet = fleet
         self.backoff = Backoff(fleet.poll_interval_s, max(10.0, fleet.poll_interval_s))
         self.polls = 0
@@ -59,7 +63,7 @@ class _InstancePoller:
         key = self.spec.api_key
         return {"Authorization": f"Bearer {key.get_secret_value()}"} if key is not None else {}
 
-    async def poll(self, client: httpx.AsyncClient) -> VllmObservation:
+    async def poll(self, client: FetchClient) -> VllmObservation:
         base = self.spec.base_url
         if base is None:  # a tensor-parallel worker serves no HTTP
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
@@ -68,10 +72,8 @@ class _InstancePoller:
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
-        if self.metrics_url is None:
-            # Built once: httpx would re-encode the filter's sixty query parameters on every poll.
-            params = METRICS_FILTER if self.spec.metrics_filter else None
-            self.metrics_url = httpx.URL(f"{base}/metrics", params=params)
+        if self.metrics_url is None:  # built once: the filter has sixty query parameters to encode
+            self.metrics_url = metrics_url(base, self.spec.metrics_filter)
         ask_version = self.need_version or self.polls % VERSION_EVERY == 0
         ask_models = self.need_models or self.polls % MODELS_EVERY == 0
         calls: list[Awaitable[HttpResult]] = [
@@ -125,7 +127,7 @@ class NodeCollector:
         return found
 
     async def _maybe(
-        self, client: httpx.AsyncClient, key: str, url: str, timeout_s: float, max_bytes: int
+        self, client: FetchClient, key: str, url: str, timeout_s: float, max_bytes: int
     ) -> HttpResult | None:
         backoff = self._backoff(key)
         if not backoff.due(self.clock()):
@@ -134,7 +136,7 @@ class NodeCollector:
         backoff.record(result, self.clock())
         return result
 
-    async def poll(self, client: httpx.AsyncClient) -> NodeObservation:
+    async def poll(self, client: FetchClient) -> NodeObservation:
         fleet = self.fleet
         node = self.node
         vllm_calls = [instance.poll(client) for instance in self._instances]

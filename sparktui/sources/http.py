@@ -1,7 +1,13 @@
 """HTTP GET with a total deadline and a body-size cap, as plain ``HttpResult`` data.
 
 Every failure ends in an ``HttpResult`` with a one-line reason; nothing raises to the caller (except
-cancellation).
+cancellation). ``fetch`` takes either client:
+
+- ``make_poll_client()``: the poll path's client. Plain ``http://`` goes through sparktui's own
+  HTTP/1.1 client (``sparktui.sources.http1``, about a sixth of httpx's CPU per GET:
+  ``benchmarks/bench_http.py``); ``https://`` and anything else through httpx, made on first use.
+- ``make_client()``: an httpx client, for the callers that use httpx's API themselves (the
+  Prometheus source, notifiers, the action runner).
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 
 from sparktui.model.observations import FetchKind, HttpResult  # noqa: E402
+from sparktui.sources import http1  # noqa: E402
 
 USER_AGENT = "sparktui"
 
 
 def make_client(origins: Iterable[str] = (), max_connections: int = 64) -> httpx.AsyncClient:
-    """The one shared client: keep-alive connections, no global timeout (each call sets one).
+    """An httpx client: keep-alive connections, no global timeout (each call sets one). For callers
+    that use httpx's API; the poll path takes ``make_poll_client``, which falls back on this for https.
 
     Each origin (``scheme://host:port``) listed gets a connection pool of its own: httpcore assigns
     requests to connections by scanning its whole pool, so one pool shared by a large fleet costs
@@ -45,8 +53,48 @@ def make_client(origins: Iterable[str] = (), max_connections: int = 64) -> httpx
     )
 
 
+class PollClient:
+    """The poll path's client: ``http://`` through ``http1.Http1Client``, the rest through httpx.
+
+    Use as an async context manager (or call ``aclose()``). Connections are pooled per origin in
+    both: up to ``http1.MAX_IDLE_PER_ORIGIN`` idle keep-alive connections each.
+    """
+
+    def __init__(self, origins: Iterable[str] = (), max_connections: int = 64) -> None:
+        self.http1 = http1.Http1Client(user_agent=USER_AGENT)
+        # httpx only serves what http1 does not (https); building it (an SSL context) waits for one.
+        self._httpx_origins = [o for o in set(origins) if not o.startswith("http://")]
+        self._max_connections = max_connections
+        self._httpx: httpx.AsyncClient | None = None
+
+    def httpx_client(self) -> httpx.AsyncClient:
+        if self._httpx is None:
+            self._httpx = make_client(self._httpx_origins, self._max_connections)
+        return self._httpx
+
+    async def __aenter__(self) -> PollClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http1.aclose()
+        if self._httpx is not None:
+            await self._httpx.aclose()
+
+
+def make_poll_client(origins: Iterable[str] = (), max_connections: int = 64) -> PollClient:
+    """The client for polling ``origins`` (``origin_of`` each URL; any others work as well)."""
+    return PollClient(origins, max_connections)
+
+
+# What ``fetch`` (and the collectors, which only fetch) accept.
+FetchClient = PollClient | httpx.AsyncClient
+
+
 def origin_of(url: str) -> str:
-    """``http://host:port`` of a URL (the default port made explicit), for ``make_client``."""
+    """``http://host:port`` of a URL (the default port made explicit), for ``make_client`` and ``make_poll_client``."""
     parsed = httpx.URL(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
@@ -74,7 +122,7 @@ def _refused(exc: BaseException) -> bool:
 
 
 async def fetch(
-    client: httpx.AsyncClient,
+    client: FetchClient,
     url: str | httpx.URL,
     *,
     timeout_s: float,
@@ -83,6 +131,11 @@ async def fetch(
     params: Mapping[str, str | list[str]] | None = None,
 ) -> HttpResult:
     """GET ``url``; the whole exchange (connect, headers, body) must finish within ``timeout_s``."""
+    if isinstance(client, PollClient):
+        text = str(url) if params is None else str(httpx.URL(url, params=params))
+        if text[:7].lower() == "http://":
+            return await _fetch_http1(client.http1, text, timeout_s, max_bytes, headers)
+        client = client.httpx_client()
     started = time.perf_counter()
     shown = str(url)
 
@@ -146,6 +199,46 @@ async def fetch(
         return result(FetchKind.ERROR, f"cannot decode the body: {_one_line(exc)}")
     except (httpx.HTTPError, OSError) as exc:
         return result(FetchKind.ERROR, _one_line(exc) or type(exc).__name__)
+
+
+async def _fetch_http1(
+    client: http1.Http1Client, url: str, timeout_s: float, max_bytes: int, headers: Mapping[str, str] | None
+) -> HttpResult:
+    started = time.perf_counter()
+    try:
+        response = await client.get(url, timeout_s=timeout_s, max_bytes=max_bytes, headers=headers)
+    except TimeoutError:
+        kind, error = FetchKind.TIMEOUT, f"no answer within {timeout_s:g} s"
+    except http1.ConnectFailed as exc:
+        kind, error = (
+            (FetchKind.REFUSED, "connection refused") if exc.refused else (FetchKind.ERROR, f"cannot connect: {exc}")
+        )
+    except http1.TooLarge as exc:
+        if exc.declared is not None:
+            error = f"body of {_mib(exc.declared)} is over the {_mib(max_bytes)} cap"
+        else:
+            error = f"body is over the {_mib(max_bytes)} cap"
+        return HttpResult(
+            url=url, kind=FetchKind.TOO_LARGE, status=exc.status, elapsed_s=time.perf_counter() - started, error=error
+        )
+    except http1.Truncated:
+        kind, error = FetchKind.TRUNCATED, "body truncated: the connection closed mid-body"
+    except http1.ProtocolError as exc:
+        kind, error = FetchKind.ERROR, f"protocol error: {exc}"
+    except http1.InvalidURL as exc:
+        kind, error = FetchKind.ERROR, f"bad URL: {exc}"
+    except (http1.HttpError, OSError) as exc:
+        kind, error = FetchKind.ERROR, _one_line(exc)
+    else:
+        return HttpResult(
+            url=url,
+            kind=FetchKind.OK,
+            status=response.status,
+            body=response.body,
+            elapsed_s=time.perf_counter() - started,
+            content_type=response.headers.get("content-type"),
+        )
+    return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=error)
 
 
 def _one_line(exc: BaseException) -> str:

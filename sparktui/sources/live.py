@@ -17,7 +17,7 @@ from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.host import HostCollector, wants_host_state
-from sparktui.sources.http import make_client
+from sparktui.sources.http import make_poll_client
 from sparktui.sources.logs import LogStream
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
@@ -87,7 +87,7 @@ class LiveFleet:
                 await ssh.close()
 
     async def _http(self, sink: FleetSink) -> None:
-        async with make_client(fleet_origins(self.fleet)) as client:
+        async with make_poll_client(fleet_origins(self.fleet)) as client:
             await FleetPoller(self.fleet, client, clock=self.clock).run(sink.observation, sink.error)
 
     @staticmethod

@@ -9,16 +9,14 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import httpx
-
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.collector import Clock, NodeCollector
-from sparktui.sources.http import origin_of
+from sparktui.sources.http import FetchClient, origin_of
 
 
 def fleet_origins(fleet: FleetSpec) -> list[str]:
-    """Every origin the fleet's endpoints live on (one connection pool each in ``make_client``)."""
+    """Every origin the fleet's endpoints live on (one connection pool each in ``make_poll_client``)."""
     urls: list[str] = []
     for node in fleet.nodes:
         urls.extend(v.base_url for v in node.vllm if v.base_url)
@@ -28,7 +26,7 @@ def fleet_origins(fleet: FleetSpec) -> list[str]:
 
 
 class FleetPoller:
-    def __init__(self, fleet: FleetSpec, client: httpx.AsyncClient, clock: Clock = time.monotonic) -> None:
+    def __init__(self, fleet: FleetSpec, client: FetchClient, clock: Clock = time.monotonic) -> None:
         """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own."""
         self.fleet = fleet
         self.client = client

@@ -12,7 +12,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.observations import HostUpdate
 from sparktui.sources.host import HostCollector, wants_host_state
-from sparktui.sources.http import make_client
+from sparktui.sources.http import make_poll_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.ui.app import make_app
 
@@ -46,7 +46,7 @@ async def capture(
             if wants_host_state(n) and not n.local
         ]
         try:
-            async with make_client(fleet_origins(spec)) as client:
+            async with make_poll_client(fleet_origins(spec)) as client:
                 poller = FleetPoller(spec, client, clock=lambda: fleet.now)
                 while fleet.elapsed < seconds:
                     await fleet.advance(STEP_S)
