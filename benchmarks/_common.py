@@ -92,13 +92,50 @@ def machine_line() -> str:
     )
 
 
-def write_section(path: Path, name: str, body: str) -> None:
-    """Replace the ``<!-- name:start -->``…``<!-- name:end -->`` block of ``path`` (appended when missing)."""
+def write_section(path: Path, name: str, body: str, *, heading: str = "") -> None:
+    """Replace the ``<!-- name:start -->``…``<!-- name:end -->`` block of ``path``.
+
+    When the block is missing it is appended, after ``heading`` (a section title and prose that live
+    outside the block, so later runs leave them as edited).
+    """
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     doc = path.read_text() if path.exists() else "# Performance\n"
     block = f"{start}\n{body.rstrip()}\n{end}"
     if start in doc and end in doc:
         doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
     else:
-        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+        lead = f"{heading.strip()}\n\n" if heading.strip() else ""
+        doc = doc.rstrip("\n") + "\n\n" + lead + block + "\n"
     path.write_text(doc)
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and every descendant so far (children that have exited and
+    been waited for are in their parent's ``children_*`` times)."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def require_tool(name: str, hint: str) -> str:
+    """The path of ``name`` on PATH, or exit with one line naming it and how to install it."""
+    import shutil
+
+    found = shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} is not installed: {hint}")
+    return found
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the script as Ctrl-C does, so its ``finally`` blocks stop what it started."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)

@@ -16,13 +16,11 @@ import asyncio
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import psutil
+from _common import cpu_s, demo_fleet, quantile, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -32,63 +30,42 @@ from sparktui.model.observations import NodeObservation  # noqa: E402
 from sparktui.sources.http import make_client  # noqa: E402
 from sparktui.sources.poller import FleetPoller, fleet_origins  # noqa: E402
 
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+QUICK_ARGS = ("--seconds", "10")  # benchmarks/run_all.py --quick
 
 
 async def _poll(config: Path, seconds: float) -> tuple[list[NodeObservation], float]:
     fleet = load_config(config)
     seen: list[NodeObservation] = []
-    me = psutil.Process()
-    cpu0 = me.cpu_times()
+    cpu0 = cpu_s(os.getpid())
     async with make_client(fleet_origins(fleet)) as client:
         task = asyncio.create_task(FleetPoller(fleet, client).run(seen.append))
         await asyncio.sleep(seconds)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    cpu1 = me.cpu_times()
-    return seen, (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    return seen, cpu_s(os.getpid()) - cpu0
 
 
 def measure(nodes: int, seconds: float) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "demo.toml"
-        sparktui = Path(sys.executable).parent / "sparktui"
-        demo = subprocess.Popen(
-            [str(sparktui), "demo", "--serve-only", "--nodes", str(nodes), "--write-config", str(config)],
-            stdout=subprocess.DEVNULL,
-            env=dict(os.environ),
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not config.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(1.0)
-            proc = psutil.Process(demo.pid)
-            demo_cpu0 = proc.cpu_times()
-            started = time.monotonic()
-            observations, poll_cpu = asyncio.run(_poll(config, seconds))
-            wall = time.monotonic() - started
-            demo_cpu1 = proc.cpu_times()
-        finally:
-            demo.terminate()
-            demo.wait(timeout=10)
+    with demo_fleet(nodes) as demo:
+        demo_cpu0 = cpu_s(demo.pid)
+        started = time.monotonic()
+        observations, poll_cpu = asyncio.run(_poll(demo.config, seconds))
+        wall = time.monotonic() - started
+        demo_cpu1 = cpu_s(demo.pid)
     latencies = [v.metrics.elapsed_s for o in observations for v in o.vllm if v.metrics is not None and v.metrics.ok]
     failures = sum(1 for o in observations for v in o.vllm if v.metrics is not None and not v.metrics.ok)
     per_node: dict[str, int] = {}
     for o in observations:
         per_node[o.node] = per_node.get(o.node, 0) + 1
-    demo_cpu = (demo_cpu1.user - demo_cpu0.user) + (demo_cpu1.system - demo_cpu0.system)
+    demo_cpu = demo_cpu1 - demo_cpu0
     return {
         "nodes": nodes,
         "seconds": wall,
         "scrapes": len(latencies),
         "failures": failures,
         "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": _quantile(latencies, 0.99) * 1000,
+        "p99_ms": quantile(latencies, 0.99) * 1000,
         "max_ms": max(latencies) * 1000,
         "min_polls_per_node": min(per_node.values()),
         "demo_cpu_pct": demo_cpu / wall * 100,
@@ -116,14 +93,7 @@ def main() -> int:
     table = report(measure(args.nodes, args.seconds))
     print(table)
     if args.write:
-        start, end = "<!-- bench_demo:start -->", "<!-- bench_demo:end -->"
-        doc = args.write.read_text() if args.write.exists() else ""
-        block = f"{start}\n{table}{end}"
-        if start in doc and end in doc:
-            doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
-        else:
-            doc += "\n" + block + "\n"
-        args.write.write_text(doc)
+        write_section(args.write, "bench_demo", table)
     return 0
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from _common import quantile, write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -34,8 +36,7 @@ from sparktui.model.logbuffer import LogBuffer  # noqa: E402
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation  # noqa: E402
 from tests.fixture_fleet import scenario_scrapes  # noqa: E402
 
-START = "<!-- bench_diagnosis:start -->"
-END = "<!-- bench_diagnosis:end -->"
+QUICK_ARGS = ("--polls", "300")  # benchmarks/run_all.py --quick
 TARGET_MS = 1.0
 BUFFER_LINES = 10_000
 CONFIG = """
@@ -194,9 +195,7 @@ def run(polls: int, requests: int) -> tuple[float, float, float, float, int]:
         start = time.perf_counter()
         found = node.evaluate(view, t)
         times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
-    return statistics.median(times), p99, cold, statistics.median(interval_times), found
+    return statistics.median(times), quantile(times, 0.99), cold, statistics.median(interval_times), found
 
 
 def report(polls: int) -> str:
@@ -221,16 +220,6 @@ def report(polls: int) -> str:
     )
 
 
-def write_section(path: Path, table: str) -> None:
-    doc = path.read_text() if path.exists() else ""
-    if START in doc and END in doc:
-        block = f"{START}\n{table}{END}"
-        doc = doc[: doc.index(START)] + block + doc[doc.index(END) + len(END) :]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + HEADING + f"{START}\n{table}{END}\n"
-    path.write_text(doc)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--polls", type=int, default=2000)
@@ -239,7 +228,7 @@ def main() -> int:
     table = report(args.polls)
     print(table)
     if args.write:
-        write_section(args.write, table)
+        write_section(args.write, "bench_diagnosis", table, heading=HEADING)
     return 0
 
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _common import write_section
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,14 +111,7 @@ def main() -> int:
     table = report(measure())
     print(table)
     if args.write:
-        start, end = "<!-- bench_parse:start -->", "<!-- bench_parse:end -->"
-        doc = args.write.read_text() if args.write.exists() else ""
-        block = f"{start}\n{table}{end}"
-        if start in doc and end in doc:
-            doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
-        else:
-            doc += "\n" + block + "\n"
-        args.write.write_text(doc)
+        write_section(args.write, "bench_parse", table)
     return 0
 
 

@@ -19,14 +19,12 @@ import asyncio
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
+from _common import cpu_s, demo_fleet, quantile, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,17 +35,7 @@ from sparktui.sources.http import make_client, origin_of  # noqa: E402
 from sparktui.sources.prometheus import PrometheusClient, PrometheusSource  # noqa: E402
 from tests.prometheus_server import PrometheusServer, fleet_metrics_urls, prometheus_binary  # noqa: E402
 
-START, END = "<!-- bench_prometheus:start -->", "<!-- bench_prometheus:end -->"
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _cpu_s(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
+QUICK_ARGS = ("--refreshes", "10")  # benchmarks/run_all.py --quick
 
 
 async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float) -> dict[str, float]:
@@ -75,7 +63,7 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
             cold = time.perf_counter() - cold_started
             assert server.process is not None
             others = {"demo": demo_pid, "prometheus": server.process.pid, "bench": os.getpid()}
-            cpu0 = {name: _cpu_s(pid) for name, pid in others.items()}
+            cpu0 = {name: cpu_s(pid) for name, pid in others.items()}
             wall0 = time.monotonic()
             next_at = time.monotonic()
             for _ in range(refreshes):
@@ -96,7 +84,7 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
                 request_s.append(stats.seconds - before_s)
                 observations += len(found_now)
             wall = time.monotonic() - wall0
-            cpu = {name: (_cpu_s(pid) - cpu0[name]) / wall * 100 for name, pid in others.items()}
+            cpu = {name: (cpu_s(pid) - cpu0[name]) / wall * 100 for name, pid in others.items()}
         up = sum(1 for view in views if view.status.state.value == "up")
         with_rates = sum(1 for view in views for i in view.instances if i.rates is not None)
     total = [a + b for a, b in zip(refresh_s, apply_s, strict=True)]
@@ -115,7 +103,7 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
         "refresh_max_ms": max(refresh_s) * 1000,
         "apply_p50_ms": statistics.median(apply_s) * 1000,
         "total_p50_ms": statistics.median(total) * 1000,
-        "total_p95_ms": _quantile(total, 0.95) * 1000,
+        "total_p95_ms": quantile(total, 0.95) * 1000,
         "total_max_ms": max(total) * 1000,
         "observations_per_refresh": observations / refreshes,
         "nodes_up": up,
@@ -129,23 +117,8 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
 def measure(nodes: int, refreshes: int, scrape_intervals: Sequence[float]) -> list[dict[str, float]]:
     if prometheus_binary() is None:
         raise SystemExit("bench_prometheus: /usr/bin/prometheus is missing; apt-get install prometheus")
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "demo.toml"
-        sparktui = Path(sys.executable).parent / "sparktui"
-        demo = subprocess.Popen(
-            [str(sparktui), "demo", "--serve-only", "--nodes", str(nodes), "--write-config", str(config)],
-            stdout=subprocess.DEVNULL,
-            env=dict(os.environ),
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not config.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(1.0)
-            return [asyncio.run(_measure(config, refreshes, demo.pid, scrape_s)) for scrape_s in scrape_intervals]
-        finally:
-            demo.terminate()
-            demo.wait(timeout=10)
+    with demo_fleet(nodes) as demo:
+        return [asyncio.run(_measure(demo.config, refreshes, demo.pid, scrape_s)) for scrape_s in scrape_intervals]
 
 
 def report(results: Sequence[dict[str, float]]) -> str:
@@ -177,17 +150,6 @@ def report(results: Sequence[dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, table: str) -> None:
-    """Replace this benchmark's own section of ``path`` (appended when missing)."""
-    doc = path.read_text() if path.exists() else ""
-    block = f"{START}\n{table}{END}"
-    if START in doc and END in doc:
-        doc = doc[: doc.index(START)] + block + doc[doc.index(END) + len(END) :]
-    else:
-        doc += "\n" + block + "\n"
-    path.write_text(doc)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=64)
@@ -198,7 +160,7 @@ def main() -> int:
     table = report(measure(args.nodes, args.refreshes, args.scrape_interval))
     print(table)
     if args.write:
-        write_section(args.write, table)
+        write_section(args.write, "bench_prometheus", table)
     return 0
 
 

@@ -18,13 +18,14 @@ import asyncio
 import contextlib
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+
+from _common import demo_fleet, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,8 +37,7 @@ from sparktui.record.recorder import Recorder  # noqa: E402
 from sparktui.record.store import Kind, RecordingReader  # noqa: E402
 from sparktui.sources.live import LiveFleet  # noqa: E402
 
-START = "<!-- bench_record:start -->"
-END = "<!-- bench_record:end -->"
+QUICK_ARGS = ("--seconds", "60")  # benchmarks/run_all.py --quick
 TARGET_MB_PER_HOUR = 50.0
 TARGET_CPU_PCT = 2.0
 MB = 1_000_000
@@ -155,23 +155,9 @@ def _read_back(path: Path) -> dict[str, float]:
 
 def measure(nodes: int, seconds: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "demo.toml"
         path = Path(tmp) / "fleet.db"
-        sparktui = Path(sys.executable).parent / "sparktui"
-        demo = subprocess.Popen(
-            [str(sparktui), "demo", "--serve-only", "--nodes", str(nodes), "--write-config", str(config)],
-            stdout=subprocess.DEVNULL,
-            env=dict(os.environ),
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not config.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(1.0)
-            found = asyncio.run(_collect(config, path, seconds))
-        finally:
-            demo.terminate()
-            demo.wait(timeout=10)
+        with demo_fleet(nodes) as demo:
+            found = asyncio.run(_collect(demo.config, path, seconds))
         wal = path.with_name(path.name + "-wal")
         found["file_bytes"] = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
         found.update(_read_back(path))
@@ -206,16 +192,6 @@ def report(r: dict[str, float]) -> str:
     )
 
 
-def write_section(path: Path, table: str) -> None:
-    doc = path.read_text() if path.exists() else ""
-    if START in doc and END in doc:
-        block = f"{START}\n{table}{END}"
-        doc = doc[: doc.index(START)] + block + doc[doc.index(END) + len(END) :]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + HEADING + f"{START}\n{table}{END}\n"
-    path.write_text(doc)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=8)
@@ -225,7 +201,7 @@ def main() -> int:
     table = report(measure(args.nodes, args.seconds))
     print(table)
     if args.write:
-        write_section(args.write, table)
+        write_section(args.write, "bench_record", table, heading=HEADING)
     return 0
 
 

@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from _common import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -46,8 +48,7 @@ from sparktui.sources.sampler import (  # noqa: E402
     sampler_command,
 )
 
-START = "<!-- bench_sampler:start -->"
-END = "<!-- bench_sampler:end -->"
+QUICK_ARGS = ("--repeat", "1")  # benchmarks/run_all.py --quick
 INTERVAL_S = 0.05
 SHORT, LONG = 10, 60
 TARGET_MS = 5.0
@@ -247,18 +248,6 @@ def measure(extra: int, repeat: int) -> tuple[str, float]:
     return "\n".join(lines), headline
 
 
-def write_section(path: Path, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Performance\n"
-    block = f"{START}\n{body}\n{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + HEADING + block + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--extra-processes", type=int, default=500)
@@ -268,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     body, _ = measure(args.extra_processes, args.repeat)
     print(body)
     if args.write is not None:
-        write_section(args.write, body)
+        write_section(args.write, "bench_sampler", body, heading=HEADING)
         print(f"\nwrote {args.write}")
     return 0
 

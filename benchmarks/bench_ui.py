@@ -13,12 +13,13 @@ import argparse
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
+from _common import cpu_s, demo_fleet, write_section
 
+QUICK_ARGS = ("--seconds", "10")  # benchmarks/run_all.py --quick
 WARMUP_S = 8.0
 
 
@@ -36,46 +37,27 @@ def measure(nodes: int, seconds: float) -> dict[str, float]:
     if tmux is None:
         raise SystemExit("tmux is needed: apt-get install tmux")
     socket = f"bench-ui-{int(time.time())}"
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "demo.toml"
-        demo = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sparktui",
-                "demo",
-                "--serve-only",
-                "--nodes",
-                str(nodes),
-                "--write-config",
-                str(config),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
+    with demo_fleet(nodes, settle_s=0.0) as demo:
         try:
-            while not config.exists():
-                time.sleep(0.1)
-            command = f"{sys.executable} -m sparktui --config {config}"
+            command = f"{sys.executable} -m sparktui --config {demo.config}"
             subprocess.run(
                 [tmux, "-L", socket, "new-session", "-d", "-s", "bench", "-x", "160", "-y", "48", command], check=True
             )
             time.sleep(WARMUP_S)
             dashboard = psutil.Process(_dashboard_pid(tmux, socket))
-            before = dashboard.cpu_times()
+            before = cpu_s(dashboard.pid)
             rss_before = dashboard.memory_info().rss
             started = time.monotonic()
             time.sleep(seconds)
-            after = dashboard.cpu_times()
+            after = cpu_s(dashboard.pid)
             wall = time.monotonic() - started
             rss_after = dashboard.memory_info().rss
             screen = subprocess.check_output([tmux, "-L", socket, "capture-pane", "-p", "-t", "bench"], text=True)
         finally:
             subprocess.run([tmux, "-L", socket, "kill-server"], check=False, capture_output=True)
-            demo.terminate()
-            demo.wait(timeout=10)
     if f"{nodes} nodes" not in screen:
         raise SystemExit(f"the dashboard did not show the fleet:\n{screen}")
-    cpu = (after.user - before.user) + (after.system - before.system)
+    cpu = after - before
     return {
         "nodes": nodes,
         "seconds": wall,
@@ -102,15 +84,7 @@ def main() -> int:
     table = report(measure(args.nodes, args.seconds))
     print(table)
     if args.write:
-        start, end = "<!-- bench_ui:start -->", "<!-- bench_ui:end -->"
-        doc = args.write.read_text() if args.write.exists() else ""
-        block = f"{start}\n{table}{end}"
-        doc = (
-            doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
-            if start in doc
-            else doc + "\n" + block + "\n"
-        )
-        args.write.write_text(doc)
+        write_section(args.write, "bench_ui", table)
     return 0
 
 
