@@ -522,7 +522,7 @@ def stretched(rig: Rig, spacing: float, first: int, last: int) -> float:
 @detector_case("decode-stall", True)
 def decode_five_times_slower() -> None:
     rig = Rig()
-    stretched(rig, 5.0, first=24, last=29)
+    stretched(rig, 5.0, first=12, last=29)  # 11 polls to learn from, then 18 slow ones, 5 s apart
     finding = rig.get("decode-stall", "gptoss")
     assert "holding since" in text_of(finding) and "recent median" in text_of(finding)
     assert "engine-wedged" not in rig.ids()
@@ -531,7 +531,7 @@ def decode_five_times_slower() -> None:
 @detector_case("decode-stall", False)
 def decode_a_third_slower_is_normal_variation() -> None:
     rig = Rig()
-    stretched(rig, 1.5, first=24, last=29)
+    stretched(rig, 1.5, first=12, last=29)
     assert "decode-stall" not in rig.ids()
 
 

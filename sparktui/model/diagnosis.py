@@ -451,6 +451,7 @@ class _InstanceMemory:
     error_taken: bool = False
     restarts: deque[tuple[float, int]] = field(default_factory=deque)  # (t, count) at each change
     gen_history: deque[tuple[float, float]] = field(default_factory=deque)  # (running, tok/s)
+    gen_recent: deque[tuple[float, float, float]] = field(default_factory=deque)  # (t, tokens, seconds)
     spec_k: int | None = None
     spec_history: deque[float] = field(default_factory=deque)  # last position's acceptance
 
@@ -697,17 +698,29 @@ def _decode_slow(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory)
     running = inst.running
     if rates is None or generated is None or running is None:
         return None
+    # The verdict reads the rate over the last ``span_s``, not one interval: a long prompt's chunked
+    # prefill holds a running slot for seconds without a token and slows every step, which at low
+    # traffic is a dip of several seconds; a throttled or starved GPU stays slow for minutes.
+    span = rule.param("span_s")
+    recent = im.gen_recent
+    recent.append((ctx.now, generated * rates.seconds, rates.seconds))
+    while len(recent) > 1 and recent[1][0] <= ctx.now - span:
+        recent.popleft()  # keep one interval reaching back to the span's start
+    covered = sum(seconds for _, _, seconds in recent)
     if running <= 0 or generated <= 0:
         return _NO  # idle, or no token at all (that is engine-wedged)
     comparable = [rate for busy, rate in im.gen_history if busy <= running]
     median = statistics.median(comparable) if len(comparable) >= rule.param("min_samples") else None
     factor = rule.param("factor")
+    over_span = sum(tokens for _, tokens, _ in recent) / covered if covered > 0 else generated
     if median is not None and generated < factor * median:
+        if covered < span or over_span >= factor * median:
+            return None  # slow this interval; not (yet) for the whole span
         return _Check(
             True,
             (
-                f"generation {generated:.1f} tok/s over the last {rates.seconds:.1f} s with "
-                f"{running:.0f} running (at {ctx.at()})",
+                f"generation {over_span:.1f} tok/s over the last {covered:.0f} s "
+                f"({generated:.1f} tok/s in the last {rates.seconds:.1f} s) with {running:.0f} running (at {ctx.at()})",
                 f"recent median {median:.1f} tok/s at {running:.0f} or fewer running "
                 f"({len(comparable)} polls); under {factor:g} × median = {factor * median:.1f} tok/s",
             ),
@@ -879,7 +892,7 @@ DETECTORS: Mapping[str, DetectorSpec] = {
     "exec-not-found": DetectorSpec(params=("exit_status",), instance=_exec_not_found),
     "restarts-rising": DetectorSpec(params=("min_rise", "window_s", "min_restarts"), instance=_restarts_rising),
     "requests-without-tokens": DetectorSpec(instance=_requests_without_tokens),
-    "decode-slow": DetectorSpec(params=("factor", "min_samples", "history"), instance=_decode_slow),
+    "decode-slow": DetectorSpec(params=("factor", "min_samples", "history", "span_s"), instance=_decode_slow),
     "position-collapse": DetectorSpec(
         params=("min_acceptance", "baseline_factor", "min_drafts", "min_baseline_samples", "baseline_samples"),
         instance=_position_collapse,
