@@ -10,8 +10,10 @@ import pytest
 
 from sparktui.config import parse_config
 from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
+from sparktui.sources import poller
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.fixture_fleet import (
@@ -216,6 +218,42 @@ async def test_one_dead_node_does_not_delay_the_others() -> None:
     finally:
         for server in [*slow.servers(), *fast.servers()]:
             server.stop()
+
+
+async def test_every_node_is_polled_at_once_first_then_spread_over_the_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The screen fills at start (no node waits for its slot), and after that the polls do not bunch."""
+    monkeypatch.setattr(poller, "POLL_GROUP", 1)  # one node per slot (8 share one in the dashboard)
+    nodes = [start_node(f"n{i}", "mtp2-steady", "nvidia_gpu_exporter.prom", advance_every_s=None) for i in range(4)]
+    try:
+        fleet = parse_config(fleet_config(nodes, interval_s=0.8, timeout_s=0.5), source="test.toml")
+        seen: list[str] = []
+        at: list[float] = []
+        twelve = asyncio.Event()
+
+        def observed(obs: NodeObservation) -> None:
+            seen.append(obs.node)
+            at.append(obs.t)
+            if len(seen) >= 12:
+                twelve.set()
+
+        async with make_client() as client:
+            task = asyncio.create_task(FleetPoller(fleet, client).run(observed))
+            await asyncio.wait_for(twelve.wait(), 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        names = [n.name for n in nodes]
+        assert sorted(seen[:4]) == names  # every first poll before any second one
+        # ...and all at once: spread over the interval (0.8 s) the last would come 0.6 s after the first.
+        assert at[3] - at[0] < 0.8 / 4
+        # Then in turn, each node in its own slot of the interval, the same order every round.
+        assert sorted(seen[4:8]) == names and seen[8:12] == seen[4:8]
+    finally:
+        for n in nodes:
+            for server in n.servers():
+                server.stop()
 
 
 async def test_a_failing_observer_does_not_stop_the_polling(node: FixtureNode) -> None:

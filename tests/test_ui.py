@@ -334,3 +334,36 @@ async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
         await pilot.press("down", "s")
         await pilot.pause()
         assert all("spark3 node-down" not in line for line in app.alert_banner())
+
+
+async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> None:
+    """Freshness: a new observation reaches the screen within a frame, not at the next tick."""
+    import re
+
+    from sparktui.model.observations import NodeObservation, VllmObservation
+    from tests.fixture_fleet import scenario_scrapes
+    from tests.ui_data import _ok
+
+    clock = Clock()
+    hourly = fleet_spec().model_copy(update={"poll_interval_s": 3600.0})  # the render tick never comes again
+    app = make_app(hourly, collect=False, clock=clock)
+    feed(app, clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert _row_labels(app)[0] == "spark1"
+        reqs = [c.key for c in _table(app).columns].index("reqs")
+        before = str(_table(app).get_row_at(0)[reqs])
+        assert before.startswith("7/")
+        body = re.sub(r"(vllm:num_requests_running\{[^}]*\}) [0-9.]+", r"\1 23.0", scenario_scrapes("mtp2-steady")[29])
+        clock.t = NOW + 1
+        app.observation(
+            NodeObservation(
+                node="spark1",
+                t=clock.t,
+                wall=1e9 + clock.t,
+                vllm=(VllmObservation("gptoss", _ok("u"), _ok("u", body)),),
+            )
+        )
+        await pilot.pause(0.2)
+        assert str(_table(app).get_row_at(0)[reqs]).startswith("23/")
+        assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were

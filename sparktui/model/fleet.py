@@ -7,7 +7,7 @@ the dashboard and the headless commands render. No I/O here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from sparktui.model.derive import VllmRates
@@ -604,7 +604,16 @@ class FleetState:
             node.apply_host(update)
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
+        heads = self._heads(now, window_s)
+        return tuple(node.view(now, window_s, heads) for node in self.nodes.values())
+
+    def views_of(self, names: Iterable[str], now: float, window_s: float | None = 60.0) -> dict[str, NodeView]:
+        """The views of some nodes (those just observed), as ``view`` would give them."""
+        heads = self._heads(now, window_s)
+        return {name: self.nodes[name].view(now, window_s, heads) for name in names if name in self.nodes}
+
+    def _heads(self, now: float, window_s: float | None) -> dict[str, HeadStatus]:
         heads: dict[str, HeadStatus] = {}
         for node in self.nodes.values():
             heads.update(node.head_statuses(now, window_s))
-        return tuple(node.view(now, window_s, heads) for node in self.nodes.values())
+        return heads

@@ -25,6 +25,9 @@ def fleet_origins(fleet: FleetSpec) -> list[str]:
     return sorted({origin_of(url) for url in urls})
 
 
+POLL_GROUP = 8  # nodes polled together; the groups are spread over the interval
+
+
 class FleetPoller:
     def __init__(self, fleet: FleetSpec, client: FetchClient, clock: Clock = time.monotonic) -> None:
         """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own."""
@@ -48,9 +51,13 @@ class FleetPoller:
         """
         async with asyncio.TaskGroup() as group:
             count = len(self.collectors)
+            groups = -(-count // POLL_GROUP)
             for index, collector in enumerate(self.collectors):
-                # Spread the nodes over the interval so their polls do not all land at once.
-                offset = self.fleet.poll_interval_s * index / count
+                # Every node's first poll goes out at once (the screen fills at start). After it the
+                # nodes poll in groups of POLL_GROUP spread over the interval: a group's answers come
+                # back together and are drawn in one frame (a frame per node costs more than the
+                # polls), while a large fleet's parsing does not all land at once.
+                offset = self.fleet.poll_interval_s * (index // POLL_GROUP) / groups
                 group.create_task(self._loop(collector, on_observation, on_error, offset))
 
     async def _loop(
@@ -61,8 +68,7 @@ class FleetPoller:
         offset_s: float = 0.0,
     ) -> None:
         interval = self.fleet.poll_interval_s
-        next_at = time.monotonic() + offset_s
-        await asyncio.sleep(offset_s)
+        next_at = time.monotonic() + offset_s - interval  # the first poll now, then at offset + k × interval
         while True:
             try:
                 on_observation(await collector.poll(self.client))

@@ -36,9 +36,13 @@ from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
 from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
 from sparktui.ui.node_screen import NodeScreen
+from sparktui.ui.textual_fixes import apply as apply_textual_fixes
 from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, palette
 
+apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
+
 WINDOW_S = 30.0  # the window behind every rate, ratio and quantile on screen
+ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
 
 
 class HelpScreen(ModalScreen[None]):
@@ -60,6 +64,10 @@ class HelpScreen(ModalScreen[None]):
 class SparkApp(App[None]):
     TITLE = "sparktui"
     COMMANDS = App.COMMANDS | {FleetCommands}
+    # A node's row is redrawn as its observation arrives (within ARRIVAL_DELAY_S), not at the next
+    # render tick up to a second later; the tick still does the fleet-wide work (history, diagnosis,
+    # alerts, ages). A replay draws only what its recording's ticks computed.
+    DRAW_ON_ARRIVAL: ClassVar[bool] = True
     BINDINGS: ClassVar[list[BindingType]] = [*APP_BINDINGS, *ACTION_BINDINGS]
     CSS = """
     Screen { background: $background; }
@@ -92,6 +100,8 @@ class SparkApp(App[None]):
         self.paused = False
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
         self.poll_errors: deque[str] = deque(maxlen=100)  # the latest internal errors, bounded
+        self._arrived: set[str] = set()  # nodes observed since the last frame drew them
+        self._arrival_pending = False
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         catalogue = catalogue_for(fleet.diagnosis)
         self.diagnosis = DiagnosisEngine(catalogue)
@@ -142,6 +152,11 @@ class SparkApp(App[None]):
 
     def observation(self, observation: NodeObservation) -> None:
         self.state.apply(observation)
+        if self.DRAW_ON_ARRIVAL:
+            self._arrived.add(observation.node)
+            if not self._arrival_pending:
+                self._arrival_pending = True
+                self.set_timer(ARRIVAL_DELAY_S, self._draw_arrivals, name="arrivals")
 
     def host(self, update: HostUpdate) -> None:
         self.state.apply_host(update)
@@ -186,6 +201,19 @@ class SparkApp(App[None]):
         if isinstance(screen, (FleetScreen, NodeScreen, KioskScreen)):
             with self.batch_update():
                 screen.update_views(self.views)
+
+    def _draw_arrivals(self) -> None:
+        """The nodes observed since the last frame: their views again, their rows (or node screen) drawn."""
+        self._arrival_pending = False
+        names, self._arrived = self._arrived, set()
+        if self.paused or not self.screen_stack or not self.views:
+            return  # before the first tick there is nothing to patch; the tick draws everything
+        fresh = self.state.views_of(names, self.clock(), window_s=self.window_s)
+        self.views = tuple(fresh.get(view.name, view) for view in self.views)
+        screen = self.screen
+        if isinstance(screen, FleetScreen) or (isinstance(screen, NodeScreen) and screen.node in fresh):
+            with self.batch_update():
+                screen.update_views(self.views, changed=frozenset(fresh))
 
     # --- navigation ---------------------------------------------------------------------------------
 

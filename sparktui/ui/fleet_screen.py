@@ -89,6 +89,8 @@ class FleetScreen(Screen[None]):
         self._columns: tuple[Column, ...] = ()
         self._filter = ""
         self._order: list[str] = []
+        self._row_cells: dict[str, tuple[Text | str, ...]] = {}  # row key -> its cells, in column order
+        self._panels: dict[str, Text | str] = {}  # what each panel shows now
 
     @property
     def spark(self) -> SparkApp:
@@ -126,6 +128,7 @@ class FleetScreen(Screen[None]):
         self._columns = self._wanted_columns(width)
         self.query_one("#fleet", RowTable).set_columns([TableColumn(c.key, c.label, c.width) for c in self._columns])
         self._order = []
+        self._row_cells = {}
 
     # --- data -------------------------------------------------------------------------------------
 
@@ -199,18 +202,29 @@ class FleetScreen(Screen[None]):
             cells["model"] = Text(str(cells["model"]), style=colours["dim"])
         return cells
 
-    def update_views(self, views: Sequence[NodeView]) -> None:
+    def update_views(self, views: Sequence[NodeView], changed: frozenset[str] | None = None) -> None:
+        """Draw ``views``; with ``changed``, only those nodes' rows are worked out again (the others
+        keep their cells until the next full update)."""
         if not self._ready:  # the render tick can land between switch_screen and mount
             return
         rows = self._rows(views)
         self._order = [key for key, *_ in rows]
         table_rows: list[tuple[str, tuple[Text | str, ...]]] = []
+        known = self._row_cells
+        self._row_cells = {}
         for key, view, instance, label in rows:
-            cells = self._cells(view, instance, label)
-            table_rows.append((key, tuple(cells[c.key] for c in self._columns)))
+            cells = known.get(key) if changed is not None and view.name not in changed else None
+            if cells is None:
+                by_column = self._cells(view, instance, label)
+                cells = tuple(by_column[c.key] for c in self._columns)
+            self._row_cells[key] = cells
+            table_rows.append((key, cells))
         self.query_one("#fleet", RowTable).set_rows(table_rows)
-        self._update_summary(views)
-        self._update_detail(views)
+        if changed is None:  # fleet totals and banners at the render tick; a node's arrival redraws its row
+            self._update_summary(views)
+        highlighted = self.highlighted(views)
+        if changed is None or (highlighted is not None and highlighted.name in changed):
+            self._update_detail(views)
 
     def _update_summary(self, views: Sequence[NodeView]) -> None:
         app = self.spark
@@ -228,23 +242,21 @@ class FleetScreen(Screen[None]):
         summary.append(f"│ generation {fmt_rate(gen, ' tok/s')}  prompt {fmt_rate(prompt, ' tok/s')}")
         if app.paused:
             summary.append("  │ PAUSED (p resumes)", style=f"bold {app.colours['status-warn']}")
-        self.query_one("#summary", Static).update(summary)
+        self._show("#summary", summary)
         bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]
         lines = ["  ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad)] if bad else []
         alerts = app.alert_banner()
         if alerts:
             more = f"  (+{len(alerts) - 2} more: ! lists them)" if len(alerts) > 2 else "  (! lists them)"
             lines.append("alerts: " + " | ".join(alerts[:2]) + more)
-        banner = self.query_one("#banner", Static)
         if lines:
-            banner.update("\n".join(lines))
-        banner.set_class(bool(lines), "shown")
+            self._show("#banner", "\n".join(lines))
+        self.query_one("#banner", Static).set_class(bool(lines), "shown")
 
     def _update_detail(self, views: Sequence[NodeView]) -> None:
         view = self.highlighted(views)
-        detail = self.query_one("#detail", Static)
         if view is None:
-            detail.update("")
+            self._show("#detail", "")
             return
         text = Text()
         text.append(f"{view.name} ({view.host})  ", style="bold")
@@ -256,7 +268,13 @@ class FleetScreen(Screen[None]):
         for finding in self.spark.findings.get(view.name, ())[:2]:
             text.append("\n")
             text.append_text(finding_text(finding, self.spark.colours, evidence_lines=1))
-        detail.update(text)
+        self._show("#detail", text)
+
+    def _show(self, selector: str, content: Text | str) -> None:
+        """Update a panel only when what it shows changed (an update costs a layout pass)."""
+        if self._panels.get(selector) != content:
+            self._panels[selector] = content
+            self.query_one(selector, Static).update(content)
 
     def highlighted(self, views: Sequence[NodeView] | None = None) -> NodeView | None:
         views = views if views is not None else self.spark.views

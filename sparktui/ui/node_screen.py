@@ -188,7 +188,8 @@ class NodeScreen(Screen[None]):
     def _view(self, views: Sequence[NodeView]) -> NodeView | None:
         return next((v for v in views if v.name == self.node), None)
 
-    def update_views(self, views: Sequence[NodeView]) -> None:
+    def update_views(self, views: Sequence[NodeView], changed: frozenset[str] | None = None) -> None:
+        """Draw this node's view (``changed``: the nodes just observed, unused here: one node is shown)."""
         if not self._ready:  # the render tick can land between switch_screen and mount
             return
         view = self._view(views)

@@ -69,6 +69,7 @@ class ReplayApp(SparkApp):
     """The dashboard on a recording. Actions are refused (it is read-only by construction)."""
 
     BINDINGS: ClassVar[list[BindingType]] = REPLAY_BINDINGS
+    DRAW_ON_ARRIVAL: ClassVar[bool] = False  # the recording's ticks decide what is shown
 
     def __init__(
         self,
