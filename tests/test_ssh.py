@@ -440,3 +440,14 @@ async def test_stream_splits_lines_across_reads_and_cuts_an_endless_line(
                 assert event.line is not None
                 lines.append(event.line)
     assert lines == ["alpha beta", "gamma", "", "delta epsilon zeta", "x" * 50, "x" * 50, "x" * 20]
+
+
+async def test_the_connection_uses_aes_gcm_when_the_server_offers_it(sshd: Sshd) -> None:
+    """The cheaper cipher for the host sampler's steady stream (see PREFERRED_CIPHERS)."""
+    async with ssh_for(sshd) as ssh:
+        result = await ssh.run("true", timeout_s=5)
+        assert result.exit_status == 0
+        conn = ssh._conn  # the live connection, to ask what was negotiated
+        assert conn is not None
+        assert conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
+        assert conn.get_extra_info("recv_cipher") == "aes128-gcm@openssh.com"

@@ -38,6 +38,17 @@ DEFAULT_KEEPALIVE_COUNT_MAX = 2  # the link is declared dead after (count_max + 
 BACKOFF_MIN_S = 0.2  # after the first failure; the first reconnect after a stable connection is at once
 BACKOFF_MAX_S = 10.0
 BACKOFF_HUMAN_S = 30.0  # host key and authentication problems: retried slowly, a person has to act
+# AES-GCM first: asyncssh's chacha20-poly1305 builds two cipher objects per packet, AES-GCM reuses one
+# keyed object (and AES has hardware support on the Spark's Arm cores, as on x86). The rest as OpenSSH
+# offers them, for servers that do not take AES-GCM.
+PREFERRED_CIPHERS = (
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes192-ctr",
+    "aes256-ctr",
+)
 STREAM_CHUNK = 64 * 1024  # the most a stream reads at once
 STREAM_MAX_LINE = 256 * 1024  # a longer run without a newline is cut into lines of this size
 STABLE_AFTER_S = 5.0  # a connection that lived this long counts as stable: its loss resets the backoff
@@ -441,6 +452,7 @@ class NodeSsh:
                 connect_timeout=self.node.ssh.connect_timeout_s,
                 keepalive_interval=self._keepalive_interval_s,
                 keepalive_count_max=self._keepalive_count_max,
+                encryption_algs=PREFERRED_CIPHERS,
                 client_factory=lambda: _ConnectionWatcher(self),
                 **options,
             )
