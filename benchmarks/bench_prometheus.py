@@ -29,10 +29,16 @@ from _common import cpu_s, demo_fleet, quantile, write_section
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import httpx  # noqa: E402
+from _screen import ScreenRecorder  # noqa: E402
+
 from sparktui.config import load_config, parse_config  # noqa: E402
 from sparktui.model.fleet import FleetState  # noqa: E402
+from sparktui.model.observations import NodeObservation  # noqa: E402
+from sparktui.model.specs import FleetSpec  # noqa: E402
 from sparktui.sources.http import make_client, origin_of  # noqa: E402
 from sparktui.sources.prometheus import PrometheusClient, PrometheusSource  # noqa: E402
+from sparktui.ui.app import make_app  # noqa: E402
 from tests.prometheus_server import PrometheusServer, fleet_metrics_urls, prometheus_binary  # noqa: E402
 
 QUICK_ARGS = ("--refreshes", "10")  # benchmarks/run_all.py --quick
@@ -85,6 +91,7 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
                 observations += len(found_now)
             wall = time.monotonic() - wall0
             cpu = {name: (cpu_s(pid) - cpu0[name]) / wall * 100 for name, pid in others.items()}
+        screen = await _dashboard(fleet, refreshes)
         up = sum(1 for view in views if view.status.state.value == "up")
         with_rates = sum(1 for view in views for i in view.instances if i.rates is not None)
     total = [a + b for a, b in zip(refresh_s, apply_s, strict=True)]
@@ -111,6 +118,51 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
         "demo_cpu_pct": cpu["demo"],
         "prometheus_cpu_pct": cpu["prometheus"],
         "bench_cpu_pct": cpu["bench"],
+        **screen,
+    }
+
+
+async def _dashboard(fleet: FleetSpec, seconds: float) -> dict[str, float]:
+    """The dashboard itself on the Prometheus-backed fleet (headless, every frame kept): from the start of
+    each refresh to the first frame drawn after its observations were applied."""
+    refreshes: list[tuple[float, float, int]] = []  # (started, observations handed over, queries)
+    original = PrometheusSource.refresh
+
+    async def timed(self: PrometheusSource, client: httpx.AsyncClient | None = None) -> list[NodeObservation]:
+        before = self.prometheus.stats.queries if self.prometheus is not None else 0
+        started = time.monotonic()
+        found = await original(self, client)
+        queries = (self.prometheus.stats.queries if self.prometheus is not None else 0) - before
+        refreshes.append((started, time.monotonic(), queries))
+        return found
+
+    PrometheusSource.refresh = timed  # type: ignore[method-assign]
+    try:
+        app = make_app(fleet)
+        async with app.run_test(headless=True, size=(160, 48)):
+            recorder = ScreenRecorder(app, 160, 48)
+            await asyncio.sleep(2.0)  # the first refresh and the first full frame
+            refreshes.clear()
+            await asyncio.sleep(seconds)
+            frames = [frame.t for frame in recorder.drain()]
+            shown = "\n".join(recorder.lines())
+    finally:
+        PrometheusSource.refresh = original  # type: ignore[method-assign]
+    if f"{len(fleet.nodes)} nodes" not in shown:
+        raise SystemExit(f"bench_prometheus: the dashboard did not show the fleet:\n{shown}")
+    latency = []
+    for started, handed, _ in refreshes:
+        after = [t for t in frames if t >= handed]
+        if after:
+            latency.append(after[0] - started)
+    if not latency:
+        raise SystemExit("bench_prometheus: no frame followed a refresh in the dashboard")
+    return {
+        "screen_refreshes": len(latency),
+        "screen_queries_max": max(q for *_, q in refreshes),
+        "screen_p50_ms": statistics.median(latency) * 1000,
+        "screen_p95_ms": quantile(latency, 0.95) * 1000,
+        "screen_max_ms": max(latency) * 1000,
     }
 
 
@@ -136,6 +188,20 @@ def report(results: Sequence[dict[str, float]]) -> str:
             f"(Prometheus's answer {r['request_p50_ms']:.0f} ms) | {r['apply_p50_ms']:.0f} ms | "
             f"**{r['total_p50_ms']:.0f}** / {r['total_p95_ms']:.0f} / {r['total_max_ms']:.0f} ms | "
             f"{r['demo_cpu_pct']:.0f} %, {r['prometheus_cpu_pct']:.0f} %, {r['bench_cpu_pct']:.0f} % of a core |"
+        )
+    lines += [
+        "",
+        "The dashboard itself on that fleet (`make_app` with the `[prometheus]` config, headless at 160x48, every "
+        "frame kept): from the start of a refresh to the first frame drawn after its observations were applied.",
+        "",
+        "| Prometheus scrapes every | refreshes | requests per refresh (max) | refresh → fleet screen drawn "
+        "p50 / p95 / max |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['scrape_s']:g} s | {r['screen_refreshes']:.0f} | {r['screen_queries_max']:.0f} | "
+            f"**{r['screen_p50_ms']:.0f}** / {r['screen_p95_ms']:.0f} / {r['screen_max_ms']:.0f} ms |"
         )
     last = results[-1]
     lines += [
