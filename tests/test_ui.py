@@ -367,3 +367,27 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
         await pilot.pause(0.2)
         assert str(_table(app).get_row_at(0)[reqs]).startswith("23/")
         assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were
+
+
+async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: object) -> None:
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        updated: list[str] = []
+        original = Static.update
+
+        def counting(self: Static, *args: object, **kwargs: object) -> None:
+            updated.append(self.id or "")
+            original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Static, "update", counting)
+        app.refresh_views(force=True)  # the same data again: nothing to redraw
+        assert updated == []
+        app.theme = "spark-light"  # new colours: every panel again
+        await pilot.pause()
+        assert {"title", "latency", "spec", "memory", "gpu"} <= set(updated)

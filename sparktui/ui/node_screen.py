@@ -5,11 +5,10 @@ service manager's state, and the live log."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -42,24 +41,47 @@ def _panel_title(text: str) -> Text:
     return Text(text, style="bold")
 
 
+def _text_table(rows: Sequence[Sequence[Text | str]], right: Sequence[bool], header: bool = False) -> Text:
+    """Rows of cells in aligned columns two cells apart, as one Text (a Rich Table costs ten times as
+    much to render, and these panels are drawn at every scrape of the node)."""
+    cells = [[cell if isinstance(cell, Text) else Text(cell) for cell in row] for row in rows]
+    widths = [max((row[i].cell_len for row in cells), default=0) for i in range(len(right))]
+    out = Text()
+    for index, row in enumerate(cells):
+        if index:
+            out.append("\n")
+        for column, (cell, width) in enumerate(zip(row, widths, strict=True)):
+            pad = " " * (width - cell.cell_len)
+            if column:
+                out.append("  ")
+            if right[column]:
+                out.append(pad)
+            out.append_text(cell)
+            if not right[column] and column < len(widths) - 1:
+                out.append(pad)
+        if header and index == 0:
+            out.stylize("bold", 0, len(out))
+    return out
+
+
 def _latency_table(rates: VllmRates | None) -> RenderableType:
-    table = Table(box=None, padding=(0, 1), show_edge=False, expand=False)
-    for header in ("", "p50", "p90", "p99", "mean", "n"):
-        table.add_column(header, justify="right" if header else "left")
+    rows: list[list[Text | str]] = [["", "p50", "p90", "p99", "mean", "n"]]
     for key, label in LATENCIES:
         summary = rates.latency.get(key) if rates else None
         if summary is None:
             continue
         floor = summary.floor
-        table.add_row(
-            label,
-            fmt_seconds(summary.p50, floor),
-            fmt_seconds(summary.p90, floor),
-            fmt_seconds(summary.p99, floor),
-            fmt_seconds(summary.mean),
-            fmt_number(summary.count),
+        rows.append(
+            [
+                label,
+                fmt_seconds(summary.p50, floor),
+                fmt_seconds(summary.p90, floor),
+                fmt_seconds(summary.p99, floor),
+                fmt_seconds(summary.mean),
+                fmt_number(summary.count),
+            ]
         )
-    return table
+    return _text_table(rows, (False, True, True, True, True, True), header=True)
 
 
 def _ttft_histogram(rates: VllmRates | None, width: int, colour: str, dim: str) -> RenderableType:
@@ -100,22 +122,20 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
         f"   drafts {fmt_rate(spec.draft_tokens_per_s, ' tok/s')}"
         f"   accepted {fmt_rate(spec.accepted_tokens_per_s, ' tok/s')}"
     )
-    bars = Table(box=None, padding=(0, 1), show_edge=False)
-    bars.add_column("pos", justify="right")
-    bars.add_column("absolute")
-    bars.add_column("")
-    bars.add_column("conditional")
-    bars.add_column("")
+    rows: list[list[Text | str]] = [["pos", "absolute", "", "conditional", ""]]
     weak = spec.weak_last_position
     for index, (absolute, conditional) in enumerate(zip(spec.per_position, spec.conditional, strict=True)):
         colour = colours["status-warn"] if index == weak else colours["status-ok"]
-        bars.add_row(
-            str(index),
-            level_bar(absolute, 16, colour, colours["mem-free"]),
-            fmt_pct(absolute, 0),
-            level_bar(conditional, 16, colour, colours["mem-free"]),
-            fmt_pct(conditional, 0),
+        rows.append(
+            [
+                str(index),
+                level_bar(absolute, 16, colour, colours["mem-free"]),
+                fmt_pct(absolute, 0),
+                level_bar(conditional, 16, colour, colours["mem-free"]),
+                fmt_pct(conditional, 0),
+            ]
         )
+    bars = _text_table(rows, (True, False, True, False, True), header=True)
     parts: list[RenderableType] = [head, bars]
     if trend:
         parts.append(Text(f"mean length trend {min(trend):.2f} … {max(trend):.2f}", style=colours["dim"]))
@@ -149,6 +169,7 @@ class NodeScreen(Screen[None]):
         self._ready = False  # widgets composed and mounted: safe to update
         self.node = node
         self._log_seq: dict[str, int] = {}  # instance -> next log line to show
+        self._shown: dict[str, object] = {}  # panel -> the key of what it shows (see _put)
 
     @property
     def spark(self) -> SparkApp:
@@ -201,8 +222,8 @@ class NodeScreen(Screen[None]):
         title.append(f"{view.name} ({view.host})  ", style="bold")
         title.append_text(status_text(view.status.state, colours))
         title.append(f"    window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
-        self.query_one("#title", Static).update(title)
-        self.query_one("#reasons", Static).update("\n".join(view.status.reasons))
+        self._put("#title", title)
+        self._put("#reasons", "\n".join(view.status.reasons))
         findings = app.findings.get(view.name, ())
         panel = self.query_one("#findings", Static)
         panel.display = bool(findings)
@@ -212,26 +233,41 @@ class NodeScreen(Screen[None]):
             for finding in findings:
                 body.append("\n")
                 body.append_text(finding_text(finding, colours))
-            panel.update(body)
+            self._put("#findings", body)
         instance = view.instances[0] if view.instances else None
         self._throughput(view, instance)
         self._requests(instance)
         rates = instance.rates if instance else None
-        self.query_one("#latency", Static).update(Group(_panel_title("Latency (window)"), _latency_table(rates)))
-        self.query_one("#ttft-hist", Static).update(
-            Group(
+        theme = app.theme
+        self._put("#latency", (rates, theme), lambda: Group(_panel_title("Latency (window)"), _latency_table(rates)))
+        self._put(
+            "#ttft-hist",
+            (rates, theme),
+            lambda: Group(
                 _panel_title("TTFT histogram (window)"),
                 _ttft_histogram(rates, 24, colours["status-loading"], colours["dim"]),
-            )
+            ),
         )
         trend = app.history.series(view.name, instance.name, "acceptance_length") if instance else ()
-        self.query_one("#spec", Static).update(
-            Group(_panel_title("Speculative decoding (window)"), _spec_decode(rates, colours, trend))
+        self._put(
+            "#spec",
+            (rates, f"{min(trend):.2f} {max(trend):.2f}" if trend else "", theme),  # the trend shows as its range
+            lambda: Group(_panel_title("Speculative decoding (window)"), _spec_decode(rates, colours, trend)),
         )
         self._memory(view)
         self._gpu(view)
         self._services(view)
         self._logs()
+
+    def _put(self, selector: str, key: object, build: Callable[[], RenderableType] | None = None) -> None:
+        """Update a panel only when what it shows changed: ``key`` is the content itself (text) or what
+        it is built from (``build`` then makes it). An update costs a render and a layout pass, and the
+        screen is drawn at each tick and again as its node's observation arrives."""
+        if selector in self._shown and self._shown[selector] == key:
+            return
+        self._shown[selector] = key
+        content = build() if build is not None else key
+        self.query_one(selector, Static).update(content)  # type: ignore[arg-type]
 
     def _throughput(self, view: NodeView, instance: InstanceView | None) -> None:
         app = self.spark
@@ -241,21 +277,21 @@ class NodeScreen(Screen[None]):
         text = Text()
         text.append("Throughput  ", style="bold")
         text.append(f"generation {fmt_rate(gen, ' tok/s')}   prompt {fmt_rate(prompt, ' tok/s')}")
-        self.query_one("#throughput", Static).update(text)
+        self._put("#throughput", text)
         name = instance.name if instance else ""
         self.query_one("#gen-spark", Sparkline).data = app.history.series(view.name, name, "generation_tps", last=120)
         kv = Text()
         kv.append("KV cache  ", style="bold")
         if instance is not None:
             kv.append(f"{fmt_pct(instance.kv_usage)} of {fmt_tokens(instance.kv_capacity_tokens)} tokens")
-        self.query_one("#kv", Static).update(kv)
+        self._put("#kv", kv)
         self.query_one("#kv-spark", Sparkline).data = app.history.series(view.name, name, "kv_usage", last=120)
 
     def _requests(self, instance: InstanceView | None) -> None:
         text = Text()
         text.append("Requests\n", style="bold")
         if instance is None:
-            self.query_one("#requests", Static).update(text)
+            self._put("#requests", text)
             return
         rates = instance.rates
         text.append(f"running {fmt_number(instance.running)}   waiting {fmt_number(instance.waiting)}\n")
@@ -272,9 +308,13 @@ class NodeScreen(Screen[None]):
             text.append(f"{service.manager} {service.name}: {service.state}{restarts}\n")
         if instance.launch is not None:
             text.append(f"launch readiness: {instance.launch.reason}\n")
-        self.query_one("#requests", Static).update(text)
+        self._put("#requests", text)
 
     def _memory(self, view: NodeView) -> None:
+        key = (view.host_memory, view.ledger, view.pressure, view.shm_leftovers, view.stale_workers, self.spark.theme)
+        self._put("#memory", key, lambda: self._memory_panel(view))
+
+    def _memory_panel(self, view: NodeView) -> Group:
         colours = self.spark.colours
         parts: list[RenderableType] = [_panel_title("Unified memory")]
         mem = view.host_memory
@@ -313,7 +353,7 @@ class NodeScreen(Screen[None]):
         if view.stale_workers:
             pids = ", ".join(str(p.pid) for p in view.stale_workers)
             parts.append(Text(f"stale workers: {pids}", style=colours["status-warn"]))
-        self.query_one("#memory", Static).update(Group(*parts))
+        return Group(*parts)
 
     def _gpu(self, view: NodeView) -> None:
         gpu = view.gpu
@@ -341,7 +381,7 @@ class NodeScreen(Screen[None]):
                         style=app.colours["dim"],
                     )
                 )
-        self.query_one("#gpu", Static).update(Group(*parts))
+        self._put("#gpu", Text("\n").join(p for p in parts if isinstance(p, Text)))
 
     def _services(self, view: NodeView) -> None:
         colours = self.spark.colours
@@ -352,7 +392,7 @@ class NodeScreen(Screen[None]):
         for service in view.services:
             text.append_text(status_text(service.status.state, colours, label=False))
             text.append(f" {service.name} ({service.kind})  {fmt_seconds(service.latency_s)}  {service.url}\n")
-        self.query_one("#services", Static).update(text)
+        self._put("#services", text)
 
     def _logs(self) -> None:
         log = self.query_one("#log", RichLog)
