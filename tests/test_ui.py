@@ -391,3 +391,29 @@ async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(mon
         app.theme = "spark-light"  # new colours: every panel again
         await pilot.pause()
         assert {"title", "latency", "spec", "memory", "gpu"} <= set(updated)
+
+
+async def test_a_node_screen_reopened_is_the_kept_one_and_the_least_recent_is_let_go(monkeypatch: object) -> None:
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(SparkApp, "NODE_SCREENS_KEPT", 2)
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await pilot.pause()
+        first = app.screen
+        assert isinstance(first, NodeScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+        app.open_node("spark1")
+        await pilot.pause()
+        again: object = app.screen
+        assert again is first  # not composed again
+        await pilot.press("escape")
+        for name in ("spark2", "spark3"):
+            app.open_node(name)
+            await pilot.pause()
+            await pilot.press("escape")
+        installed = [n for n in ("spark1", "spark2", "spark3") if app.is_screen_installed(f"node:{n}")]
+        assert installed == ["spark2", "spark3"]  # spark1, opened least recently, was let go

@@ -68,6 +68,7 @@ class SparkApp(App[None]):
     # render tick up to a second later; the tick still does the fleet-wide work (history, diagnosis,
     # alerts, ages). A replay draws only what its recording's ticks computed.
     DRAW_ON_ARRIVAL: ClassVar[bool] = True
+    NODE_SCREENS_KEPT: ClassVar[int] = 4  # node screens kept composed after they close (see _node_screen)
     BINDINGS: ClassVar[list[BindingType]] = [*APP_BINDINGS, *ACTION_BINDINGS]
     CSS = """
     Screen { background: $background; }
@@ -101,6 +102,7 @@ class SparkApp(App[None]):
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
         self.poll_errors: deque[str] = deque(maxlen=100)  # the latest internal errors, bounded
         self._arrived: set[str] = set()  # nodes observed since the last frame drew them
+        self._kept_screens: list[str] = []  # installed node screens, the least recently opened first
         self._arrival_pending = False
         self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         catalogue = catalogue_for(fleet.diagnosis)
@@ -218,7 +220,26 @@ class SparkApp(App[None]):
     # --- navigation ---------------------------------------------------------------------------------
 
     def open_node(self, name: str) -> None:
-        self.push_screen(NodeScreen(name))
+        self.push_screen(self._node_screen(name))
+
+    def _node_screen(self, name: str) -> NodeScreen | str:
+        """The node's screen: kept composed (installed) for the last NODE_SCREENS_KEPT nodes opened, so
+        going back to one is a redraw instead of composing and mounting twenty widgets again."""
+        if self.NODE_SCREENS_KEPT <= 0:
+            return NodeScreen(name)
+        key = f"node:{name}"
+        if key in self._kept_screens:
+            self._kept_screens.remove(key)
+        elif not self.is_screen_installed(key):
+            self.install_screen(NodeScreen(name), key)
+        self._kept_screens.append(key)
+        while len(self._kept_screens) > self.NODE_SCREENS_KEPT:
+            oldest = self._kept_screens.pop(0)
+            if self.get_screen(oldest) in self.screen_stack:
+                self._kept_screens.insert(0, oldest)  # still shown somewhere below: keep it for now
+                break
+            self.uninstall_screen(oldest)
+        return key
 
     def close_node(self) -> None:
         if isinstance(self.screen, NodeScreen):
@@ -229,7 +250,7 @@ class SparkApp(App[None]):
         if current not in names:
             return
         target = names[(names.index(current) + step) % len(names)]
-        self.switch_screen(NodeScreen(target))
+        self.switch_screen(self._node_screen(target))
 
     # --- logs and findings --------------------------------------------------------------------------
 

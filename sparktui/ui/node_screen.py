@@ -206,6 +206,11 @@ class NodeScreen(Screen[None]):
         self._ready = True
         self.update_views(self.spark.views)
 
+    def on_screen_resume(self) -> None:
+        """Shown again (a kept screen reopened): bring it up to date at once."""
+        if self._ready:
+            self.update_views(self.spark.views)
+
     def _view(self, views: Sequence[NodeView]) -> NodeView | None:
         return next((v for v in views if v.name == self.node), None)
 

@@ -70,6 +70,7 @@ class ReplayApp(SparkApp):
 
     BINDINGS: ClassVar[list[BindingType]] = REPLAY_BINDINGS
     DRAW_ON_ARRIVAL: ClassVar[bool] = False  # the recording's ticks decide what is shown
+    NODE_SCREENS_KEPT: ClassVar[int] = 0  # a seek starts the logs again: node screens are made afresh
 
     def __init__(
         self,
