@@ -86,3 +86,34 @@ def test_formatting_latency_below_the_first_bucket_says_so() -> None:
     assert fmt_seconds(0.0175) == "17.5 ms"
     assert fmt_seconds(4.3167) == "4.32 s"
     assert fmt_tokens(983040) == "983k"
+
+
+def test_quantiles_in_one_pass_equal_one_quantile_at_a_time() -> None:
+    import random
+
+    from sparktui.model.derive import histogram_quantiles
+
+    def histogram_quantile(q: float, bounds: list[float], cumulative: list[float]) -> float | None:
+        """Prometheus's algorithm, one quantile, written out plainly (the reference)."""
+        fixed = [max(0.0, *cumulative[: i + 1]) for i in range(len(cumulative))]
+        total = fixed[-1]
+        if total <= 0:
+            return None
+        rank, lower, below = q * total, 0.0, 0.0
+        for bound, count in zip(bounds, fixed, strict=True):
+            if count >= rank:
+                if math.isinf(bound):
+                    return lower if len(bounds) > 1 else None
+                return bound if count == below else lower + (bound - lower) * (rank - below) / (count - below)
+            lower, below = bound, count
+        return lower
+
+    rng = random.Random(7)
+    qs = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
+    for _ in range(300):
+        size = rng.randint(1, 12)
+        bounds = [*sorted(rng.sample(range(1, 1000), size - 1)), math.inf]
+        counts = [float(rng.randint(0, 5)) for _ in bounds]
+        cumulative = [sum(counts[: i + 1]) - (rng.random() < 0.1) for i in range(len(counts))]  # dips, as windows make
+        expected = tuple(histogram_quantile(q, bounds, cumulative) for q in qs)
+        assert histogram_quantiles(qs, bounds, cumulative) == expected

@@ -27,8 +27,15 @@ def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[f
     Buckets are made monotonic first (as Prometheus does after subtracting windows). None when the
     histogram holds no observations.
     """
+    return histogram_quantiles((q,), bounds, cumulative)[0]
+
+
+def histogram_quantiles(
+    qs: Sequence[float], bounds: Sequence[float], cumulative: Sequence[float]
+) -> tuple[float | None, ...]:
+    """``histogram_quantile`` for each of ``qs`` (ascending), the buckets made monotonic once."""
     if not bounds or not math.isinf(bounds[-1]):
-        return None
+        return (None,) * len(qs)
     fixed: list[float] = []
     running_max = 0.0
     for value in cumulative:
@@ -36,19 +43,24 @@ def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[f
         fixed.append(running_max)
     total = fixed[-1]
     if total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for bound, count in zip(bounds, fixed, strict=True):
-        if count >= rank:
-            if math.isinf(bound):
-                # The rank falls in +Inf: Prometheus answers the largest finite bound.
-                return lower if len(bounds) > 1 else None
-            if count == below:
-                return bound
-            return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = bound, count
-    return lower
+        return (None,) * len(qs)
+    out: list[float | None] = []
+    index, lower, below = 0, 0.0, 0.0
+    last = len(bounds) - 1
+    for q in qs:
+        rank = q * total
+        while index < last and fixed[index] < rank:  # the bucket the rank falls in (+Inf at the latest)
+            lower, below = bounds[index], fixed[index]
+            index += 1
+        bound, count = bounds[index], fixed[index]
+        if math.isinf(bound):
+            # The rank falls in +Inf: Prometheus answers the largest finite bound.
+            out.append(lower if len(bounds) > 1 else None)
+        elif count == below:
+            out.append(bound)
+        else:
+            out.append(lower + (bound - lower) * (rank - below) / (count - below))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +77,10 @@ class LatencySummary:
 
     @classmethod
     def of(cls, hist: HistogramSample) -> LatencySummary:
-        finite = [b for b in hist.bounds if not math.isinf(b)]
-        return cls(
-            count=hist.count,
-            mean=ratio(hist.sum, hist.count),
-            p50=histogram_quantile(0.5, hist.bounds, hist.cumulative),
-            p90=histogram_quantile(0.9, hist.bounds, hist.cumulative),
-            p99=histogram_quantile(0.99, hist.bounds, hist.cumulative),
-            floor=finite[0] if finite else None,
-        )
+        bounds = hist.bounds
+        p50, p90, p99 = histogram_quantiles((0.5, 0.9, 0.99), bounds, hist.cumulative)
+        floor = bounds[0] if bounds and not math.isinf(bounds[0]) else None
+        return cls(count=hist.count, mean=ratio(hist.sum, hist.count), p50=p50, p90=p90, p99=p99, floor=floor)
 
 
 # Accepted tokens per verify step below which the last draft position is dead weight; the failure
