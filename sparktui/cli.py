@@ -70,7 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         "--scenario",
         default="healthy",
         help="what goes wrong: healthy (default), incident, wedged, spec-degradation, kv-pressure, node-down, "
-        "engine-dead, restart, ssh-drop",
+        "engine-dead, restart, ssh-drop, soak",
+    )
+    demo.add_argument(
+        "--fault-every",
+        type=float,
+        metavar="SECONDS",
+        help="with --scenario soak: seconds between injected faults (default 180)",
     )
     demo.add_argument("--serve-only", action="store_true", help="serve the fleet without the dashboard")
     demo.add_argument("--write-config", type=Path, help="also write the fleet's config to this file")
@@ -269,7 +275,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        if args.nodes is not None and scenario.events:
+        if args.fault_every is not None:
+            from sparktui.demo.scenarios import MIN_FAULT_EVERY_S, soak_scenario
+
+            if scenario.name != "soak":
+                print("sparktui demo: --fault-every applies to --scenario soak only", file=sys.stderr)
+                return 2
+            if not args.fault_every >= MIN_FAULT_EVERY_S:
+                print(
+                    f"sparktui demo: --fault-every must be at least {MIN_FAULT_EVERY_S:g} seconds "
+                    f"(got {args.fault_every:g}): a fault lasts a third of it and must clear before the next",
+                    file=sys.stderr,
+                )
+                return 2
+            scenario = soak_scenario(args.fault_every)
+        if args.nodes is not None and scenario.events and not scenario.any_fleet:
             print("sparktui demo: scenarios script the default four-node fleet; drop --nodes", file=sys.stderr)
             return 2
         command = [c for c in args.run if c != "--"]
@@ -281,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             nodes=args.nodes,
             seed=args.seed,
             scenario=args.scenario,
+            fault_every_s=args.fault_every,
             read_only=args.read_only,
             kiosk=args.kiosk,
             theme=args.theme,

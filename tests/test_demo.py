@@ -131,6 +131,20 @@ async def test_snapshot_of_the_demo_shows_every_node_up_with_numbers(running_fle
     assert views["spark4"].instances[0].role == "worker"
 
 
+async def test_metrics_with_name_filter_serves_only_those_samples_as_vllm_does(running_fleet: DemoFleet) -> None:
+    instance = running_fleet.node("spark1").instances[0]
+    assert instance.http is not None
+    wanted = ["vllm:num_requests_running", "vllm:time_to_first_token_seconds_bucket"]
+    async with httpx.AsyncClient() as client:
+        full = parse((await client.get(f"{instance.http.url}/metrics")).text)
+        only = parse((await client.get(f"{instance.http.url}/metrics", params={"name[]": wanted})).text)
+    assert set(only.names()) == set(wanted)
+    assert len(only.get("vllm:time_to_first_token_seconds_bucket")) == len(
+        full.get("vllm:time_to_first_token_seconds_bucket")
+    )
+    assert "vllm:time_to_first_token_seconds_count" in full
+
+
 async def test_restart_refuses_while_loading_then_serves_fresh_counters(running_fleet: DemoFleet) -> None:
     instance = running_fleet.node("spark1").instances[0]
     assert instance.http is not None

@@ -9,6 +9,7 @@ ateska/dgx-spark-prometheus (bare names with a ``host`` label).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -137,8 +138,10 @@ class VllmExposition:
         self.http_requests.labels(handler=handler, method="GET", status=f"{status // 100}xx").inc()
         self.http_duration.labels(handler=handler, method="GET").observe(seconds)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, names: Collection[str] | None = None) -> bytes:
+        """The exposition; with ``names``, only those samples (and their families' HELP/TYPE), as vLLM's
+        ``/metrics?name[]=...`` answers (prometheus_client's app, which vLLM mounts, honours it)."""
+        return generate_latest(self.registry.restricted_registry(names) if names else self.registry)
 
 
 @dataclass

@@ -15,14 +15,17 @@ clock, tests call ``advance`` themselves (step mode). A ``seed`` makes a run rep
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import random
 import shutil
 import tempfile
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from sparktui.demo.exposition import (
     GpuState,
@@ -43,6 +46,20 @@ VLLM_VERSION = "0.33.0"
 METRICS_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 WARMUP_S = 90.0  # simulated seconds before serving, so counters and histograms look lived-in
 SERVICE_ANON = {"asr": 2.6 * GIB, "tts": 2.2 * GIB, "ollama": 0.25 * GIB}  # side services' memory
+EVENTS_KEPT = 1000  # lines of ``DemoFleet.events_log`` (a soak logs events forever)
+
+# A broken /metrics body (the soak's malformed scrape): "garbage" is half the exposition, then bytes
+# that are no Prometheus text (a proxy's error page); "truncated" stops mid-line, with no final newline.
+MetricsFault = Literal["garbage", "truncated"]
+GARBAGE_TAIL = b"\x00\x00\xff\xfe<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>\n"
+
+
+def broken_metrics(body: bytes, fault: MetricsFault) -> bytes:
+    """``body`` (a whole exposition) as the fault serves it."""
+    half = body[: len(body) // 2]
+    if fault == "garbage":
+        return half[: half.rfind(b"\n") + 1] + GARBAGE_TAIL
+    return half.rstrip(b"\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +142,7 @@ class DemoInstance:
         self.exposition = VllmExposition(self.profile)
         self.engine = Engine(self.profile, self.exposition, rng)
         self.http = HttpServer(self.handle, on_served=self._count) if spec.role != "worker" else None
+        self.metrics_fault: MetricsFault | None = None  # /metrics serves a broken body while set
         self.started_wall = time.time()
         clock = clock or SimClock(time.time())
         host = host or SimHost(node, clock, random.Random(f"{node}:host"), clock.epoch - 86400)
@@ -183,7 +201,10 @@ class DemoInstance:
         if path == "/health":
             return Response(status=503 if state is EngineState.DEAD else 200, body=b"")
         if path == "/metrics":
-            return Response(body=self.exposition.render(), content_type=METRICS_TYPE)
+            body = self.exposition.render(request.query.get("name[]"))
+            if self.metrics_fault is not None:
+                body = broken_metrics(body, self.metrics_fault)
+            return Response(body=body, content_type=METRICS_TYPE)
         if path == "/version":
             return Response.of_json({"version": VLLM_VERSION})
         if path.startswith("/v1/") and not self._authorised(request):
@@ -402,7 +423,9 @@ class DemoFleet:
         seed: int = 7,
         warmup_s: float = WARMUP_S,
         scenario: Scenario | None = None,
+        on_event: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_event`` gets each scenario event's log line as it fires (the demo prints them)."""
         self.seed = seed
         self.now = 0.0
         # The nodes' clock reads the wall time when the fleet starts serving (after the warm-up).
@@ -436,7 +459,8 @@ class DemoFleet:
         self.started_at = self.now  # scenario time counts from here
         self.scenario = scenario
         self._pending = sorted(scenario.events, key=lambda e: e.at_s) if scenario else []
-        self.events_log: list[str] = []
+        self.events_log: deque[str] = deque(maxlen=EVENTS_KEPT)
+        self.on_event = on_event
 
     @property
     def elapsed(self) -> float:
@@ -446,8 +470,14 @@ class DemoFleet:
     async def _fire_due_events(self) -> None:
         while self._pending and self._pending[0].at_s <= self.elapsed + 1e-9:
             event = self._pending.pop(0)
-            await event.action(self)
-            self.events_log.append(f"{event.at_s:5.0f} s  {event.what}")
+            what = await event.action(self)
+            line = f"{event.at_s:5.0f} s  {what or event.what}"
+            self.events_log.append(line)
+            if self.on_event is not None:
+                self.on_event(line)
+            every = self.scenario.every_s if self.scenario is not None else None
+            if every:  # a repeating timeline: the event comes again next round
+                bisect.insort(self._pending, replace(event, at_s=event.at_s + every), key=lambda e: e.at_s)
 
     def node(self, name: str) -> DemoNode:
         return next(n for n in self.nodes if n.name == name)

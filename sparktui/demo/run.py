@@ -26,7 +26,12 @@ async def serve(
     scenario: Scenario | None = None,
     quiet: bool = False,
 ) -> int:
-    fleet = DemoFleet(scaled_nodes(nodes) if nodes else DEFAULT_NODES, seed=seed, scenario=scenario)
+    fleet = DemoFleet(
+        scaled_nodes(nodes) if nodes else DEFAULT_NODES,
+        seed=seed,
+        scenario=scenario,
+        on_event=None if quiet else _print_event,
+    )
     with tempfile.TemporaryDirectory(prefix="sparktui-demo-") as tmp:
         clock: asyncio.Task[None] | None = None
         # Ctrl-C, SIGTERM or a closed terminal (SIGHUP), even while the servers start, stop the fleet
@@ -49,6 +54,8 @@ async def serve(
                     print(f"scenario {scenario.name}: {scenario.summary}")
                     for event in scenario.events:
                         print(f"  {event.at_s:5.0f} s  {event.what}")
+                    if scenario.every_s:
+                        print(f"  (again every {scenario.every_s:g} s, until stopped)")
             if command and not stop.is_set():
                 sys.stdout.flush()  # our lines before the command's
                 env = dict(os.environ, SPARKTUI_CONFIG=str(config))
@@ -64,6 +71,11 @@ async def serve(
                 with contextlib.suppress(asyncio.CancelledError):
                     await clock
             await fleet.stop()
+
+
+def _print_event(line: str) -> None:
+    """One line per scenario event as it happens (a soak's faults: what a log reader greps for)."""
+    print(f"event {line}", flush=True)
 
 
 async def _wait_or_stop(process: asyncio.subprocess.Process, stop: asyncio.Event) -> int:

@@ -1,7 +1,9 @@
 """Scripted demo scenarios: what goes wrong, when (seconds of simulated time after the start).
 
 Each scenario is a timeline of events applied to a ``DemoFleet`` as its clock passes them, so a
-scenario plays the same in the live demo and, stepped, in the tests.
+scenario plays the same in the live demo and, stepped, in the tests. The ``soak`` scenario's timeline
+repeats forever (``Scenario.every_s``): it cycles through four faults on nodes it picks by position,
+so it runs on any fleet (``--nodes N`` too).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import TYPE_CHECKING
 from sparktui.demo.sim import EngineState
 
 if TYPE_CHECKING:
-    from sparktui.demo.fleet import DemoFleet
+    from sparktui.demo.fleet import DemoFleet, DemoInstance, DemoNode, MetricsFault
 
-Action = Callable[["DemoFleet"], Awaitable[None]]
+# An event's action may return the line to log for what it did (the node it picked, say); None logs
+# the event's ``what``.
+Action = Callable[["DemoFleet"], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,8 @@ class Scenario:
     name: str
     summary: str
     events: tuple[Event, ...]
+    every_s: float | None = None  # the timeline starts again every this many seconds, forever
+    any_fleet: bool = False  # picks its nodes by position: runs on a fleet of any size
 
 
 async def _wedge_spark1(fleet: DemoFleet) -> None:
@@ -105,6 +111,124 @@ async def _ssh_up_spark2(fleet: DemoFleet) -> None:
     await fleet.ssh_up("spark2")
 
 
+# --- soak: four faults in turn, forever (the endurance run, benchmarks/soak.py) ------------------
+
+SOAK_FAULTS = ("node-down", "ssh-drop", "malformed-scrape", "counter-reset")
+DEFAULT_FAULT_EVERY_S = 180.0
+MIN_FAULT_EVERY_S = 20.0  # shorter, and a fault would not have cleared before the next one
+
+
+@dataclass(frozen=True, slots=True)
+class SoakTimes:
+    """How long each fault lasts, from the period between faults: it has cleared before the next."""
+
+    every_s: float
+
+    @property
+    def hold_s(self) -> float:
+        """A node stays off, an sshd down, a /metrics body broken, for this long."""
+        return min(self.every_s / 3, 60.0)
+
+    @property
+    def boot_load_s(self) -> float:
+        """vLLM's load after the node boots again."""
+        return min(self.every_s / 4, 45.0)
+
+    @property
+    def restart_load_s(self) -> float:
+        """vLLM's load after the counter-reset restart."""
+        return min(self.every_s / 6, 20.0)
+
+    @property
+    def cycle_s(self) -> float:
+        return self.every_s * len(SOAK_FAULTS)
+
+    def cycle(self, fleet: DemoFleet) -> int:
+        """Which round of the four faults the fleet's clock is in."""
+        return int(fleet.elapsed // self.cycle_s)
+
+
+def _soak_node(fleet: DemoFleet, times: SoakTimes, fault: int, *, serving: bool) -> DemoNode:
+    """The node fault number ``fault`` hits in this round: the four faults hit four different nodes,
+    and the next round shifts by five, so over the rounds every node gets every fault."""
+    nodes = [n for n in fleet.nodes if not serving or any(i.serves_http for i in n.instances)]
+    return nodes[(times.cycle(fleet) * 5 + fault) % len(nodes)]
+
+
+def _serving_instance(node: DemoNode) -> DemoInstance:
+    return next(i for i in node.instances if i.serves_http)
+
+
+def soak_scenario(every_s: float = DEFAULT_FAULT_EVERY_S) -> Scenario:
+    """Every ``every_s`` seconds a fault, in turn: a node powers off (and boots again), an sshd drops
+    its sessions (and comes back), an instance serves a broken /metrics body (garbage one round,
+    truncated the next), an instance restarts (its counters start again from zero). The first fault
+    comes ``every_s / 2`` after the start; each has cleared before the next begins."""
+    times = SoakTimes(every_s)
+    hold, boot_load, restart_load = times.hold_s, times.boot_load_s, times.restart_load_s
+
+    async def power_off(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 0, serving=False)
+        await fleet.power_off(node.name)
+        return f"fault node-down {node.name}: powered off, every port and SSH refuse for {hold:.0f} s"
+
+    async def power_on(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 0, serving=False)
+        await fleet.power_on(node.name, load_s=boot_load)
+        return f"recover node-down {node.name}: powered on, vLLM loads for {boot_load:.0f} s"
+
+    async def ssh_down(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 1, serving=False)
+        await fleet.ssh_down(node.name)
+        return f"fault ssh-drop {node.name}: sshd drops its sessions and refuses for {hold:.0f} s"
+
+    async def ssh_up(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 1, serving=False)
+        await fleet.ssh_up(node.name)
+        return f"recover ssh-drop {node.name}: sshd accepts again"
+
+    async def break_metrics(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 2, serving=True)
+        instance = _serving_instance(node)
+        mode: MetricsFault = "garbage" if times.cycle(fleet) % 2 == 0 else "truncated"
+        instance.metrics_fault = mode
+        where = f"{node.name}/{instance.spec.name}"
+        return f"fault malformed-scrape {where}: /metrics serves a {mode} body for {hold:.0f} s"
+
+    async def mend_metrics(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 2, serving=True)
+        instance = _serving_instance(node)
+        instance.metrics_fault = None
+        return f"recover malformed-scrape {node.name}/{instance.spec.name}: /metrics whole again"
+
+    async def restart(fleet: DemoFleet) -> str:
+        node = _soak_node(fleet, times, 3, serving=True)
+        instance = _serving_instance(node)
+        instance.restart(load_s=restart_load)
+        return (
+            f"fault counter-reset {node.name}/{instance.spec.name}: vLLM restarts, loads for {restart_load:.0f} s, "
+            "its counters start again from zero"
+        )
+
+    first = every_s / 2
+    events = (
+        Event(first, "a node powers off", power_off),
+        Event(first + hold, "it boots again", power_on),
+        Event(first + every_s, "a node's sshd drops its sessions", ssh_down),
+        Event(first + every_s + hold, "the sshd is back", ssh_up),
+        Event(first + 2 * every_s, "an instance serves a broken /metrics body", break_metrics),
+        Event(first + 2 * every_s + hold, "its /metrics is whole again", mend_metrics),
+        Event(first + 3 * every_s, "an instance restarts: its counters start again from zero", restart),
+    )
+    return Scenario(
+        "soak",
+        f"a fault every {every_s:g} s, in turn: node down and back, SSH dropped, malformed /metrics, counter reset",
+        events,
+        every_s=times.cycle_s,
+        any_fleet=True,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
@@ -165,5 +289,6 @@ SCENARIOS: dict[str, Scenario] = {
                 Event(45.0, "spark2: sshd back", _ssh_up_spark2),
             ),
         ),
+        soak_scenario(),
     )
 }

@@ -42,6 +42,7 @@ from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, pa
 apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 WINDOW_S = 30.0  # the window behind every rate, ratio and quantile on screen
+COUNTER_WINDOWS_KEPT = 2  # counter history kept, in windows
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
 
 
@@ -90,7 +91,10 @@ class SparkApp(App[None]):
         """``collect`` runs ``source`` (live collection from the fleet when None) in the background."""
         super().__init__()
         self.fleet = fleet
-        self.state = FleetState(fleet)
+        # Every rate on screen is over the last ``window_s``: counter history older than twice that is
+        # never read, and at ~12 KB a scrape (vLLM's ~220 counters and buckets) FleetState's default
+        # 900 s held ~11 MB per instance (benchmarks/soak.py).
+        self.state = FleetState(fleet, max_age_s=COUNTER_WINDOWS_KEPT * window_s)
         self.history = History()
         self.views: tuple[NodeView, ...] = ()
         self.collect = collect
@@ -238,7 +242,11 @@ class SparkApp(App[None]):
             if self.get_screen(oldest) in self.screen_stack:
                 self._kept_screens.insert(0, oldest)  # still shown somewhere below: keep it for now
                 break
+            screen = self.get_screen(oldest)
             self.uninstall_screen(oldest)
+            # Textual removes a screen only as it is popped or switched away; one uninstalled while
+            # hidden would stay mounted, its widgets' message pumps running, for ever.
+            screen.remove()
         return key
 
     def close_node(self) -> None:

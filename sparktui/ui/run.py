@@ -47,6 +47,7 @@ def run_demo_dashboard(
     nodes: int | None,
     seed: int,
     scenario: str,
+    fault_every_s: float | None = None,
     read_only: bool = False,
     kiosk: bool = False,
     theme: str | None = None,
@@ -69,6 +70,8 @@ def run_demo_dashboard(
         ]
         if nodes is not None:
             command += ["--nodes", str(nodes)]
+        if fault_every_s is not None:
+            command += ["--fault-every", str(fault_every_s)]
         log = Path(tmp) / "demo.log"
         with log.open("wb") as out:
             child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
