@@ -151,7 +151,7 @@ class Cells:
 
 async def _run(config: Path, endpoints: dict[str, SteppedEndpoint], samples: int, seed: int) -> list[Sample]:
     fleet = load_config(config)
-    app = make_app(fleet)
+    app = make_app(fleet, freeze_gc=True)  # as the CLI's dashboard runs
     screen = ScreenRecorder(app, *SIZE)
     arrivals = Arrivals()
     arrivals.install(app)

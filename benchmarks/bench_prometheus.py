@@ -138,7 +138,7 @@ async def _dashboard(fleet: FleetSpec, seconds: float) -> dict[str, float]:
 
     PrometheusSource.refresh = timed  # type: ignore[method-assign]
     try:
-        app = make_app(fleet)
+        app = make_app(fleet, freeze_gc=True)  # as the CLI's dashboard runs
         async with app.run_test(headless=True, size=(160, 48)):
             recorder = ScreenRecorder(app, 160, 48)
             await asyncio.sleep(2.0)  # the first refresh and the first full frame

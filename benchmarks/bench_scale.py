@@ -199,7 +199,7 @@ async def _run(config: Path, seconds: float, demo_pid: int, seed: int) -> ScaleR
     fleet = load_config(config)
     log = PollLog()
     log.install()
-    app = make_app(fleet)
+    app = make_app(fleet, freeze_gc=True)  # as the CLI's dashboard runs
     screen = ScreenRecorder(app, *SIZE)
     ticks, applies = _time_the_loop_work(app)
     rng = random.Random(seed)

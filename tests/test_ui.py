@@ -417,3 +417,23 @@ async def test_a_node_screen_reopened_is_the_kept_one_and_the_least_recent_is_le
             await pilot.press("escape")
         installed = [n for n in ("spark1", "spark2", "spark3") if app.is_screen_installed(f"node:{n}")]
         assert installed == ["spark2", "spark3"]  # spark1, opened least recently, was let go
+
+
+async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_not(monkeypatch: object) -> None:
+    import gc
+
+    import pytest
+
+    from sparktui.ui import app as app_module
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    frozen: list[str] = []
+    monkeypatch.setattr(app_module, "FREEZE_AFTER_S", 0.05)
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append("freeze"))
+    for freeze_gc in (False, True):
+        clock = Clock()
+        app = make_app(fleet_spec(), collect=False, clock=clock, freeze_gc=freeze_gc)
+        feed(app, clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(0.3)
+        assert frozen == (["freeze"] if freeze_gc else [])

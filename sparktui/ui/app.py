@@ -3,6 +3,7 @@ the model into views and hands them to the screen on display. Widgets never talk
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 WINDOW_S = 30.0  # the window behind every rate, ratio and quantile on screen
 COUNTER_WINDOWS_KEPT = 2  # counter history kept, in windows
+FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
 
 
@@ -87,9 +89,13 @@ class SparkApp(App[None]):
         clock: Callable[[], float] = time.monotonic,
         window_s: float = WINDOW_S,
         source: FleetSource | None = None,
+        freeze_gc: bool = False,
     ) -> None:
-        """``collect`` runs ``source`` (live collection from the fleet when None) in the background."""
+        """``collect`` runs ``source`` (live collection from the fleet when None) in the background;
+        ``freeze_gc`` (the CLI's dashboard) takes what exists a few seconds in out of the collector's
+        generations (see ``_freeze_startup``)."""
         super().__init__()
+        self.freeze_gc = freeze_gc
         self.fleet = fleet
         # Every rate on screen is over the last ``window_s``: counter history older than twice that is
         # never read, and at ~12 KB a scrape (vLLM's ~220 counters and buckets) FleetState's default
@@ -153,6 +159,16 @@ class SparkApp(App[None]):
         if self.collect:
             self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
         self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
+        if self.freeze_gc:
+            self.set_timer(FREEZE_AFTER_S, self._freeze_startup, name="gc-freeze")
+
+    def _freeze_startup(self) -> None:
+        """Python's full collections walk every tracked object: at 64 nodes one took ~220 ms
+        (benchmarks/bench_scale.py with gc callbacks), and a key pressed meanwhile waited for it. What
+        exists a few seconds in (modules, classes, Textual's styles and screens, the fleet's state)
+        lives as long as the app; moved out of the generations once (``gc.freeze``), the full
+        collections walk only what came since. Not for tests: frozen cycles are never collected."""
+        gc.freeze()
 
     # --- FleetSink: what the source collects ---------------------------------------------------------
 

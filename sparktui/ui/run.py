@@ -28,11 +28,11 @@ def run_dashboard(
 ) -> int:
     """The dashboard; with ``recorder``, everything collected (and every tick and finding) is recorded too."""
     if recorder is None:
-        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
+        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, freeze_gc=True)
     else:
         # The live streams fill their own buffers here: the app appends the batches the tee hands it.
         source = Teed(fleet_source(fleet), recorder, fills_log_buffers=False)
-        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source)
+        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source, freeze_gc=True)
         app.recorder = recorder
     try:
         app.run()
