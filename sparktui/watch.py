@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from sparktui.model.alerts import AlertEngine, AlertEvent, AlertState, alert_rules, firing_now
 from sparktui.model.diagnosis import DiagnosisEngine, Finding, Severity, catalogue_for, last_intervals, unread
-from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -83,7 +83,7 @@ class Watcher:
         self.wall = wall
         self.journal = journal
         self.window_s = window_s
-        self.state = FleetState(fleet)
+        self.state = FleetState(fleet, max_age_s=COUNTER_WINDOWS_KEPT * window_s)  # only the window is read
         self.views: tuple[NodeView, ...] = ()
         self.diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis))
         self.findings: dict[str, tuple[Finding, ...]] = {}

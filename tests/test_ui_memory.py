@@ -13,8 +13,11 @@ import asyncio
 import gc
 from typing import ClassVar
 
+import pytest
+
+from sparktui.model.fleet import COUNTER_WINDOWS_KEPT
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
-from sparktui.ui.app import COUNTER_WINDOWS_KEPT, SparkApp, make_app
+from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.node_screen import NodeScreen
 from tests.fixture_fleet import scenario_scrapes
 from tests.ui_data import Clock, feed, fleet_spec
@@ -49,9 +52,16 @@ async def test_node_screens_no_longer_kept_are_removed() -> None:
         assert counts[-1] == counts[0]  # twelve visits later: no more screens, no more tasks
 
 
-def test_counter_history_spans_a_couple_of_windows_not_fifteen_minutes() -> None:
+@pytest.mark.parametrize("consumer", ["dashboard", "watch"])
+def test_counter_history_spans_a_couple_of_windows_not_fifteen_minutes(consumer: str) -> None:
+    from sparktui.watch import Watcher
+
     clock = Clock()
-    app = make_app(fleet_spec(), collect=False, clock=clock, window_s=30.0)
+    app = (
+        make_app(fleet_spec(), collect=False, clock=clock, window_s=30.0)
+        if consumer == "dashboard"
+        else Watcher(fleet_spec(), clock=clock, window_s=30.0)
+    )
     scrapes = scenario_scrapes("mtp2-steady")
     ok = FetchKind.OK
     for poll in range(300):  # ten minutes at a 2 s interval

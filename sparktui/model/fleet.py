@@ -586,6 +586,11 @@ class NodeState:
         return out or [UP]
 
 
+# Counter history kept by a consumer that shows the numbers of one window: two of them (every rate on
+# screen is over the last window; at ~12 KB a scrape, 900 s held ~11 MB per vLLM instance).
+COUNTER_WINDOWS_KEPT = 2
+
+
 class FleetState:
     """Every node's state. ``max_age_s`` bounds the history kept for windows."""
 

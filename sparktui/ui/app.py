@@ -21,7 +21,7 @@ from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.model.alerts import AlertEngine
 from sparktui.model.diagnosis import DiagnosisEngine, Finding, catalogue_for, last_intervals, unread
 from sparktui.model.drift import drift_report
-from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState, NodeView
 from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -43,7 +43,6 @@ from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, pa
 apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 WINDOW_S = 30.0  # the window behind every rate, ratio and quantile on screen
-COUNTER_WINDOWS_KEPT = 2  # counter history kept, in windows
 FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
 
