@@ -82,7 +82,7 @@ class RowTable(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, always_update=False, repaint=False, init=False)
 
-    class RowHighlighted(Message):
+    class _RowMessage(Message):
         def __init__(self, table: RowTable, row: int, key: str) -> None:
             super().__init__()
             self.table = table
@@ -93,16 +93,11 @@ class RowTable(ScrollView, can_focus=True):
         def control(self) -> RowTable:
             return self.table
 
-    class RowSelected(Message):
-        def __init__(self, table: RowTable, row: int, key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-            self.key = key
+    class RowHighlighted(_RowMessage):
+        """The cursor moved to ``row`` (its ``key``)."""
 
-        @property
-        def control(self) -> RowTable:
-            return self.table
+    class RowSelected(_RowMessage):
+        """Enter or a click on the highlighted row: ``row`` (its ``key``) was chosen."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
