@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from textual.widgets import RichLog, Static
 
@@ -369,10 +370,7 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
         assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were
 
 
-async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: object) -> None:
-    import pytest
-
-    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:
         app.open_node("spark1")
@@ -393,10 +391,9 @@ async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(mon
         assert {"title", "latency", "spec", "memory", "gpu"} <= set(updated)
 
 
-async def test_a_node_screen_reopened_is_the_kept_one_and_the_least_recent_is_let_go(monkeypatch: object) -> None:
-    import pytest
-
-    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+async def test_a_node_screen_reopened_is_the_kept_one_and_the_least_recent_is_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(SparkApp, "NODE_SCREENS_KEPT", 2)
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:
@@ -419,14 +416,13 @@ async def test_a_node_screen_reopened_is_the_kept_one_and_the_least_recent_is_le
         assert installed == ["spark2", "spark3"]  # spark1, opened least recently, was let go
 
 
-async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_not(monkeypatch: object) -> None:
+async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import gc
-
-    import pytest
 
     from sparktui.ui import app as app_module
 
-    assert isinstance(monkeypatch, pytest.MonkeyPatch)
     frozen: list[str] = []
     monkeypatch.setattr(app_module, "FREEZE_AFTER_S", 0.05)
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append("freeze"))

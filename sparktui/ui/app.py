@@ -96,9 +96,6 @@ class SparkApp(App[None]):
         super().__init__()
         self.freeze_gc = freeze_gc
         self.fleet = fleet
-        # Every rate on screen is over the last ``window_s``: counter history older than twice that is
-        # never read, and at ~12 KB a scrape (vLLM's ~220 counters and buckets) FleetState's default
-        # 900 s held ~11 MB per instance (benchmarks/soak.py).
         self.state = FleetState(fleet, max_age_s=COUNTER_WINDOWS_KEPT * window_s)
         self.history = History()
         self.views: tuple[NodeView, ...] = ()
