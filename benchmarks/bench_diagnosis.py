@@ -27,9 +27,9 @@ from _common import quantile, write_section
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sparktui.config import parse_config  # noqa: E402
+from sparktui.config import load_catalogue, parse_config  # noqa: E402
+from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals, unread  # noqa: E402
 from sparktui.model.derive import VllmRates  # noqa: E402
-from sparktui.model.diagnosis import DiagnosisEngine, last_intervals, load_catalogue, unread  # noqa: E402
 from sparktui.model.fleet import FleetState, NodeView  # noqa: E402
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame  # noqa: E402
 from sparktui.model.logbuffer import LogBuffer  # noqa: E402

@@ -55,10 +55,10 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from sparktui.config import load_config
+from sparktui.config import catalogue_for, load_config
 from sparktui.demo.scenarios import SOAK_FAULTS, SoakTimes
-from sparktui.model.alerts import AlertEngine, alert_rules
-from sparktui.model.diagnosis import DiagnosisEngine, catalogue_for
+from sparktui.diagnosis.alerts import AlertEngine, alert_rules
+from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.history import INSTANCE_METRICS, NODE_METRICS, History
 from sparktui.model.logbuffer import LogBuffer
@@ -421,12 +421,13 @@ class Run:
 def shrink_bounds(app: SparkApp) -> None:
     """The app's bounds scaled to a run of minutes (``--small-bounds``), set before it mounts."""
     fleet = app.fleet
-    app.history = History(max_points=SMALL_HISTORY_POINTS)
-    app.state = FleetState(fleet, max_age_s=SMALL_COUNTER_AGE_S)
-    app.diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis), history_limit=SMALL_FINDINGS_KEPT)
-    app.alerts = AlertEngine(alert_rules(fleet), fleet, history_limit=SMALL_ALERTS_KEPT)
+    core = app.monitor
+    core.history = History(max_points=SMALL_HISTORY_POINTS)
+    core.state = FleetState(fleet, max_age_s=SMALL_COUNTER_AGE_S)
+    core.diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis), history_limit=SMALL_FINDINGS_KEPT)
+    core.alerts = AlertEngine(alert_rules(fleet), fleet, history_limit=SMALL_ALERTS_KEPT)
     for node in fleet.nodes:
-        buffers = app._log_buffers.setdefault(node.name, {})
+        buffers = core.log_buffers.setdefault(node.name, {})
         for vllm in node.vllm:
             buffers[vllm.name] = LogBuffer(max_lines=SMALL_LOG_LINES, max_bytes=SMALL_LOG_BYTES)
 

@@ -18,7 +18,7 @@ import tomllib
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from platformdirs import user_config_path
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -36,6 +36,9 @@ from sparktui.model.specs import (
     check_notifier_url,
     key_path,
 )
+
+if TYPE_CHECKING:
+    from sparktui.diagnosis.catalogue import Catalogue
 
 CONFIG_ENV = "SPARKTUI_CONFIG"
 APP_NAME = "sparktui"
@@ -466,11 +469,27 @@ def _resolve_notifier(
     return notifier.model_copy(update=update)
 
 
+def load_catalogue() -> Catalogue:
+    """The failure catalogue shipped with sparktui (``sparktui/data/failures.toml``), parsed and validated."""
+    from importlib import resources
+
+    from sparktui.diagnosis.catalogue import parse_catalogue
+
+    text = (resources.files("sparktui") / "data" / "failures.toml").read_text(encoding="utf-8")
+    return parse_catalogue(text, source="sparktui/data/failures.toml")
+
+
+def catalogue_for(overrides: Mapping[str, float]) -> Catalogue:
+    """The shipped catalogue with the config's ``[diagnosis]`` thresholds (validated by ``load_config``)."""
+    catalogue = load_catalogue()
+    return catalogue.with_overrides(overrides) if overrides else catalogue
+
+
 def _bad_diagnosis_thresholds(overrides: Mapping[str, float], source: str) -> list[str]:
     """``[diagnosis]`` keys that name no rule or parameter of the catalogue, or values below 0."""
     if not overrides:
         return []
-    from sparktui.model.diagnosis import CatalogueError, load_catalogue
+    from sparktui.diagnosis.catalogue import CatalogueError
 
     catalogue = load_catalogue()
     errors: list[str] = []
@@ -487,8 +506,6 @@ def _unknown_findings(rules: Sequence[AlertRuleSpec], source: str) -> list[str]:
     wanted = [(i, rule.finding) for i, rule in enumerate(rules) if rule.finding is not None]
     if not wanted:
         return []
-    from sparktui.model.diagnosis import load_catalogue
-
     known = load_catalogue().ids
     errors: list[str] = []
     for i, finding in wanted:

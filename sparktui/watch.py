@@ -1,11 +1,11 @@
 """``sparktui watch``: the dashboard's collection and rules with no screen, sending alerts.
 
-The watcher is a ``FleetSink`` of the same live collection the dashboard runs (``LiveFleet``, or any
-source with its ``run(sink)`` shape, such as a replay). Every poll interval it does what the
-dashboard's render tick does, with the same code and the same rules: views from the fleet model, one
-diagnosis evaluation per node over the new log lines and the last scrape interval, then the alert
-rules. Each alert that fires or resolves is logged and handed to the notifiers, which send from their
-own queues: a slow or dead notifier never delays a poll or a tick.
+The watcher drives the same monitor core as the dashboard (``sparktui.monitor.core.Monitor``) from the
+same collection (``LiveFleet``, or any source with its ``run(sink)`` shape, such as a replay): every
+poll interval (or at a recording's ticks) the core computes the views, one diagnosis evaluation per
+node and the alert rules, so the watcher sees what the dashboard sees by construction. Each alert
+that fires or resolves is logged and handed to the notifiers, which send from their own queues: a
+slow or dead notifier never delays a poll or a tick.
 
 The log is one line per event on stdout, ``key=value`` pairs after a level word, no colour::
 
@@ -27,24 +27,27 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from sparktui.model.alerts import AlertEngine, AlertEvent, AlertState, alert_rules, firing_now
-from sparktui.model.diagnosis import DiagnosisEngine, Finding, Severity, catalogue_for, last_intervals, unread
-from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState, NodeView
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.config import catalogue_for
+from sparktui.diagnosis.alerts import AlertEngine, AlertEvent, AlertState, alert_rules, firing_now
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals
+from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.core import WINDOW_S, Monitor, MonitorObserver, collect_error_text
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
 from sparktui.sources.live import FleetSink, FleetSource
 from sparktui.sources.prometheus import PrometheusError, fleet_source
 from sparktui.watch_args import add_parser  # the parser lives apart (start-up cost); re-exported
 
+if TYPE_CHECKING:
+    from sparktui.record.recorder import Recorder
+
 __all__ = ["Watcher", "add_parser", "check_alerts", "main", "run_check", "watch"]
 
-# The window behind every rate, ratio and quantile: the dashboard's (sparktui.ui.app.WINDOW_S), which a
-# headless module may not import.
-WINDOW_S = 30.0
 EXIT_CONFIG = 2
 # syslog priorities (sd-daemon(3)): journald reads a leading "<N>" as the line's priority.
 PRIORITIES: Mapping[str, int] = {"crit": 2, "err": 3, "warning": 4, "notice": 5, "info": 6}
@@ -74,51 +77,70 @@ class Watcher:
         wall: Callable[[], float] = time.time,
         source: FleetSource | None = None,
         extra_sinks: Sequence[FleetSink] = (),
+        observers: Sequence[MonitorObserver] = (),
         journal: bool = False,
         window_s: float = WINDOW_S,
     ) -> None:
+        """``extra_sinks`` get everything collected too, ``observers`` every tick, finding and alert
+        of the core (a recorder or a black box is both)."""
         self.fleet = fleet
         self.out = out if out is not None else sys.stdout
         self.clock = clock
         self.wall = wall
         self.journal = journal
-        self.window_s = window_s
-        self.state = FleetState(fleet, max_age_s=COUNTER_WINDOWS_KEPT * window_s)  # only the window is read
-        self.views: tuple[NodeView, ...] = ()
-        self.diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis))
-        self.findings: dict[str, tuple[Finding, ...]] = {}
-        self.alerts = AlertEngine.for_fleet(fleet)
-        self.ticks = 0
-        self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
-        self.source: FleetSource = source or fleet_source(fleet, clock=clock, log_buffers=self._log_buffers)
+        self.monitor = Monitor(
+            fleet, catalogue_for(fleet.diagnosis), window_s=window_s, keep_history=False, observers=observers
+        )
+        self.source: FleetSource = source or fleet_source(fleet, clock=clock)
         self.extra_sinks = tuple(extra_sinks)
         self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall)
         self._errors_logged: dict[tuple[str, str], float] = {}
         self._problems_logged: set[str] = set()
         self._sinks_failed: set[tuple[int, str]] = set()
 
-    # --- FleetSink: what the source collects -------------------------------------------------------
+    # --- what the core knows ------------------------------------------------------------------------
+
+    @property
+    def views(self) -> tuple[NodeView, ...]:
+        return self.monitor.views
+
+    @property
+    def findings(self) -> dict[str, tuple[Finding, ...]]:
+        return self.monitor.findings
+
+    @property
+    def alerts(self) -> AlertEngine:
+        return self.monitor.alerts
+
+    @property
+    def diagnosis(self) -> DiagnosisEngine:
+        return self.monitor.diagnosis
+
+    @property
+    def ticks(self) -> int:
+        return self.monitor.ticks
+
+    # --- FleetSink: what the source collects goes to the core ----------------------------------------
+
+    def reset(self) -> None:
+        """A recording starts again (a new session, or a gap): so does the core."""
+        self.monitor.reset()
 
     def observation(self, observation: NodeObservation) -> None:
-        self.state.apply(observation)
+        self.monitor.observation(observation)
         self._forward("observation", observation)
 
     def host(self, update: HostUpdate) -> None:
-        self.state.apply_host(update)
+        self.monitor.host(update)
         self._forward("host", update)
 
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        if not self.source.fills_log_buffers:
-            buffer = self._log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
-            buffer.append_batch((line.timestamp, line.text) for line in lines)
+        self.monitor.log_batch(node, instance, lines)
         self._forward("log_batch", node, instance, lines)
 
     def error(self, node: str, exc: Exception) -> None:
-        message = (
-            str(exc)
-            if isinstance(exc, PrometheusError)
-            else f"internal error while collecting: {type(exc).__name__}: {exc}"
-        )
+        self.monitor.error(node, exc)
+        message = collect_error_text(exc)
         now = time.monotonic()
         last = self._errors_logged.get((node, message))
         if last is None or now - last >= REPEAT_ERROR_S:
@@ -144,26 +166,15 @@ class Watcher:
 
     # --- the tick -------------------------------------------------------------------------------------
 
-    def tick(self) -> tuple[AlertEvent, ...]:
-        """What the dashboard's render tick does, then the alert rules: returns this tick's events."""
-        now = self.clock()
-        self.views = self.state.view(now, window_s=self.window_s)
-        self._diagnose(now)
-        events = self.alerts.evaluate(self.views, self.findings, now, self.wall())
+    def tick(self, now: float | None = None) -> tuple[AlertEvent, ...]:
+        """The core ticked at ``now`` (default: the clock's; a recording's ticks pass their own), its
+        alert events logged and sent: returns them."""
+        events = self.monitor.tick(self.clock() if now is None else now, self.wall())
         for event in events:
             self._log_event(event)
             self.hub.submit(event)
         self._log_problems()
-        self.ticks += 1
         return events
-
-    def _diagnose(self, now: float) -> None:
-        """One evaluation per node per tick: the new log lines and the last scrape interval."""
-        for view in self.views:
-            buffers = self._log_buffers.get(view.name, {})
-            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
-            intervals = last_intervals(self.state.nodes[view.name])
-            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
 
     def _log_problems(self) -> None:
         for problem in self.diagnosis.problems:
@@ -207,11 +218,13 @@ class Watcher:
                 await asyncio.wait(waits, timeout=max(0.0, wake - loop.time()), return_when=asyncio.FIRST_COMPLETED)
                 if collect.done():
                     code = self._source_ended(collect)
-                    self._safe_tick()
+                    if not self.source.drives_ticks:
+                        self._safe_tick()
                     break
                 if stopper is not None and stopper.done():
                     break
-                self._safe_tick()
+                if not self.source.drives_ticks:  # a recording calls ``tick`` at its own ticks
+                    self._safe_tick()
                 now = loop.time()
                 if deadline is not None and now >= deadline:
                     break
@@ -283,6 +296,7 @@ async def watch(
     clock: Callable[[], float] = time.monotonic,
     source: FleetSource | None = None,
     extra_sinks: Sequence[FleetSink] = (),
+    observers: Sequence[MonitorObserver] = (),
     stop_after_s: float | None = None,
     stop: asyncio.Event | None = None,
     journal: bool = False,
@@ -290,8 +304,18 @@ async def watch(
     drain_s: float = DEFAULT_DRAIN_S,
 ) -> int:
     """Watch ``fleet`` (live, or ``source``) and send its alerts until stopped; see ``Watcher.run``.
-    ``out`` is stdout when None; ``extra_sinks`` get everything collected too."""
-    watcher = Watcher(fleet, out=out, clock=clock, wall=wall, source=source, extra_sinks=extra_sinks, journal=journal)
+    ``out`` is stdout when None; ``extra_sinks`` get everything collected too, ``observers`` the core's
+    ticks, findings and alerts."""
+    watcher = Watcher(
+        fleet,
+        out=out,
+        clock=clock,
+        wall=wall,
+        source=source,
+        extra_sinks=extra_sinks,
+        observers=observers,
+        journal=journal,
+    )
     return await watcher.run(stop_after_s=stop_after_s, stop=stop, drain_s=drain_s)
 
 
@@ -375,17 +399,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"sparktui watch: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        return asyncio.run(
-            _main(fleet, stop_after_s=stop_after_s, journal=journal, sinks=(recorder,) if recorder else ())
-        )
+        return asyncio.run(_main(fleet, stop_after_s=stop_after_s, journal=journal, recorder=recorder))
     finally:
         if recorder is not None:
             recorder.close()
 
 
-async def _main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, sinks: Sequence[FleetSink] = ()) -> int:
+async def _main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorder: Recorder | None) -> int:
+    # A recorder (--record, --black-box) gets what is collected, and the core's ticks, findings and alerts.
+    sinks: tuple[FleetSink, ...] = (recorder,) if recorder is not None else ()
+    observers: tuple[MonitorObserver, ...] = (recorder,) if recorder is not None else ()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    return await watch(fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, extra_sinks=sinks)
+    return await watch(
+        fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, extra_sinks=sinks, observers=observers
+    )

@@ -14,7 +14,7 @@ from typing import get_args
 import pytest
 
 from sparktui.config import ConfigError, parse_config
-from sparktui.model.alerts import (
+from sparktui.diagnosis.alerts import (
     METRICS,
     AlertEngine,
     AlertEvent,
@@ -25,7 +25,8 @@ from sparktui.model.alerts import (
     firing_now,
     read_rules,
 )
-from sparktui.model.diagnosis import Finding, Severity
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.exporters import ExporterKind, GpuReading
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.memory import GIB, LaunchReadiness, MemoryPressure

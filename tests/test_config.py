@@ -693,7 +693,7 @@ def test_kiosk_and_keymap_are_validated() -> None:
 
 
 def test_diagnosis_thresholds_change_the_catalogue_and_bad_keys_are_one_line_each() -> None:
-    from sparktui.model.diagnosis import catalogue_for
+    from sparktui.config import catalogue_for
 
     fleet = parse_config(
         NODE + '[diagnosis]\n"engine-wedged.open_after" = 8\n"kv-pressure.kv_usage_min" = 0.95\n', env={}

@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from sparktui.config import parse_config
+from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
-from sparktui.model.diagnosis import DiagnosisEngine, Rule, last_intervals, load_catalogue
+from sparktui.diagnosis.catalogue import Rule
+from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals
 from sparktui.model.fleet import FleetState
 from sparktui.model.status import State
 from sparktui.sources.http import make_client

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from sparktui.config import parse_config
+from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.host import DEVICE_TOTAL_GIB, GIB
 from sparktui.demo.scenarios import SCENARIOS
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.commands import drop_caches_commands, restart_command
-from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.model.status import State

@@ -18,19 +18,9 @@ from typing import Any
 
 import pytest
 
-from sparktui.config import parse_config
-from sparktui.model.diagnosis import (
-    ACTIONS,
-    CatalogueError,
-    DiagnosisEngine,
-    Finding,
-    Severity,
-    catalogue_markdown,
-    last_intervals,
-    load_catalogue,
-    parse_catalogue,
-    unread,
-)
+from sparktui.config import load_catalogue, parse_config
+from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, catalogue_markdown, parse_catalogue
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
@@ -991,5 +981,13 @@ def test_the_docs_table_matches_the_data_file() -> None:
     table = text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
     assert table == catalogue_markdown(CATALOGUE), (
         "docs/diagnosis.md is out of date: replace the table between the markers with "
-        "sparktui.model.diagnosis.catalogue_markdown(load_catalogue())"
+        "sparktui.diagnosis.engine.catalogue_markdown(load_catalogue())"
     )
+
+
+def test_every_detector_the_catalogue_may_name_has_an_implementation() -> None:
+    from sparktui.diagnosis.catalogue import DETECTOR_SIGNATURES
+    from sparktui.diagnosis.engine import DETECTORS
+
+    assert set(DETECTORS) == set(DETECTOR_SIGNATURES)
+    assert all((d.node is None) != (d.instance is None) for d in DETECTORS.values())

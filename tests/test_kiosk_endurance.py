@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pytest
 from textual.widgets import Static
 
-from sparktui.config import parse_config
-from sparktui.model.alerts import AlertEngine, alert_rules
-from sparktui.model.diagnosis import DiagnosisEngine, load_catalogue
+from sparktui.config import load_catalogue, parse_config
+from sparktui.diagnosis.alerts import AlertEngine, alert_rules
+from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.model.history import INSTANCE_METRICS, NODE_METRICS
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import LogLine
@@ -117,7 +117,7 @@ class FixtureSource:
     """A ``FleetSource`` on real fixture scrapes (vLLM 0.33 sequences, the GB10 exporter page, host frames
     of a serving node), one poll per ``tick()``: the test owns the clock and the pace."""
 
-    fills_log_buffers = False  # the app appends the batches it is handed, as it does for a replay
+    drives_ticks = False  # the app's render tick evaluates, as it does live
 
     def __init__(self, clock: Clock, fleet: FleetSpec, spark2: str = "mtp3-poor-pos2") -> None:
         """``spark2``: the fixture sequence spark2 serves (mtp3-poor-pos2 raises a speculative-decoding
@@ -203,8 +203,8 @@ def _kiosk_app(rotate_s: float = 3600, spark2: str = "mtp3-poor-pos2") -> tuple[
     # clears after 5 s of the node serving, 25 cleared findings are kept per node and 25 resolved alerts
     # (the default rules raise an alert for each such finding).
     catalogue = load_catalogue().with_overrides({"worker-port-in-use.healthy_s": 5.0})
-    app.diagnosis = DiagnosisEngine(catalogue, history_limit=FINDINGS_KEPT)
-    app.alerts = AlertEngine(alert_rules(fleet), fleet, history_limit=FINDINGS_KEPT)
+    app.monitor.diagnosis = DiagnosisEngine(catalogue, history_limit=FINDINGS_KEPT)
+    app.monitor.alerts = AlertEngine(alert_rules(fleet), fleet, history_limit=FINDINGS_KEPT)
     return app, source
 
 

@@ -23,8 +23,8 @@ import pytest
 from pydantic import SecretStr
 
 from sparktui.config import ConfigError, load_config, parse_config
-from sparktui.model.alerts import Alert, AlertEvent, AlertKey, AlertState
-from sparktui.model.diagnosis import Severity
+from sparktui.diagnosis.alerts import Alert, AlertEvent, AlertKey, AlertState
+from sparktui.diagnosis.catalogue import Severity
 from sparktui.model.specs import NotifierSpec
 from sparktui.notify import NotifierHub, NotifierStatus, event_json, make_notifier, message_text, message_title
 from tests.fixture_fleet import free_port

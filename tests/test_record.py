@@ -15,19 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.config import parse_config
-from sparktui.model.diagnosis import Finding, Severity
+from sparktui.config import catalogue_for, parse_config
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.history import NODE_METRICS
 from sparktui.model.host import FrameSplitter, HostProcess, HostSample, ServiceState, ShmEntry, merge, parse_frame
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.core import Monitor
 from sparktui.record import cli as record_cli
 from sparktui.record.blackbox import BlackBox
 from sparktui.record.export import METRICS, export
 from sparktui.record.recorder import Recorder, Tee
-from sparktui.record.replay import ModelSink, ReplaySource, replay_into
+from sparktui.record.replay import ReplaySource, replay_into
 from sparktui.record.store import (
     Decoder,
     Encoder,
@@ -47,6 +49,7 @@ from sparktui.record.store import (
 )
 from tests.conftest import DATA
 from tests.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
+from tests.monitoring import monitor_for
 from tests.ui_data import fleet_spec
 
 T0 = 1000.0  # the monotonic clock of the recording runs
@@ -364,7 +367,7 @@ def test_a_second_run_appends_a_session_on_the_same_clock(tmp_path: Path) -> Non
     assert isinstance(second[1].payload, NodeObservation) and second[1].payload.t == pytest.approx(T0 + 120)
     times = [r.t for r in records]
     assert times == sorted(times)
-    sink = ModelSink(reader.fleet)
+    sink = monitor_for(reader.fleet)
     replay_into(RecordingReader(path), sink)
     assert sink.resets == 1  # a new run is a fresh start, as it was live
 
@@ -455,7 +458,7 @@ def test_findings_are_recorded_when_they_open_and_clear(tmp_path: Path) -> None:
 
 
 def test_tee_hands_everything_to_every_sink(tmp_path: Path) -> None:
-    first, second = ModelSink(fleet_spec()), ModelSink(fleet_spec())
+    first, second = monitor_for(fleet_spec()), monitor_for(fleet_spec())
     tee = Tee(first, second)
     for obs in fixture_poll(T0, WALL0, 0):
         tee.observation(obs)
@@ -465,7 +468,7 @@ def test_tee_hands_everything_to_every_sink(tmp_path: Path) -> None:
     for sink in (first, second):
         sink.tick(T0)
         assert len(sink.log_buffers["spark1"]["gptoss"]) == 2
-        assert sink.errors == ["spark2: KeyError: 'x'"]
+        assert list(sink.errors) == ["spark2: internal error while collecting: KeyError: 'x'"]
     assert first.views == second.views
 
 
@@ -506,7 +509,7 @@ def test_the_black_box_keeps_the_window_before_and_a_period_after_each_incident(
     assert T0 + 299 - 60 - 20 <= min(first) <= T0 + 299 - 60 and max(first) == T0 + 299 + 30
     assert T0 + 599 - 60 - 20 <= min(second) <= T0 + 599 - 60 and max(second) == T0 + 599 + 30
     assert any(isinstance(r.payload, Finding) for r in records)
-    sink = ModelSink(reader.fleet)
+    sink = monitor_for(reader.fleet)
     replay_into(RecordingReader(path), sink)
     assert sink.resets == 1  # the silence between the two incidents
 
@@ -517,18 +520,18 @@ def test_the_black_box_keeps_the_window_before_and_a_period_after_each_incident(
 def _views_at_ticks(path: Path) -> dict[tuple[float, str], dict[str, object]]:
     found: dict[tuple[float, str], dict[str, object]] = {}
 
-    def on_tick(now: float, sink: ModelSink) -> None:
+    def on_tick(sink: Monitor, now: float) -> None:
         for view in sink.views:
             found[(now, view.name)] = {name: metric(view) for name, metric in NODE_METRICS.items()}
 
     reader = RecordingReader(path)
-    replay_into(reader, ModelSink(reader.fleet, on_tick=on_tick))
+    replay_into(reader, monitor_for(reader.fleet, on_tick))
     return found
 
 
 def test_export_jsonl_gives_the_models_numbers_per_node_per_tick(recording: Path) -> None:
     out = io.StringIO()
-    rows, problem = export(recording, "jsonl", out=out)
+    rows, problem = export(recording, "jsonl", out=out, catalogue_for=catalogue_for)
     assert problem is None
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert rows == len(lines) == 30 * 4
@@ -547,20 +550,20 @@ def test_export_jsonl_gives_the_models_numbers_per_node_per_tick(recording: Path
 
 def test_export_csv_with_chosen_metrics(recording: Path) -> None:
     out = io.StringIO()
-    rows, _ = export(recording, "csv", ["status", "kv_usage", "findings"], out)
+    rows, _ = export(recording, "csv", ["status", "kv_usage", "findings"], out, catalogue_for=catalogue_for)
     table = list(csv.reader(io.StringIO(out.getvalue())))
     assert table[0] == ["time", "t", "node", "status", "kv_usage", "findings"]
     assert len(table) == rows + 1 == 30 * 4 + 1
     spark4 = [row for row in table[1:] if row[2] == "spark4"]
     assert spark4[-1][4] == ""  # a worker has no KV cache of its own: empty, not 0
     with pytest.raises(ValueError, match="unknown metric 'tokens'"):
-        export(recording, "csv", ["tokens"], io.StringIO())
+        export(recording, "csv", ["tokens"], io.StringIO(), catalogue_for=catalogue_for)
 
 
 def test_export_of_a_recording_without_ticks_ticks_every_poll_interval(tmp_path: Path) -> None:
     path = write_fixture_recording(tmp_path / "r.db", 20, ticks=False)
     out = io.StringIO()
-    rows, _ = export(path, "jsonl", ["status"], out)
+    rows, _ = export(path, "jsonl", ["status"], out, catalogue_for=catalogue_for)
     times = sorted({json.loads(line)["t"] for line in out.getvalue().splitlines()})
     assert times == [float(s) for s in range(19)]  # each poll interval that records followed
     assert rows == 19 * 4

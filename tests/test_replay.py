@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.config import parse_config
+from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
-from sparktui.model.diagnosis import DiagnosisEngine, Finding, last_intervals, load_catalogue, unread
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
+from sparktui.monitor.core import Monitor
 from sparktui.record.recorder import Recorder
-from sparktui.record.replay import Feeder, ModelSink, ReplaySource, replay_into
+from sparktui.record.replay import Feeder, ReplaySource, replay_into
 from sparktui.record.store import RecordingError, RecordingReader
 from sparktui.sources.http import make_client
 from sparktui.sources.logs import LogStream
@@ -32,6 +33,7 @@ from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.keys import RECOVERY_ACTIONS
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.replay import ReplayApp, ReplayBar
+from tests.monitoring import monitor_for
 from tests.test_demo_ssh import HostFeed, wait_for
 from tests.test_record import T0, WALL0, write_fixture_recording
 
@@ -121,12 +123,12 @@ async def test_the_incident_replays_with_the_numbers_and_findings_computed_live(
     live, seen, spec = await _record_the_incident(path)
     replayed: list[Moment] = []
 
-    def on_tick(now: float, sink: ModelSink) -> None:
+    def on_tick(sink: Monitor, now: float) -> None:
         replayed.append(Moment(now, sink.views, dict(sink.findings)))
 
     source = ReplaySource(path, speed=math.inf, stop_at_end=True)
     assert source.fleet == spec
-    await source.run(ModelSink(source.fleet, window_s=WINDOW_S, on_tick=on_tick))
+    await source.run(monitor_for(source.fleet, on_tick, window_s=WINDOW_S))
     assert source.problem is None
     assert len(replayed) == len(live) > 40
     for before, after in zip(live, replayed, strict=True):
@@ -151,10 +153,10 @@ def recording(tmp_path: Path) -> Path:
     return write_fixture_recording(tmp_path / "fleet.db", 60)
 
 
-def _straight(path: Path, until: float) -> ModelSink:
+def _straight(path: Path, until: float) -> Monitor:
     """The model fed every record up to ``until``, in one go: what a seek must rebuild."""
     reader = RecordingReader(path)
-    sink = ModelSink(reader.fleet)
+    sink = monitor_for(reader.fleet)
     feeder = Feeder(sink, reader.gap_s)
     for record in reader.records():
         if record.t > until:
@@ -169,7 +171,7 @@ async def _until(check: Callable[[], bool]) -> None:
 
 async def test_the_player_steps_seeks_and_plays(recording: Path) -> None:
     source = ReplaySource(recording, playing=False)
-    sink = ModelSink(source.fleet)
+    sink = monitor_for(source.fleet)
     task = asyncio.create_task(source.run(sink))
     try:
         await _until(lambda: source.delivered > 0)
@@ -204,7 +206,7 @@ async def test_the_player_steps_seeks_and_plays(recording: Path) -> None:
 
 async def test_a_replay_can_start_at_a_time(recording: Path) -> None:
     source = ReplaySource(recording, speed=math.inf, start=WALL0 + 40, playing=False)
-    sink = ModelSink(source.fleet)
+    sink = monitor_for(source.fleet)
     task = asyncio.create_task(source.run(sink))
     try:
         await _until(lambda: source.clock() == T0 + 40)
@@ -225,7 +227,7 @@ async def test_the_silence_between_black_box_incidents_is_skipped(tmp_path: Path
         columns = "id + 10000, ?, t, kind, node, data"
         conn.execute(f"INSERT INTO records(id, epoch, t, kind, node, data) SELECT {columns} FROM b.records", (epoch,))
     source = ReplaySource(path, speed=20.0)
-    sink = ModelSink(source.fleet)
+    sink = monitor_for(source.fleet)
     task = asyncio.create_task(source.run(sink))
     try:
         await _until(lambda: source.ended)  # 40 s of records take 2 s at 20x; the hour between, none
@@ -244,9 +246,9 @@ def test_a_replay_speed_must_be_positive(recording: Path) -> None:
 # --- damage -------------------------------------------------------------------------------------------
 
 
-def _replay_all(path: Path) -> tuple[ModelSink, str | None]:
+def _replay_all(path: Path) -> tuple[Monitor, str | None]:
     reader = RecordingReader(path)
-    sink = ModelSink(reader.fleet)
+    sink = monitor_for(reader.fleet)
     replay_into(reader, sink)
     return sink, reader.problem
 
@@ -254,12 +256,12 @@ def _replay_all(path: Path) -> tuple[ModelSink, str | None]:
 def _ticks(path: Path) -> int:
     ticks = 0
 
-    def count(_now: float, _sink: ModelSink) -> None:
+    def count(_sink: Monitor, _now: float) -> None:
         nonlocal ticks
         ticks += 1
 
     reader = RecordingReader(path)
-    replay_into(reader, ModelSink(reader.fleet, on_tick=count))
+    replay_into(reader, monitor_for(reader.fleet, count))
     return ticks
 
 

@@ -300,8 +300,7 @@ async def test_log_view_highlights_failure_signature_lines() -> None:
         "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less than desired GPU memory "
         "utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
     )
-    app.log_buffers("spark1")  # nothing streamed in this test: put the lines where the stream would
-    app._log_buffers["spark1"] = {"gptoss": buffer}
+    app.monitor.log_buffers["spark1"] = {"gptoss": buffer}  # nothing streamed in this test
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("enter", "l")
         await pilot.pause()

@@ -68,9 +68,10 @@ def test_counter_history_spans_a_couple_of_windows_not_fifteen_minutes(consumer:
         t = clock.t = 2.0 * poll
         metrics = HttpResult(url="u", kind=ok, status=200, body=scrapes[poll % len(scrapes)].encode())
         vllm = VllmObservation("gptoss", HttpResult(url="u", kind=ok, status=200), metrics)
-        app.state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=(vllm,)))
-    tracker = app.state.nodes["spark1"].instances["gptoss"].tracker
+        app.monitor.state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=(vllm,)))
+    tracker = app.monitor.state.nodes["spark1"].instances["gptoss"].tracker
     everything_kept = tracker.rates(window_s=None)  # the rates over all the history it holds
-    assert everything_kept is not None
-    assert everything_kept.seconds <= COUNTER_WINDOWS_KEPT * app.window_s
-    assert tracker.rates(window_s=app.window_s) is not None  # the window on screen is still whole
+    window_s = app.monitor.window_s
+    assert everything_kept is not None and window_s is not None
+    assert everything_kept.seconds <= COUNTER_WINDOWS_KEPT * window_s
+    assert tracker.rates(window_s=window_s) is not None  # the window on screen is still whole

@@ -27,7 +27,7 @@ import pytest
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DEFAULT_NODES, DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
-from sparktui.model.diagnosis import Finding
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation, VllmObservation
@@ -48,7 +48,7 @@ class SteppedDemo:
     """The demo fleet in step mode as a ``FleetSource``: advance ``dt`` simulated seconds, poll every
     node over HTTP, hand the observations over; ends once the simulation reaches ``until_s``."""
 
-    fills_log_buffers = False
+    drives_ticks = False
 
     def __init__(self, demo: DemoFleet, spec: FleetSpec, until_s: float, dt: float = 2.0) -> None:
         self.demo, self.spec, self.until_s, self.dt = demo, spec, until_s, dt
@@ -317,7 +317,7 @@ async def test_watch_runs_live_collection_into_extra_sinks_and_logs_for_journald
 class Replay:
     """A source that hands over a few observations and ends, as a recording's replay does."""
 
-    fills_log_buffers = False
+    drives_ticks = False
 
     def __init__(self, observations: Sequence[NodeObservation], fail: bool = False) -> None:
         self.observations, self.fail = observations, fail
@@ -350,7 +350,7 @@ async def test_a_source_that_ends_gets_a_last_tick_and_a_failing_one_is_reported
     watcher = Watcher(spec, out=out, clock=lambda: 5.0, source=Replay(polls(3)))
     assert await watcher.run() == 0
     assert lines_of(out, event="source-ended") and lines_of(out, node="spark1", alert="down", event="firing")
-    assert watcher._log_buffers["spark1"]["gptoss"].next_seq == 3  # the replay's log lines were kept
+    assert watcher.monitor.log_buffers["spark1"]["gptoss"].next_seq == 3  # the replay's log lines were kept
     out = io.StringIO()
     assert await Watcher(spec, out=out, source=Replay(polls(1), fail=True)).run() == 1
     (line,) = lines_of(out, event="source-failed")

@@ -86,6 +86,8 @@ class History:
         series = self._series.get(key)
         if series is None:
             series = self._series[key] = deque(maxlen=self.max_points)
+        elif series[-1].t == t:
+            series.pop()  # the clock did not move (a redraw, a paused replay): one moment, one point
         series.append(Point(t, float(value)))
 
     def record(self, views: Iterable[NodeView], t: float) -> None:

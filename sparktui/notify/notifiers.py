@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from sparktui.model.alerts import AlertEvent, AlertState
-from sparktui.model.diagnosis import Severity
+from sparktui.diagnosis.alerts import AlertEvent, AlertState
+from sparktui.diagnosis.catalogue import Severity
 from sparktui.model.specs import NotifierSpec
 
 # isort: off

@@ -3,11 +3,11 @@
 - ``store``: the file (SQLite), its codecs and its reader;
 - ``recorder``: ``Recorder``, a ``FleetSink`` that writes everything collected, off the event loop;
 - ``blackbox``: ``BlackBox``, a recorder that keeps only the minutes around incidents;
-- ``replay``: ``ReplaySource``, a recording as a ``FleetSource``, and ``ModelSink``, the model it drives;
+- ``replay``: ``ReplaySource``, a recording as a ``FleetSource`` (it drives the monitor core's ticks);
 - ``export``: the derived numbers per node per tick, as JSON lines or CSV;
 - ``cli``: ``sparktui replay``, ``sparktui export`` and the ``--record``/``--black-box`` options.
 
-It uses the model and the sources' protocols; it never imports the UI or the CLI.
+It uses the model, the monitor core and the sources' protocols; it never imports the UI or the CLI.
 """
 
 # Retention defaults of a recording file (here, so the command line reads them without the model).

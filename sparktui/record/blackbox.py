@@ -14,7 +14,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-from sparktui.model.diagnosis import Finding, Severity
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
 from sparktui.record.recorder import Clock, Recorder, _Item, _Trigger
@@ -81,10 +82,7 @@ class BlackBox(Recorder):
 
     def alert(self, reason: str, node: str | None = None) -> None:
         """An alert fired: note it in the recording and keep the minutes around it."""
-        event: dict[str, object] = {"alert": reason}
-        if node is not None:
-            event["node"] = node
-        self.action(event)
+        super().alert(reason, node)
         self.trigger(reason)
 
     def trigger(self, reason: str, t: float | None = None) -> None:

@@ -210,6 +210,7 @@ def main(args: argparse.Namespace, *, run_replay: RunReplay | None = None) -> in
 
 
 def _export(args: argparse.Namespace) -> int:
+    from sparktui.config import catalogue_for
     from sparktui.record.export import METRICS, check_metrics, export
     from sparktui.record.store import RecordingReader
 
@@ -220,10 +221,10 @@ def _export(args: argparse.Namespace) -> int:
     check_metrics(names)
     RecordingReader(args.file).close()  # a bad file is told before the output is created
     if args.output is None:
-        rows, problem = export(args.file, args.to, names, sys.stdout, window_s=args.window)
+        rows, problem = export(args.file, args.to, names, sys.stdout, catalogue_for=catalogue_for, window_s=args.window)
     else:
         with args.output.open("w", encoding="utf-8", newline="") as out:
-            rows, problem = export(args.file, args.to, names, out, window_s=args.window)
+            rows, problem = export(args.file, args.to, names, out, catalogue_for=catalogue_for, window_s=args.window)
     if problem is not None:
         print(f"sparktui export: {problem}", file=sys.stderr)
         return EXIT_PROBLEM

@@ -12,15 +12,17 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, TextIO
 
-from sparktui.model.diagnosis import Finding
+from sparktui.diagnosis.catalogue import Catalogue
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import NODE_METRICS
-from sparktui.record.replay import WINDOW_S, Feeder, ModelSink
+from sparktui.monitor.core import WINDOW_S, Monitor
+from sparktui.record.replay import Feeder
 from sparktui.record.store import RecordingReader
 
 Value = float | str | None
@@ -95,6 +97,7 @@ def export(
     metrics: Sequence[str] | None = None,
     out: TextIO | None = None,
     *,
+    catalogue_for: Callable[[Mapping[str, float]], Catalogue],
     window_s: float = WINDOW_S,
 ) -> tuple[int, str | None]:
     """Write the derived numbers of the recording at ``path`` to ``out`` (default stdout).
@@ -114,12 +117,14 @@ def export(
         writer.writerow(columns)
     rows = 0
 
-    def on_tick(now: float, sink: ModelSink) -> None:
+    monitor = Monitor(reader.fleet, catalogue_for(reader.fleet.diagnosis), window_s=window_s, keep_history=False)
+
+    def on_tick(now: float) -> None:
         nonlocal rows
         stamp = datetime.fromtimestamp(reader.wall_at(now)).astimezone().isoformat(timespec="milliseconds")
         offset = round(now - reader.start_t, 3)
-        for view in sink.views:
-            findings = sink.findings.get(view.name, ())
+        for view in monitor.views:
+            findings = monitor.findings.get(view.name, ())
             values = [_number(METRICS[name](view, findings)) for name in names]
             if writer is not None:
                 writer.writerow([stamp, offset, view.name, *("" if v is None else v for v in values)])
@@ -129,8 +134,7 @@ def export(
             rows += 1
 
     try:
-        sink = ModelSink(reader.fleet, window_s=window_s, on_tick=on_tick)
-        feeder = Feeder(sink, reader.gap_s)
+        feeder = Feeder(monitor, reader.gap_s, on_tick)
         for record in reader.records():
             feeder.feed(record)
     finally:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.model.diagnosis import Finding
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -177,6 +177,13 @@ class Recorder:
         for finding in active:
             self.finding(finding)
 
+    def alert(self, reason: str, node: str | None = None) -> None:
+        """An alert fired: noted in the recording as an event."""
+        event: dict[str, object] = {"alert": reason}
+        if node is not None:
+            event["node"] = node
+        self.action(event)
+
     def action(self, event: Mapping[str, object]) -> None:
         """An action, alert or note, as a JSON object (``{"action": "restart", "node": …}``)."""
         node = event.get("node")
@@ -309,16 +316,12 @@ class Tee:
 
 
 class Teed:
-    """A ``FleetSource`` that hands what ``source`` collects to its consumer and to more sinks.
+    """A ``FleetSource`` that hands what ``source`` collects to its consumer and to more sinks."""
 
-    ``fills_log_buffers`` defaults to the source's; pass False when the source fills buffers that are
-    not the consumer's (a ``LiveFleet`` made outside ``SparkApp``), so the consumer appends the batches.
-    """
-
-    def __init__(self, source: FleetSource, *sinks: FleetSink, fills_log_buffers: bool | None = None) -> None:
+    def __init__(self, source: FleetSource, *sinks: FleetSink) -> None:
         self.source = source
         self.sinks = sinks
-        self.fills_log_buffers = source.fills_log_buffers if fills_log_buffers is None else fills_log_buffers
+        self.drives_ticks = source.drives_ticks
 
     async def run(self, sink: FleetSink) -> None:
         await self.source.run(Tee(sink, *self.sinks))

@@ -1,4 +1,4 @@
-"""Replaying a recording through the same model code as live data.
+"""Replaying a recording into the same monitor core as live data (``sparktui.monitor.core.Monitor``).
 
 ``ReplaySource`` is a ``FleetSource``: ``run(sink)`` hands the recorded observations, host updates,
 log batches and errors to the sink at the recorded pace times ``speed``, and moves a clock
@@ -22,14 +22,12 @@ import asyncio
 import contextlib
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from sparktui.model.diagnosis import Catalogue, DiagnosisEngine, Finding, catalogue_for, last_intervals, unread
-from sparktui.model.fleet import FleetState, NodeView
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.record.store import CollectError, Kind, LogBatch, Record, RecordingReader, recorded_error
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
 SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 REBUILD_S = 300.0  # a seek rebuilds the state from this long before the target
 CHUNK = 256  # records read (in a thread) at a time
-WINDOW_S = 30.0  # the dashboard's window behind rates and quantiles
 
 
 class ReplaySink(Protocol):
@@ -57,9 +54,11 @@ class ReplaySink(Protocol):
 class Feeder:
     """Hands records to a sink by kind; resets it at a new session or after a gap."""
 
-    def __init__(self, sink: FleetSink, gap_s: float) -> None:
+    def __init__(self, sink: FleetSink, gap_s: float, on_tick: Callable[[float], None] | None = None) -> None:
+        """``on_tick(t)`` is called after the sink's own ``tick`` (an export reads the core then)."""
         self.sink = sink
         self.gap_s = gap_s
+        self.on_tick = on_tick
         self._tick: Callable[[float], None] | None = getattr(sink, "tick", None)
         self._reset: Callable[[], None] | None = getattr(sink, "reset", None)
         self._recorded: Callable[[Record], None] | None = getattr(sink, "recorded", None)
@@ -92,6 +91,8 @@ class Feeder:
         elif record.kind is Kind.TICK:
             if self._tick is not None:
                 self._tick(record.t)
+            if self.on_tick is not None:
+                self.on_tick(record.t)
         elif self._recorded is not None:
             self._recorded(record)
 
@@ -104,7 +105,7 @@ class ReplaySource:
     recording; otherwise it waits there for a seek until cancelled, like a player.
     """
 
-    fills_log_buffers = False
+    drives_ticks = True
 
     def __init__(
         self,
@@ -346,65 +347,10 @@ class ReplaySource:
             self._records = None
 
 
-class ModelSink:
-    """The fleet model a replay drives, headless: a ``FleetState``, the instances' log buffers and a
-    ``DiagnosisEngine``, evaluated at each tick the way the dashboard does (``SparkApp._diagnose``).
-    ``on_tick(now, sink)`` is called after each evaluation."""
-
-    def __init__(
-        self,
-        fleet: FleetSpec,
-        *,
-        window_s: float | None = WINDOW_S,
-        catalogue: Catalogue | None = None,
-        on_tick: Callable[[float, ModelSink], None] | None = None,
-    ) -> None:
-        self.fleet = fleet
-        self.window_s = window_s
-        self.catalogue = catalogue or catalogue_for(fleet.diagnosis)
-        self.on_tick = on_tick
-        self.resets = 0
-        self.errors: list[str] = []
-        self.reset()
-        self.resets = 0
-
-    def reset(self) -> None:
-        self.state = FleetState(self.fleet)
-        self.diagnosis = DiagnosisEngine(self.catalogue)
-        self.log_buffers: dict[str, dict[str, LogBuffer]] = {}
-        self.views: tuple[NodeView, ...] = ()
-        self.findings: dict[str, tuple[Finding, ...]] = {}
-        self.resets += 1
-
-    def observation(self, observation: NodeObservation) -> None:
-        self.state.apply(observation)
-
-    def host(self, update: HostUpdate) -> None:
-        self.state.apply_host(update)
-
-    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
-        for line in lines:
-            buffer.append(line.timestamp, line.text, gap=line.gap)
-
-    def error(self, node: str, exc: Exception) -> None:
-        self.errors.append(f"{node}: {type(exc).__name__}: {exc}")
-
-    def tick(self, now: float) -> None:
-        self.views = self.state.view(now, window_s=self.window_s)
-        for view in self.views:
-            buffers: Mapping[str, LogBuffer] = self.log_buffers.get(view.name, {})
-            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
-            intervals = last_intervals(self.state.nodes[view.name])
-            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
-        if self.on_tick is not None:
-            self.on_tick(now, self)
-
-
-def replay_into(reader: RecordingReader, sink: FleetSink) -> int:
+def replay_into(reader: RecordingReader, sink: FleetSink, on_tick: Callable[[float], None] | None = None) -> int:
     """Every record of ``reader`` into ``sink``, synchronously and as fast as possible (for exports
     and tests); returns how many were delivered. ``reader.problem`` tells of damage."""
-    feeder = Feeder(sink, reader.gap_s)
+    feeder = Feeder(sink, reader.gap_s, on_tick)
     count = 0
     for record in reader.records():
         feeder.feed(record)

@@ -46,7 +46,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from sparktui.model.diagnosis import Finding, Severity
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure

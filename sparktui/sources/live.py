@@ -18,7 +18,7 @@ from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
-from sparktui.sources.logs import LogStream
+from sparktui.sources.logs import BATCH_MAX_LINES, LogStream
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
 
@@ -33,9 +33,9 @@ class FleetSink(Protocol):
 
 
 class FleetSource(Protocol):
-    # True when the source appends log lines to the buffers it was given itself (live streams do);
-    # False when the consumer must append the batches it is handed (a replay).
-    fills_log_buffers: bool
+    # True when the source carries the clock: a recording's ticks call the consumer's ``tick(now)``,
+    # and the consumer evaluates then, not on a timer of its own. False for live sources.
+    drives_ticks: bool
 
     async def run(self, sink: FleetSink) -> None: ...
 
@@ -43,7 +43,7 @@ class FleetSource(Protocol):
 class LiveFleet:
     """Everything sparktui collects from a fleet, live."""
 
-    fills_log_buffers = True
+    drives_ticks = False
 
     def __init__(
         self,
@@ -51,15 +51,12 @@ class LiveFleet:
         *,
         clock: Callable[[], float] = time.monotonic,
         logs: bool = True,
-        log_buffers: dict[str, dict[str, LogBuffer]] | None = None,
     ) -> None:
-        """``log_buffers`` (node -> instance -> buffer) receive the log lines; a consumer that shows
-        logs passes its own dict, and gets the batches through ``FleetSink.log_batch`` as well."""
+        """``logs``: follow each instance's log over SSH (its lines go to ``FleetSink.log_batch``)."""
         self.fleet = fleet
         self.clock = clock
         self.logs = logs
         self.ssh: dict[str, NodeSsh] = {}
-        self.log_buffers = log_buffers if log_buffers is not None else {}
 
     def node_ssh(self, name: str) -> NodeSsh:
         found = self.ssh.get(name)
@@ -102,12 +99,12 @@ class LiveFleet:
     def _log_streams(self, node_name: str, sink: FleetSink) -> list[LogStream]:
         node = self.fleet.node(node_name)
         assert node is not None
-        buffers = self.log_buffers.setdefault(node_name, {})
         streams: list[LogStream] = []
         for vllm in node.vllm:
             if vllm.unit is None and vllm.container is None:
                 continue
-            buffer = buffers.setdefault(vllm.name, LogBuffer())
+            # The stream numbers its lines in a buffer of one batch; the consumer keeps the log.
+            buffer = LogBuffer(max_lines=BATCH_MAX_LINES)
 
             def forward(instance: str, lines: list[LogLine], node: str = node_name) -> None:
                 sink.log_batch(node, instance, lines)

@@ -45,7 +45,7 @@ import httpx
 
 from sparktui.model import exporters, memory
 from sparktui.model.fleet import FleetState
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import (
     ExporterSpec,
@@ -390,8 +390,6 @@ class _Delivered:
 class PrometheusSource(LiveFleet):
     """The fleet's metrics from Prometheus; host state, logs and actions as ``LiveFleet`` (mixed mode)."""
 
-    fills_log_buffers = True
-
     def __init__(
         self,
         fleet: FleetSpec,
@@ -399,7 +397,6 @@ class PrometheusSource(LiveFleet):
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         logs: bool = True,
-        log_buffers: dict[str, dict[str, LogBuffer]] | None = None,
         backfill_s: float | None = None,
         refresh_loop: bool = True,
     ) -> None:
@@ -409,7 +406,7 @@ class PrometheusSource(LiveFleet):
         logs only)."""
         if fleet.prometheus is None:
             raise ValueError("the fleet config has no [prometheus] table")
-        super().__init__(fleet, clock=clock, logs=logs, log_buffers=log_buffers)
+        super().__init__(fleet, clock=clock, logs=logs)
         self.spec: PrometheusSpec = fleet.prometheus
         self.wall = wall
         self.backfill_s = backfill_s
@@ -684,14 +681,13 @@ def fleet_source(
     fleet: FleetSpec,
     *,
     clock: Callable[[], float] = time.monotonic,
-    log_buffers: dict[str, dict[str, LogBuffer]] | None = None,
     logs: bool = True,
     backfill_s: float | None = None,
 ) -> FleetSource:
     """The source the config asks for: Prometheus when it has a ``[prometheus]`` table, else direct."""
     if fleet.prometheus is not None:
-        return PrometheusSource(fleet, clock=clock, log_buffers=log_buffers, logs=logs, backfill_s=backfill_s)
-    return LiveFleet(fleet, clock=clock, log_buffers=log_buffers, logs=logs)
+        return PrometheusSource(fleet, clock=clock, logs=logs, backfill_s=backfill_s)
+    return LiveFleet(fleet, clock=clock, logs=logs)
 
 
 class _StateSink:

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from sparktui.model.alerts import Alert
+from sparktui.diagnosis.alerts import Alert
 
 if TYPE_CHECKING:
     from sparktui.ui.app import SparkApp

@@ -1,12 +1,14 @@
-"""The Textual app: collection runs in async workers into the pure fleet model; a render tick turns
-the model into views and hands them to the screen on display. Widgets never talk to collectors."""
+"""The Textual app: collection runs in an async worker into the monitor core (``sparktui.monitor``);
+a render tick ticks the core and hands its views to the screen on display. The app renders and
+dispatches; what is known about the fleet lives in the core. Widgets never talk to collectors."""
 
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,17 +20,19 @@ from textual.widgets import Footer, Markdown
 
 from sparktui.actions.plans import ActionPlan, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner
-from sparktui.model.alerts import AlertEngine
-from sparktui.model.diagnosis import DiagnosisEngine, Finding, catalogue_for, last_intervals, unread
+from sparktui.config import catalogue_for
+from sparktui.diagnosis.alerts import AlertEngine
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding
 from sparktui.model.drift import drift_report
-from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState, NodeView
+from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.core import WINDOW_S, Monitor, collect_error_text
 from sparktui.record.recorder import Recorder
 from sparktui.sources.live import FleetSource, LiveFleet
-from sparktui.sources.prometheus import PrometheusError, fleet_source
+from sparktui.sources.prometheus import fleet_source
 from sparktui.ui.actions_ui import ActionLogScreen, ConfirmAction
 from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.commands import FleetCommands
@@ -42,7 +46,6 @@ from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, pa
 
 apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
-WINDOW_S = 30.0  # the window behind every rate, ratio and quantile on screen
 FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
 
@@ -89,38 +92,31 @@ class SparkApp(App[None]):
         window_s: float = WINDOW_S,
         source: FleetSource | None = None,
         freeze_gc: bool = False,
+        recorder: Recorder | None = None,
     ) -> None:
         """``collect`` runs ``source`` (live collection from the fleet when None) in the background;
+        ``recorder`` (``--record``, ``--black-box``) hears of every tick, finding and alert of the core;
         ``freeze_gc`` (the CLI's dashboard) takes what exists a few seconds in out of the collector's
         generations (see ``_freeze_startup``)."""
         super().__init__()
         self.freeze_gc = freeze_gc
         self.fleet = fleet
-        self.state = FleetState(fleet, max_age_s=COUNTER_WINDOWS_KEPT * window_s)
-        self.history = History()
-        self.views: tuple[NodeView, ...] = ()
+        self.recorder = recorder
+        self.monitor = Monitor(
+            fleet, catalogue_for(fleet.diagnosis), window_s=window_s, observers=(recorder,) if recorder else ()
+        )
         self.collect = collect
         self.kiosk = kiosk
         self.read_only = read_only or kiosk  # the kiosk is read-only by construction
         self.clock = clock
-        self.window_s = window_s
         self.paused = False
         self.colours: dict[str, str] = dict(VARIABLE_DEFAULTS)
-        self.poll_errors: deque[str] = deque(maxlen=100)  # the latest internal errors, bounded
         self._arrived: set[str] = set()  # nodes observed since the last frame drew them
         self._kept_screens: list[str] = []  # installed node screens, the least recently opened first
         self._arrival_pending = False
-        self._log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
-        catalogue = catalogue_for(fleet.diagnosis)
-        self.diagnosis = DiagnosisEngine(catalogue)
-        # Every log signature of the catalogue, for highlighting in the log view.
-        self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
-        self.findings: dict[str, tuple[Finding, ...]] = {}
         self.action_log: list[tuple[str, tuple[str, ...]]] = []
-        self.alerts = AlertEngine.for_fleet(fleet)  # shown here; sparktui watch sends them
-        self.recorder: Recorder | None = None  # set by run_dashboard with --record / --black-box
         self.action_results: list[ActionResult] = []
-        self.source: FleetSource = source or fleet_source(fleet, clock=clock, log_buffers=self._log_buffers)
+        self.source: FleetSource = source or fleet_source(fleet, clock=clock)
         loaded = load_themes(theme_dirs)
         self._theme_errors = loaded.errors
         self._theme_names: list[str] = []
@@ -166,10 +162,48 @@ class SparkApp(App[None]):
         collections walk only what came since. Not for tests: frozen cycles are never collected."""
         gc.freeze()
 
-    # --- FleetSink: what the source collects ---------------------------------------------------------
+    # --- what the core knows, for the screens -------------------------------------------------------
+
+    @property
+    def state(self) -> FleetState:
+        return self.monitor.state
+
+    @property
+    def history(self) -> History:
+        return self.monitor.history
+
+    @property
+    def views(self) -> tuple[NodeView, ...]:
+        return self.monitor.views
+
+    @property
+    def findings(self) -> dict[str, tuple[Finding, ...]]:
+        return self.monitor.findings
+
+    @property
+    def diagnosis(self) -> DiagnosisEngine:
+        return self.monitor.diagnosis
+
+    @property
+    def alerts(self) -> AlertEngine:
+        return self.monitor.alerts  # shown here; sparktui watch sends them
+
+    @property
+    def signature_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return self.monitor.signature_patterns
+
+    @property
+    def poll_errors(self) -> deque[str]:
+        return self.monitor.errors
+
+    @property
+    def window_s(self) -> float:
+        return self.monitor.window_s or WINDOW_S
+
+    # --- FleetSink: what the source collects goes to the core ----------------------------------------
 
     def observation(self, observation: NodeObservation) -> None:
-        self.state.apply(observation)
+        self.monitor.observation(observation)
         if self.DRAW_ON_ARRIVAL:
             self._arrived.add(observation.node)
             if not self._arrival_pending:
@@ -177,21 +211,14 @@ class SparkApp(App[None]):
                 self.set_timer(ARRIVAL_DELAY_S, self._draw_arrivals, name="arrivals")
 
     def host(self, update: HostUpdate) -> None:
-        self.state.apply_host(update)
+        self.monitor.host(update)
 
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        if self.source.fills_log_buffers:
-            return  # the live streams already appended them to our buffers
-        buffer = self._log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
-        buffer.append_batch((line.timestamp, line.text) for line in lines)
+        self.monitor.log_batch(node, instance, lines)
 
     def error(self, node: str, exc: Exception) -> None:
-        if isinstance(exc, PrometheusError):  # already one line naming Prometheus and what to do
-            message = str(exc)
-        else:
-            message = f"{node}: internal error while collecting: {type(exc).__name__}: {exc}"
-        self.poll_errors.append(message)
-        self.notify(message, severity="error")
+        self.monitor.error(node, exc)
+        self.notify(f"{node}: {collect_error_text(exc)}", severity="error")
 
     async def on_unmount(self) -> None:
         await self.actions.close()
@@ -203,16 +230,13 @@ class SparkApp(App[None]):
         self.refresh_views(force=True)
 
     def refresh_views(self, force: bool = False) -> None:
-        """The render tick: views from the model, a point of history, the screen redrawn."""
-        now = self.clock()
-        self.views = self.state.view(now, window_s=self.window_s)
-        self.history.record(self.views, now)
-        self._diagnose(now)
-        self.alerts.evaluate(self.views, self.findings, now)
-        if self.recorder is not None:  # replay then ticks, and shows findings, when the dashboard did
-            self.recorder.tick(now)
-            for node, findings in self.findings.items():
-                self.recorder.findings(node, findings, now)
+        """The render tick: the core ticked (unless the source carries the clock: a recording's ticks
+        call ``tick``), the screen redrawn."""
+        if not self.source.drives_ticks:
+            self.monitor.tick(self.clock())
+        self._draw(force)
+
+    def _draw(self, force: bool = False) -> None:
         if (self.paused and not force) or not self.screen_stack:
             return
         screen = self.screen
@@ -226,8 +250,7 @@ class SparkApp(App[None]):
         names, self._arrived = self._arrived, set()
         if self.paused or not self.screen_stack or not self.views:
             return  # before the first tick there is nothing to patch; the tick draws everything
-        fresh = self.state.views_of(names, self.clock(), window_s=self.window_s)
-        self.views = tuple(fresh.get(view.name, view) for view in self.views)
+        fresh = self.monitor.views_of(names, self.clock())
         screen = self.screen
         if isinstance(screen, FleetScreen) or (isinstance(screen, NodeScreen) and screen.node in fresh):
             with self.batch_update():
@@ -274,16 +297,8 @@ class SparkApp(App[None]):
 
     # --- logs and findings --------------------------------------------------------------------------
 
-    def log_buffers(self, node_name: str) -> dict[str, LogBuffer]:
-        return self._log_buffers.get(node_name, {})
-
-    def _diagnose(self, now: float) -> None:
-        """One evaluation per node per tick: the new log lines and the last scrape interval."""
-        for view in self.views:
-            buffers = self._log_buffers.get(view.name, {})
-            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
-            intervals = last_intervals(self.state.nodes[view.name])
-            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
+    def log_buffers(self, node_name: str) -> Mapping[str, LogBuffer]:
+        return self.monitor.node_logs(node_name)
 
     # --- modes --------------------------------------------------------------------------------------
 

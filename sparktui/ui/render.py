@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 
-from sparktui.model.diagnosis import Finding
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
 from sparktui.model.status import State

@@ -1,15 +1,14 @@
 """The replay dashboard: ``SparkApp`` on a ``ReplaySource``, read-only, with a player's keys and a
 time cursor docked at the top of every screen.
 
-The recording feeds the same model as live data; views and findings are computed at the recording's
-ticks (``tick``) on the recording's clock, and the render timer only draws them. A seek backwards
-resets the model (``reset``) and the source replays fast up to the target.
+The recording feeds the same monitor core as live data; views, findings and alerts are computed at
+the recording's ticks (``tick``) on the recording's clock, and the render timer only draws them. A
+seek backwards resets the core (``reset``) and the source replays fast up to the target.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
@@ -18,13 +17,10 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from sparktui.model.diagnosis import DiagnosisEngine
-from sparktui.model.fleet import FleetState
-from sparktui.model.history import History
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.monitor.core import WINDOW_S
 from sparktui.record.replay import ReplaySource
 from sparktui.record.store import ActionEvent, Record, wall_text
-from sparktui.ui.app import WINDOW_S, SparkApp
+from sparktui.ui.app import SparkApp
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
@@ -92,34 +88,24 @@ class ReplayApp(SparkApp):
         )
         self.replay = source
         self.title = f"sparktui replay: {source.path.name}"
-        self.ticks = 0
         self._problem_told = False
         source.on_moved = self._moved
 
     # --- what the replay hands over, besides the FleetSink ---------------------------------------------
 
     def tick(self, now: float) -> None:
-        """The recording's consumer computed its views here: so do we (drawn by the render timer)."""
-        self.views = self.state.view(now, window_s=self.window_s)
-        self.history.record(self.views, now)
-        self._diagnose(now)
-        self.ticks += 1
+        """The recording's consumer evaluated here: so does the core (drawn by the render timer)."""
+        self.monitor.tick(now, self.replay.wall(now))
+
+    @property
+    def ticks(self) -> int:
+        return self.monitor.ticks
 
     def reset(self) -> None:
         """Forget everything: the replay starts again before a seek target."""
-        self.state = FleetState(self.fleet)
-        self.history = History()
-        self._log_buffers.clear()
-        self.diagnosis = DiagnosisEngine(self.diagnosis.catalogue)
-        self.findings = {}
-        self.views = ()
+        self.monitor.reset()
         if self.screen_stack and isinstance(self.screen, NodeScreen):
             self.call_later(self._renew_node_screen)
-
-    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        buffer = self._log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
-        for line in lines:
-            buffer.append(line.timestamp, line.text, gap=line.gap)  # keep the gap markers as markers
 
     def recorded(self, record: Record) -> None:
         """An action or alert the recorder was told of: shown as it happens in the replay."""
@@ -140,12 +126,7 @@ class ReplayApp(SparkApp):
     def refresh_views(self, force: bool = False) -> None:
         """The render tick: draw the views of the last recorded tick, and the time cursor."""
         self._show_cursor()
-        if (self.paused and not force) or not self.screen_stack:
-            return
-        screen = self.screen
-        if isinstance(screen, (FleetScreen, NodeScreen, KioskScreen)):
-            with self.batch_update():
-                screen.update_views(self.views)
+        self._draw(force)
 
     def _moved(self) -> None:
         self.refresh_views(force=True)

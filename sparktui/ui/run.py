@@ -30,10 +30,10 @@ def run_dashboard(
     if recorder is None:
         app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, freeze_gc=True)
     else:
-        # The live streams fill their own buffers here: the app appends the batches the tee hands it.
-        source = Teed(fleet_source(fleet), recorder, fills_log_buffers=False)
-        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source, freeze_gc=True)
-        app.recorder = recorder
+        source = Teed(fleet_source(fleet), recorder)
+        app = make_app(
+            fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source, recorder=recorder, freeze_gc=True
+        )
     try:
         app.run()
     finally:

@@ -26,375 +26,26 @@ when a later start has been UP for ``healthy_s`` without the line, or after ``qu
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
-import tomllib
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from enum import StrEnum
-from importlib import resources
-from typing import Literal
 
+from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
 
-CATALOGUE_FORMAT = 1
-ACTIONS = ("drop-caches", "restart", "kill-workers", "warmup")
-WHERE = ("log", "metrics", "http", "host")
-EXTRA_EVIDENCE = ("memory", "service")
-LIFETIMES = ("attempt", "process")
 SERVING = frozenset({State.UP, State.DEGRADED})
-
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
 MAX_EVIDENCE_CHARS = 1000  # of one evidence line
 DEFAULT_HISTORY = 200  # cleared findings kept per node
 MEMORY_TREND_S = 120.0  # how far back "MemAvailable fell …" looks
 MAX_PROBLEMS = 50
-
-_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_RULE_KEYS = (
-    "id",
-    "section",
-    "severity",
-    "title",
-    "where",
-    "looks_at",
-    "explanation",
-    "fix",
-    "action",
-    "evidence",
-    "suppressed_by",
-    "not_observed",
-    "source",
-    "log",
-    "detector",
-    "params",
-)
-_LOG_PARAMS = ("quiet_s", "healthy_s")
-_DETECTOR_PARAMS = ("open_after", "clear_after_s")
-
-Lifetime = Literal["attempt", "process"]
-
-
-class CatalogueError(ValueError):
-    """The failure catalogue, or an override of its thresholds, is invalid; the message says where."""
-
-
-class Severity(StrEnum):
-    INFO = "info"
-    WARN = "warn"
-    CRIT = "crit"
-
-    @property
-    def rank(self) -> int:
-        return _SEVERITY_RANK[self]
-
-
-_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARN: 1, Severity.CRIT: 2}
-
-
-# --- the catalogue ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LogMatch:
-    """What a log rule matches: a line matching any of ``any``, or, within one start of the instance,
-    a line for each of ``all``."""
-
-    any: tuple[re.Pattern[str], ...] = ()
-    all: tuple[re.Pattern[str], ...] = ()
-    lifetime: Lifetime = "attempt"
-
-    @property
-    def patterns(self) -> tuple[re.Pattern[str], ...]:
-        return self.any + self.all
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One failure signature. ``params`` holds every threshold, defaults included."""
-
-    id: str
-    section: str
-    severity: Severity
-    title: str
-    where: tuple[str, ...]
-    looks_at: str
-    explanation: str
-    fix: str
-    action: str | None
-    params: Mapping[str, float]
-    log: LogMatch | None = None
-    detector: str | None = None
-    detector_args: Mapping[str, str] = field(default_factory=dict)
-    detector_patterns: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
-    evidence: tuple[str, ...] = ()
-    suppressed_by: tuple[str, ...] = ()
-    not_observed: str | None = None
-    source: str | None = None
-
-    def param(self, name: str) -> float:
-        return self.params[name]
-
-
-@dataclass(frozen=True, slots=True)
-class Catalogue:
-    rules: tuple[Rule, ...]
-    attempt_start: re.Pattern[str]  # a line that marks a new start of vLLM
-    error: re.Pattern[str]  # a line that counts as an error (crash-loop's "first error")
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(rule.id for rule in self.rules)
-
-    def rule(self, rule_id: str) -> Rule:
-        for rule in self.rules:
-            if rule.id == rule_id:
-                return rule
-        raise KeyError(rule_id)
-
-    def with_overrides(self, overrides: Mapping[str, float]) -> Catalogue:
-        """The catalogue with thresholds replaced, keyed ``"<rule id>.<param>"`` (the config's
-        ``[diagnosis]`` table). Raises CatalogueError naming the key for an unknown rule or
-        parameter, or a value that is not a number ≥ 0."""
-        by_id = {rule.id: rule for rule in self.rules}
-        changes: dict[str, dict[str, float]] = {}
-        for key, value in overrides.items():
-            rule_id, dot, param = str(key).rpartition(".")
-            where = f"diagnosis threshold {key!r}"
-            if not dot or not rule_id or not param:
-                raise CatalogueError(
-                    f"{where}: write it as '<rule id>.<parameter>', for example 'engine-wedged.open_after'"
-                )
-            rule = by_id.get(rule_id)
-            if rule is None:
-                raise CatalogueError(f"{where}: there is no rule {rule_id!r} in the catalogue")
-            if param not in rule.params:
-                known = ", ".join(sorted(rule.params))
-                raise CatalogueError(f"{where}: rule {rule_id!r} has no parameter {param!r} (it has {known})")
-            if not _is_number(value) or value < 0:
-                raise CatalogueError(f"{where}: must be a number ≥ 0 (got {value!r})")
-            changes.setdefault(rule_id, {})[param] = float(value)
-        rules = tuple(
-            replace(rule, params={**rule.params, **changes[rule.id]}) if rule.id in changes else rule
-            for rule in self.rules
-        )
-        return replace(self, rules=rules)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def load_catalogue() -> Catalogue:
-    """The catalogue shipped with sparktui (``sparktui/data/failures.toml``)."""
-    text = (resources.files("sparktui") / "data" / "failures.toml").read_text(encoding="utf-8")
-    return parse_catalogue(text, source="sparktui/data/failures.toml")
-
-
-def catalogue_for(overrides: Mapping[str, float]) -> Catalogue:
-    """The shipped catalogue with the config's ``[diagnosis]`` thresholds (validated by the config loader)."""
-    catalogue = load_catalogue()
-    return catalogue.with_overrides(overrides) if overrides else catalogue
-
-
-def parse_catalogue(text: str, source: str = "failures.toml") -> Catalogue:
-    """Parse and validate catalogue TOML; every regular expression is compiled here."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
-    return _Parser(source).catalogue(data)
-
-
-class _Parser:
-    """Validation of the catalogue data; every error names the file, the rule and the key."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, where: str, what: str) -> CatalogueError:
-        return CatalogueError(f"{self.source}: {where}: {what}")
-
-    def table(self, value: object, where: str) -> dict[str, object]:
-        if not isinstance(value, dict):
-            raise self.fail(where, "must be a table")
-        return value
-
-    def keys(self, table: Mapping[str, object], allowed: Sequence[str], where: str) -> None:
-        unknown = sorted(set(table) - set(allowed))
-        if unknown:
-            raise self.fail(where, f"unknown key {unknown[0]!r} (allowed: {', '.join(allowed)})")
-
-    def text(self, table: Mapping[str, object], key: str, where: str, required: bool = True) -> str | None:
-        value = table.get(key)
-        if value is None and not required:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(where, f"{key!r} must be a non-empty string")
-        return value
-
-    def texts(self, table: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(where, f"{key!r} must be a list of strings")
-        return tuple(value)
-
-    def regex(self, pattern: str, where: str) -> re.Pattern[str]:
-        try:
-            compiled = re.compile(pattern)
-            re.compile(f"(?:{pattern})")  # it must also work inside the engine's combined prefilter
-        except re.error as exc:
-            raise self.fail(where, f"bad regular expression {pattern!r}: {exc}") from None
-        return compiled
-
-    def numbers(self, value: object, where: str) -> dict[str, float]:
-        table = self.table(value, where)
-        out: dict[str, float] = {}
-        for key, number in table.items():
-            if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-                raise self.fail(where, f"{key!r} must be a number ≥ 0 (got {number!r})")
-            if number < 0:
-                raise self.fail(where, f"{key!r} must be a number ≥ 0 (got {number!r})")
-            out[key] = float(number)
-        return out
-
-    def catalogue(self, data: Mapping[str, object]) -> Catalogue:
-        self.keys(data, ("format", "log", "defaults", "rule"), "top level")
-        if data.get("format") != CATALOGUE_FORMAT:
-            raise self.fail("format", f"must be {CATALOGUE_FORMAT} (got {data.get('format')!r})")
-        log = self.table(data.get("log", {}), "[log]")
-        self.keys(log, ("attempt_start", "error"), "[log]")
-        attempt_start = self.regex(str(self.text(log, "attempt_start", "[log]")), "[log] attempt_start")
-        error = self.regex(str(self.text(log, "error", "[log]")), "[log] error")
-        defaults = self.table(data.get("defaults", {}), "[defaults]")
-        self.keys(defaults, ("log", "detector"), "[defaults]")
-        log_defaults = self.numbers(defaults.get("log", {}), "[defaults.log]")
-        detector_defaults = self.numbers(defaults.get("detector", {}), "[defaults.detector]")
-        for name, table, needed in (
-            ("[defaults.log]", log_defaults, _LOG_PARAMS),
-            ("[defaults.detector]", detector_defaults, _DETECTOR_PARAMS),
-        ):
-            self.keys(table, needed, name)
-            missing = [p for p in needed if p not in table]
-            if missing:
-                raise self.fail(name, f"missing {missing[0]!r}")
-        rules_data = data.get("rule")
-        if not isinstance(rules_data, list) or not rules_data:
-            raise self.fail("rule", "the catalogue has no [[rule]]")
-        rules = [self.rule(item, index, log_defaults, detector_defaults) for index, item in enumerate(rules_data)]
-        ids = [rule.id for rule in rules]
-        for rule in rules:
-            if ids.count(rule.id) > 1:
-                raise self.fail(f"rule {rule.id!r}", "the id is used twice")
-            for other in rule.suppressed_by:
-                if other not in ids or other == rule.id:
-                    raise self.fail(f"rule {rule.id!r}", f"suppressed_by names no other rule: {other!r}")
-        return Catalogue(tuple(rules), attempt_start, error)
-
-    def rule(
-        self,
-        item: object,
-        index: int,
-        log_defaults: Mapping[str, float],
-        detector_defaults: Mapping[str, float],
-    ) -> Rule:
-        table = self.table(item, f"rule #{index + 1}")
-        rule_id = table.get("id")
-        if not isinstance(rule_id, str) or not _ID_RE.match(rule_id):
-            raise self.fail(f"rule #{index + 1}", f"'id' must be lower-case words joined by '-' (got {rule_id!r})")
-        where = f"rule {rule_id!r}"
-        self.keys(table, _RULE_KEYS, where)
-        severity = table.get("severity")
-        if severity not in {s.value for s in Severity}:
-            raise self.fail(where, f"'severity' must be info, warn or crit (got {severity!r})")
-        places = self.texts(table, "where", where)
-        if not places or any(p not in WHERE for p in places):
-            raise self.fail(where, f"'where' must list some of {', '.join(WHERE)} (got {list(places)})")
-        action = self.text(table, "action", where, required=False)
-        if action is not None and action not in ACTIONS:
-            raise self.fail(where, f"'action' must be one of {', '.join(ACTIONS)} (got {action!r})")
-        extras = self.texts(table, "evidence", where)
-        if any(e not in EXTRA_EVIDENCE for e in extras):
-            raise self.fail(where, f"'evidence' may list {', '.join(EXTRA_EVIDENCE)} (got {list(extras)})")
-        has_log, has_detector = "log" in table, "detector" in table
-        if has_log == has_detector:
-            raise self.fail(where, "give either [rule.log] or [rule.detector]")
-        params = self.numbers(table.get("params", {}), f"{where} params")
-        log: LogMatch | None = None
-        detector: str | None = None
-        args: dict[str, str] = {}
-        patterns: dict[str, re.Pattern[str]] = {}
-        if has_log:
-            log = self.log_match(table["log"], where)
-            self.keys(params, _LOG_PARAMS, f"{where} params")
-            params = {**log_defaults, **params}
-        else:
-            detector, args, patterns = self.detector(table["detector"], where)
-            known = _DETECTOR_PARAMS + DETECTORS[detector].params
-            self.keys(params, known, f"{where} params")
-            params = {**detector_defaults, **params}
-            missing = [p for p in known if p not in params]
-            if missing:
-                raise self.fail(f"{where} params", f"detector {detector!r} needs {missing[0]!r}")
-        return Rule(
-            id=rule_id,
-            section=str(self.text(table, "section", where)),
-            severity=Severity(str(severity)),
-            title=str(self.text(table, "title", where)),
-            where=places,
-            looks_at=str(self.text(table, "looks_at", where)),
-            explanation=str(self.text(table, "explanation", where)),
-            fix=str(self.text(table, "fix", where)),
-            action=action,
-            params=params,
-            log=log,
-            detector=detector,
-            detector_args=args,
-            detector_patterns=patterns,
-            evidence=extras,
-            suppressed_by=self.texts(table, "suppressed_by", where),
-            not_observed=self.text(table, "not_observed", where, required=False),
-            source=self.text(table, "source", where, required=False),
-        )
-
-    def log_match(self, value: object, where: str) -> LogMatch:
-        table = self.table(value, f"{where} log")
-        self.keys(table, ("any", "all", "lifetime"), f"{where} log")
-        any_ = tuple(self.regex(p, f"{where} log.any[{i}]") for i, p in enumerate(self.texts(table, "any", where)))
-        all_ = tuple(self.regex(p, f"{where} log.all[{i}]") for i, p in enumerate(self.texts(table, "all", where)))
-        if not any_ and len(all_) < 2:
-            raise self.fail(f"{where} log", "give 'any' (one or more patterns) or 'all' (two or more)")
-        lifetime = table.get("lifetime", "attempt")
-        if lifetime == "attempt":
-            return LogMatch(any_, all_, "attempt")
-        if lifetime == "process":
-            return LogMatch(any_, all_, "process")
-        raise self.fail(f"{where} log", f"'lifetime' must be attempt or process (got {lifetime!r})")
-
-    def detector(self, value: object, where: str) -> tuple[str, dict[str, str], dict[str, re.Pattern[str]]]:
-        table = dict(self.table(value, f"{where} detector"))
-        name = table.pop("name", None)
-        if not isinstance(name, str) or name not in DETECTORS:
-            raise self.fail(f"{where} detector", f"'name' must be one of {', '.join(sorted(DETECTORS))}")
-        spec = DETECTORS[name]
-        self.keys(table, spec.args, f"{where} detector {name!r}")
-        args: dict[str, str] = {}
-        for key in spec.args:
-            text = self.text(table, key, f"{where} detector", required=key not in spec.optional_args)
-            if text is not None:
-                args[key] = text
-        if "state" in args and args["state"] not in {s.value for s in State}:
-            raise self.fail(f"{where} detector", f"'state' must be a status state (got {args['state']!r})")
-        patterns = {key: self.regex(args[key], f"{where} detector {key}") for key in spec.regex_args if key in args}
-        return name, args, patterns
-
 
 # --- findings --------------------------------------------------------------------------------------
 
@@ -874,37 +525,27 @@ def _unreachable(ctx: _Ctx, rule: Rule) -> _Check | None:
 
 
 @dataclass(frozen=True, slots=True)
-class DetectorSpec:
-    """A named detector: the thresholds it reads (``[rule.params]``) and its string settings."""
+class Detector:
+    """What a named detector judges: the node as a whole, or each of its instances."""
 
-    params: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    optional_args: tuple[str, ...] = ()
-    regex_args: tuple[str, ...] = ()
     node: NodeCheck | None = None
     instance: InstanceCheck | None = None
 
 
-DETECTORS: Mapping[str, DetectorSpec] = {
-    "launch-not-ready": DetectorSpec(instance=_launch_not_ready),
-    "shm-leftovers": DetectorSpec(params=("min_entries",), node=_shm_leftovers),
-    "stale-workers": DetectorSpec(params=("min_workers",), node=_stale_workers),
-    "exec-not-found": DetectorSpec(params=("exit_status",), instance=_exec_not_found),
-    "restarts-rising": DetectorSpec(params=("min_rise", "window_s", "min_restarts"), instance=_restarts_rising),
-    "requests-without-tokens": DetectorSpec(instance=_requests_without_tokens),
-    "decode-slow": DetectorSpec(params=("factor", "min_samples", "history", "span_s"), instance=_decode_slow),
-    "position-collapse": DetectorSpec(
-        params=("min_acceptance", "baseline_factor", "min_drafts", "min_baseline_samples", "baseline_samples"),
-        instance=_position_collapse,
-    ),
-    "kv-preemptions": DetectorSpec(params=("kv_usage_min", "preemptions_min"), instance=_kv_preemptions),
-    "never-served": DetectorSpec(params=("min_up_s",), instance=_never_served),
-    "status": DetectorSpec(
-        args=("state", "reason"), optional_args=("reason",), regex_args=("reason",), instance=_status
-    ),
-    "unreachable": DetectorSpec(
-        params=("ssh_silent_s", "together_s"), args=("unanswered",), regex_args=("unanswered",), node=_unreachable
-    ),
+# One implementation per signature of the catalogue (catalogue.DETECTOR_SIGNATURES): a test keeps them equal.
+DETECTORS: Mapping[str, Detector] = {
+    "launch-not-ready": Detector(instance=_launch_not_ready),
+    "shm-leftovers": Detector(node=_shm_leftovers),
+    "stale-workers": Detector(node=_stale_workers),
+    "exec-not-found": Detector(instance=_exec_not_found),
+    "restarts-rising": Detector(instance=_restarts_rising),
+    "requests-without-tokens": Detector(instance=_requests_without_tokens),
+    "decode-slow": Detector(instance=_decode_slow),
+    "position-collapse": Detector(instance=_position_collapse),
+    "kv-preemptions": Detector(instance=_kv_preemptions),
+    "never-served": Detector(instance=_never_served),
+    "status": Detector(instance=_status),
+    "unreachable": Detector(node=_unreachable),
 }
 
 
@@ -1308,30 +949,3 @@ def _memory_evidence(ctx: _Ctx) -> list[str]:
         if fell >= GIB and t_max < ctx.now:
             out.append(f"MemAvailable fell {_gib(fell)} in {ctx.now - t_max:.0f} s (from {_gib(peak)})")
     return out
-
-
-# --- the catalogue as a table (docs/diagnosis.md is generated from this) ------------------------------
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def catalogue_markdown(catalogue: Catalogue) -> str:
-    """The rules as Markdown tables: the one in docs/diagnosis.md (a test keeps them equal)."""
-    lines = [
-        "| id | severity | where | what it looks at | action |",
-        "|---|---|---|---|---|",
-    ]
-    section = None
-    for rule in catalogue.rules:
-        if rule.section != section:
-            section = rule.section
-            lines.append(f"| **{_cell(section)}** | | | | |")
-        lines.append(
-            f"| `{rule.id}` | {rule.severity.value} | {', '.join(rule.where)} | {_cell(rule.looks_at)} "
-            f"| {f'`{rule.action}`' if rule.action else '–'} |"
-        )
-    lines += ["", "Partly observable rows (what sparktui cannot see):", "", "| id | not observed |", "|---|---|"]
-    lines += [f"| `{r.id}` | {_cell(r.not_observed)} |" for r in catalogue.rules if r.not_observed]
-    return "\n".join(lines) + "\n"

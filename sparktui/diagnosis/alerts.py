@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal
 
-from sparktui.model.diagnosis import Finding, Severity
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import InstanceView, NodeView, ServiceView
 from sparktui.model.specs import (
     CONDITION_METRICS,
@@ -102,6 +103,10 @@ class AlertEvent:
     summary: str
     evidence: tuple[str, ...]
     silenced: bool = False
+
+    @property
+    def fired(self) -> bool:
+        return self.state is AlertState.FIRING
 
     @property
     def held_s(self) -> float:

@@ -1,0 +1,146 @@
+"""The monitor core: what sparktui knows about a fleet, fed observations, ticked by a clock.
+
+One object, free of UI and I/O, that every consumer drives: the dashboard, ``sparktui watch``, a
+replay (in the dashboard or headless, as ``sparktui export`` does) and, through its observers, the
+recorder and the black box. Because they all run this one class they cannot disagree on a number,
+a finding or an alert.
+
+- Fed: the ``FleetSink`` methods (``observation``, ``host``, ``log_batch``, ``error``), called by a
+  source (live HTTP and SSH, Prometheus, or a recording) on the event loop.
+- Ticked: ``tick(now, wall)`` once per poll interval (or at a recording's ticks) computes the views
+  over the window, a point of history, one diagnosis evaluation per node over the log lines written
+  since the last tick and the last scrape interval, then the alert rules; the observers hear of the
+  tick, each node's findings and every alert that fires; the alert events are returned.
+- Reset: ``reset()`` forgets what was collected (a replay seeking backwards starts again).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
+from sparktui.diagnosis.catalogue import Catalogue
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState, NodeView
+from sparktui.model.history import History
+from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.specs import FleetSpec
+
+WINDOW_S = 30.0  # the window behind every rate, ratio and quantile shown or alerted on
+MAX_ERRORS = 100  # the latest collection errors kept
+# Errors whose message is already one line for the operator (live, or replayed under the same name).
+ONE_LINE_ERRORS = frozenset({"PrometheusError"})
+
+
+class MonitorObserver(Protocol):
+    """Told what the core derived at each tick (the recorder and the black box)."""
+
+    def tick(self, now: float) -> None: ...
+    def findings(self, node: str, active: Sequence[Finding], now: float | None = None) -> None: ...
+    def alert(self, reason: str, node: str | None = None) -> None: ...
+
+
+def collect_error_text(exc: Exception) -> str:
+    """One line for an error a source reported."""
+    if type(exc).__name__ in ONE_LINE_ERRORS:
+        return str(exc)
+    return f"internal error while collecting: {type(exc).__name__}: {exc}"
+
+
+class Monitor:
+    """The fleet state, log buffers, diagnosis, alerts and history of one fleet (see the module docstring).
+
+    ``window_s`` is the window behind the views (None: everything kept); ``keep_history`` keeps the
+    trends the dashboard draws (a headless watcher has no use for them).
+    """
+
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        catalogue: Catalogue,
+        *,
+        window_s: float | None = WINDOW_S,
+        keep_history: bool = True,
+        observers: Iterable[MonitorObserver] = (),
+    ) -> None:
+        self.fleet = fleet
+        self.catalogue = catalogue
+        self.window_s = window_s
+        self.keep_history = keep_history
+        self.observers: list[MonitorObserver] = list(observers)
+        # Every log signature of the catalogue, for highlighting in a log view.
+        self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
+        self.errors: deque[str] = deque(maxlen=MAX_ERRORS)
+        self.ticks = 0
+        self.resets = 0
+        self._start()
+
+    def _start(self) -> None:
+        kept = {} if self.window_s is None else {"max_age_s": COUNTER_WINDOWS_KEPT * self.window_s}
+        self.state = FleetState(self.fleet, **kept)
+        self.history = History()
+        self.log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
+        self.diagnosis = DiagnosisEngine(self.catalogue)
+        self.alerts = AlertEngine.for_fleet(self.fleet)
+        self.findings: dict[str, tuple[Finding, ...]] = {}
+        self.views: tuple[NodeView, ...] = ()
+
+    def reset(self) -> None:
+        """Forget everything collected and derived: the source starts again (a replay's seek)."""
+        self._start()
+        self.resets += 1
+
+    # --- FleetSink: what a source collects ----------------------------------------------------------
+
+    def observation(self, observation: NodeObservation) -> None:
+        self.state.apply(observation)
+
+    def host(self, update: HostUpdate) -> None:
+        self.state.apply_host(update)
+
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
+        for line in lines:
+            buffer.append(line.timestamp, line.text, gap=line.gap)  # a gap marker stays a marker
+
+    def error(self, node: str, exc: Exception) -> None:
+        """Keep the error's one line (``errors``, the newest ``MAX_ERRORS``)."""
+        self.errors.append(f"{node}: {collect_error_text(exc)}")
+
+    # --- the tick -------------------------------------------------------------------------------------
+
+    def tick(self, now: float, wall: float | None = None) -> tuple[AlertEvent, ...]:
+        """Views, history, diagnosis and alerts at ``now``; returns the alert events of this tick."""
+        self.views = self.state.view(now, window_s=self.window_s)
+        if self.keep_history:
+            self.history.record(self.views, now)
+        for view in self.views:
+            buffers = self.log_buffers.get(view.name, {})
+            lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
+            intervals = last_intervals(self.state.nodes[view.name])
+            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
+        events = self.alerts.evaluate(self.views, self.findings, now, wall)
+        self.ticks += 1
+        fired = [(f"{e.alert.severity.value} {e.alert.name}: {e.summary}", e.alert.node) for e in events if e.fired]
+        for observer in self.observers:
+            observer.tick(now)
+            for node, findings in self.findings.items():
+                observer.findings(node, findings, now)
+            for reason, node in fired:
+                observer.alert(reason, node)
+        return events
+
+    def views_of(self, names: Iterable[str], now: float) -> dict[str, NodeView]:
+        """The named nodes' views again, between ticks (a row redrawn as its observation arrives);
+        ``views`` is updated with them."""
+        fresh = self.state.views_of(names, now, window_s=self.window_s)
+        if fresh:
+            self.views = tuple(fresh.get(view.name, view) for view in self.views)
+        return fresh
+
+    def node_logs(self, node: str) -> Mapping[str, LogBuffer]:
+        """The node's log buffers by instance (empty before any line came)."""
+        return self.log_buffers.get(node, {})
