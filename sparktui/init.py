@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sparktui.config import ConfigError, default_config_path, parse_config
-from sparktui.model import discovery as d
+from sparktui.discovery import commands as d
 from sparktui.model.observations import HttpResult
 from sparktui.model.specs import SSH_USER_RE, NodeSpec, SshSpec, check_host, url_host
 from sparktui.sources.http import FetchClient, fetch, make_poll_client

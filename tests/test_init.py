@@ -17,7 +17,7 @@ import pytest
 
 from sparktui.cli import main
 from sparktui.config import parse_config
-from sparktui.model import discovery as d
+from sparktui.discovery import commands as d
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.observations import FetchKind, HttpResult
 from sparktui.model.specs import FleetSpec, VllmSpec

@@ -1,0 +1,1 @@
+"""The pure half of ``sparktui init`` (see its modules)."""
