@@ -17,8 +17,8 @@ from pathlib import Path
 from sparktui.model.diagnosis import Finding, Severity
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
+from sparktui.record.codec import EncodedRecord
 from sparktui.record.recorder import Clock, Recorder, _Item, _Trigger
-from sparktui.record.store import EncodedRecord
 
 DEFAULT_AFTER_S = 120.0
 KEYFRAME_S = 60.0  # epochs are what the window drops: short ones keep it close to the minutes asked

@@ -23,19 +23,9 @@ from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
-from sparktui.record.store import (
-    DEFAULT_MAX_EPOCH_BYTES,
-    KEYFRAME_S,
-    ActionEvent,
-    CollectError,
-    EncodedRecord,
-    Encoder,
-    Kind,
-    LogBatch,
-    Payload,
-    RecordingStore,
-    Tick,
-)
+from sparktui.record.codec import DEFAULT_MAX_EPOCH_BYTES, KEYFRAME_S, EncodedRecord, Encoder
+from sparktui.record.store import RecordingStore
+from sparktui.record.types import ActionEvent, CollectError, Kind, LogBatch, Payload, Tick
 
 if TYPE_CHECKING:
     from sparktui.sources.live import FleetSink, FleetSource

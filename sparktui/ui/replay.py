@@ -23,7 +23,8 @@ from sparktui.model.fleet import FleetState
 from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.record.replay import ReplaySource
-from sparktui.record.store import ActionEvent, Record, wall_text
+from sparktui.record.store import wall_text
+from sparktui.record.types import ActionEvent, Record
 from sparktui.ui.app import WINDOW_S, SparkApp
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.kiosk_screen import KioskScreen
