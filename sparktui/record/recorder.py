@@ -251,9 +251,6 @@ class Recorder:
         self._queue.put(marker)
         return marker.done.wait(timeout_s) and self.problem is None
 
-    async def aflush(self) -> bool:
-        return await asyncio.to_thread(self.flush)
-
     def close(self) -> None:
         """Write what is queued and close the file (blocking)."""
         if self._closed:
