@@ -16,6 +16,7 @@ from sparktui.discovery.commands import (
     parse_vllm_args,
     split_command_line,
 )
+from sparktui.discovery.launches import vllm_launches
 from sparktui.discovery.names import node_names
 from sparktui.discovery.probes import PROBE_PATHS, ExporterAnswer, NoAnswer, VllmAnswer, classify_port
 from sparktui.discovery.render import HostReport, SshFindings, SshSettings, render_config
@@ -244,6 +245,30 @@ def test_network_host_and_unpublished_ports() -> None:
     unpublished = analyse_command(split_command_line("docker run -d vllm/vllm-openai:v0.20.0 m/x"))
     assert unpublished.host_port is None
     assert unpublished.port_how == "container port 8000 (vLLM's default port 8000) is not published with `-p`"
+    one_port = analyse_command(split_command_line("docker run -p 9001:9000 -e X=1 ghcr.io/a/server /start.sh"))
+    assert (one_port.host_port, one_port.port_how) == (9001, "`-p 9001:9000`, the only published port")
+    picked = analyse_command(split_command_line("docker run -p8000 --name=v vllm/vllm-openai:v0.20.0 m/x"))
+    assert (picked.container, picked.host_port) == ("v", None)
+    assert picked.port_how == "`-p 8000` publishes container port 8000 on a port docker picks"
+
+
+def test_container_ports_are_read_from_docker_inspect_mappings() -> None:
+    def container(name: str, argv: str, ports: dict[int, int], host_network: bool = False) -> ContainerInfo:
+        return ContainerInfo(name, "vllm/vllm-openai:v0.20.0", "running", tuple(argv.split()), host_network, ports)
+
+    mapped, only, hidden, host = vllm_launches(
+        [],
+        [
+            container("vllm-a", "vllm serve m/x --port 8000", {8000: 8001}),
+            container("vllm-b", "/start.sh", {9000: 9001}),
+            container("vllm-c", "vllm serve m/y --port 8002", {}),
+            container("vllm-d", "/start.sh", {9000: 9001}, host_network=True),
+        ],
+    )
+    assert (mapped.host_port, mapped.port_how) == (8001, "port mapping `8001->8000` (`--port 8000` in the container)")
+    assert (only.host_port, only.port_how) == (9001, "port mapping `9001->9000`, the only published port")
+    assert (hidden.host_port, hidden.port_how) == (None, "container port 8002 (`--port 8002`) is not published")
+    assert (host.host_port, host.port_how) == (None, "no vllm serve command line to read the port from")
 
 
 # --- what answers on a port, and the rendering --------------------------------------------------------

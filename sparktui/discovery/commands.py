@@ -228,11 +228,12 @@ _DOCKER_LONG: Mapping[str, str] = {"-p": "--publish", "--net": "--network", "-e"
 
 @dataclass(frozen=True, slots=True)
 class Publish:
-    """One ``-p`` mapping: the container port, and the host port (None: docker picks one)."""
+    """A container port published on the host (None: docker picks the host port), from a ``-p`` or
+    from ``docker inspect``."""
 
     container_port: int
     host_port: int | None
-    text: str  # as written, for comments
+    label: str  # how the mapping was written, for comments: "`-p 8001:8000`", "port mapping `8001->8000`"
 
 
 def parse_publish(value: str) -> Publish | None:
@@ -243,7 +244,7 @@ def parse_publish(value: str) -> Publish | None:
     if container is None:
         return None
     host = whole_number(parts[-2]) if len(parts) >= 2 else None
-    return Publish(container_port=container, host_port=host, text=value)
+    return Publish(container_port=container, host_port=host, label=f"`-p {value}`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,28 +289,23 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
         if not word.startswith("-") or word == "-":
             break
         index += 1
-        value: str
+        value: str | None  # None: the value is the next word
         if word.startswith("--"):
-            option, eq, value = word.partition("=")
+            option, eq, inline = word.partition("=")
             if option in _DOCKER_RUN_BOOL:
                 continue
-            if not eq:
-                if index >= len(argv):
-                    break
-                value = argv[index]
-                index += 1
+            value = inline if eq else None
         else:
             letters = word[1:]
             if all(c in _DOCKER_SHORT_BOOL for c in letters):
                 continue
             option = "-" + letters[0]
-            if len(letters) > 1:
-                value = letters[1:].removeprefix("=")
-            else:
-                if index >= len(argv):
-                    break
-                value = argv[index]
-                index += 1
+            value = letters[1:].removeprefix("=") if len(letters) > 1 else None
+        if value is None:
+            if index >= len(argv):
+                break
+            value = argv[index]
+            index += 1
         option = _DOCKER_LONG.get(option, option)
         if option == "--name":
             name = value
@@ -374,9 +370,10 @@ class CommandLine:
     runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
 
 
-def _publish_for(
-    port: int | None, publish: Sequence[Publish], host_network: bool, how_given: str
+def published_port(
+    port: int | None, how_given: str, publish: Sequence[Publish], *, host_network: bool, unpublished: str = ""
 ) -> tuple[int | None, str]:
+    """Where a container's vLLM port answers on the host, and how that was read (or why it is unknown)."""
     if port is None:
         return None, how_given
     if host_network:
@@ -384,9 +381,16 @@ def _publish_for(
     for mapping in publish:
         if mapping.container_port == port:
             if mapping.host_port is None:
-                return None, f"`-p {mapping.text}` publishes container port {port} on a port docker picks"
-            return mapping.host_port, f"`-p {mapping.text}` ({how_given} in the container)"
-    return None, f"container port {port} ({how_given}) is not published with `-p`"
+                return None, f"{mapping.label} publishes container port {port} on a port docker picks"
+            return mapping.host_port, f"{mapping.label} ({how_given} in the container)"
+    return None, f"container port {port} ({how_given}) is not published{unpublished}"
+
+
+def only_published(publish: Sequence[Publish]) -> tuple[int, str] | None:
+    """The host port of a container that publishes exactly one, when no command line names the port."""
+    if len(publish) != 1 or publish[0].host_port is None:
+        return None
+    return publish[0].host_port, f"{publish[0].label}, the only published port"
 
 
 def port_given(args: VllmArgs | None) -> str:
@@ -415,10 +419,13 @@ def analyse_command(argv: Sequence[str]) -> CommandLine:
             # vllm/vllm-openai images have `vllm serve` as their entrypoint: the command is its arguments.
             serve = _until_shell_operator(run.command)
         args = parse_vllm_args(serve) if serve is not None else None
+        only = only_published(run.publish)
         if args is not None:
-            host_port, how = _publish_for(args.port, run.publish, run.host_network, port_given(args))
-        elif len(run.publish) == 1 and run.publish[0].host_port is not None:
-            host_port, how = run.publish[0].host_port, f"`-p {run.publish[0].text}`, the only published port"
+            host_port, how = published_port(
+                args.port, port_given(args), run.publish, host_network=run.host_network, unpublished=" with `-p`"
+            )
+        elif only is not None:
+            host_port, how = only
         else:
             host_port, how = None, "no vllm serve command line to read the port from"
         named = f" --name {run.name}" if run.name else ""

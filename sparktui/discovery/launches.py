@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.discovery.commands import VllmArgs, analyse_command, find_vllm_serve, parse_vllm_args, port_given
+from sparktui.discovery.commands import (
+    Publish,
+    VllmArgs,
+    analyse_command,
+    find_vllm_serve,
+    only_published,
+    parse_vllm_args,
+    port_given,
+    published_port,
+)
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 
 
@@ -44,23 +53,13 @@ def is_vllm_container(container: ContainerInfo) -> bool:
 def _container_launch(container: ContainerInfo) -> tuple[VllmArgs | None, int | None, str]:
     serve = find_vllm_serve(container.argv)
     args = parse_vllm_args(serve) if serve is not None else None
+    publish = [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
     if args is not None:
-        port = args.port
-        given = port_given(args)
-        if port is None:
-            return args, None, given
-        if container.host_network:
-            return args, port, f"{given} with `--network host`"
-        if port in container.ports:
-            return (
-                args,
-                container.ports[port],
-                f"port mapping `{container.ports[port]}->{port}` ({given} in the container)",
-            )
-        return args, None, f"container port {port} ({given}) is not published"
-    if not container.host_network and len(container.ports) == 1:
-        inside, host = next(iter(container.ports.items()))
-        return None, host, f"port mapping `{host}->{inside}`, the only published port"
+        host_port, how = published_port(args.port, port_given(args), publish, host_network=container.host_network)
+        return args, host_port, how
+    only = None if container.host_network else only_published(publish)
+    if only is not None:
+        return None, *only
     return None, None, "no vllm serve command line to read the port from"
 
 

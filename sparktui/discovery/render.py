@@ -253,17 +253,18 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         kv("host", report.host, "as given to sparktui init"),
         "",
     ]
-    given = [ssh.user, ssh.port, ssh.key_file, ssh.known_hosts]
-    if any(v is not None for v in given):
-        lines.append("[nodes.ssh]")
-        if ssh.user is not None:
-            lines.append(kv("user", ssh.user, "--user"))
-        if ssh.port is not None:
-            lines.append(kv("port", ssh.port, "--port"))
-        if ssh.key_file is not None:
-            lines.append(kv("key_file", ssh.key_file, "--key"))
-        if ssh.known_hosts is not None:
-            lines.append(kv("known_hosts", ssh.known_hosts, "--known-hosts"))
+    given = [
+        (key, value, option)
+        for key, value, option in (
+            ("user", ssh.user, "--user"),
+            ("port", ssh.port, "--port"),
+            ("key_file", ssh.key_file, "--key"),
+            ("known_hosts", ssh.known_hosts, "--known-hosts"),
+        )
+        if value is not None
+    ]
+    if given:
+        lines += ["[nodes.ssh]", *(kv(key, value, option) for key, value, option in given)]
     else:
         lines += [
             "# [nodes.ssh]".ljust(COMMENT_COLUMN - 1) + " # not given to init: the defaults are your user name,",
