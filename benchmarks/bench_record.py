@@ -34,7 +34,8 @@ from sparktui.config import load_config  # noqa: E402
 from sparktui.model.logbuffer import LogLine  # noqa: E402
 from sparktui.model.observations import HostUpdate, NodeObservation  # noqa: E402
 from sparktui.record.recorder import Recorder  # noqa: E402
-from sparktui.record.store import Kind, RecordingReader  # noqa: E402
+from sparktui.record.store import RecordingReader  # noqa: E402
+from sparktui.record.types import Kind  # noqa: E402
 from sparktui.sources.live import LiveFleet  # noqa: E402
 
 QUICK_ARGS = ("--seconds", "60")  # benchmarks/run_all.py --quick

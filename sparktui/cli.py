@@ -350,7 +350,7 @@ def _dashboard(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG
     from sparktui.record import cli as record_cli
-    from sparktui.record.store import RecordingError
+    from sparktui.record.types import RecordingError
     from sparktui.ui.run import run_dashboard
 
     try:

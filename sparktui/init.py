@@ -3,7 +3,7 @@
 For each host, at once: every usual port is asked ``/version``, ``/v1/models``, ``/metrics``,
 ``/health`` and ``/api/tags`` (short timeouts, all concurrently), and over SSH the systemd units and
 docker containers that run vLLM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
-``inspect``). ``sparktui.model.discovery`` reads the answers and renders the TOML; the text is
+``inspect``). ``sparktui.discovery`` reads the answers and renders the TOML; the text is
 validated with ``parse_config`` before it is written, and an existing file is never replaced without
 ``--force``. An SSH problem skips SSH discovery for that host only: one line on stderr names the host
 and the fix, and the config still has what HTTP found. ``docs/init.md`` shows an example.
@@ -23,7 +23,31 @@ from pathlib import Path
 from typing import TextIO
 
 from sparktui.config import ConfigError, default_config_path, parse_config
-from sparktui.model import discovery as d
+from sparktui.discovery.launches import is_vllm_container, is_vllm_unit
+from sparktui.discovery.names import config_name, node_names
+from sparktui.discovery.probes import (
+    DEFAULT_EXPORTER_PORTS,
+    DEFAULT_SERVICE_PORTS,
+    DEFAULT_VLLM_PORTS,
+    PROBE_PATHS,
+    ExporterAnswer,
+    PortFinding,
+    ServiceAnswer,
+    VllmAnswer,
+    classify_port,
+    parse_port_list,
+    parse_service_ports,
+    port_roles,
+)
+from sparktui.discovery.render import HostReport, SshFindings, SshSettings, one_line, render_config
+from sparktui.discovery.units import (
+    ContainerInfo,
+    UnitInfo,
+    parse_docker_inspect,
+    parse_docker_ps,
+    parse_list_units,
+    parse_systemctl_show,
+)
 from sparktui.model.observations import HttpResult
 from sparktui.model.specs import SSH_USER_RE, NodeSpec, SshSpec, check_host, url_host
 from sparktui.sources.http import FetchClient, fetch, make_poll_client
@@ -44,7 +68,7 @@ class InitRequest:
     hosts: tuple[str, ...]
     output: Path | None  # None: print the config to stdout
     force: bool
-    ssh: d.SshSettings
+    ssh: SshSettings
     use_ssh: bool
     ports: tuple[tuple[int, str], ...]  # (port, what it is probed for)
     timeout_s: float
@@ -53,7 +77,7 @@ class InitRequest:
 
 @dataclass(frozen=True, slots=True)
 class SshOutcome:
-    findings: d.SshFindings | None
+    findings: SshFindings | None
     problem: str | None  # one line naming the host and the fix, when SSH discovery was skipped
 
 
@@ -75,10 +99,10 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
         if host not in hosts:
             hosts.append(host)
     try:
-        vllm = d.DEFAULT_VLLM_PORTS if args.vllm_ports is None else d.parse_port_list(args.vllm_ports)
-        exporters = d.DEFAULT_EXPORTER_PORTS if args.exporter_ports is None else d.parse_port_list(args.exporter_ports)
-        services = d.DEFAULT_SERVICE_PORTS if args.service_ports is None else d.parse_service_ports(args.service_ports)
-        extra = d.parse_port_list(args.ports) if args.ports else ()
+        vllm = DEFAULT_VLLM_PORTS if args.vllm_ports is None else parse_port_list(args.vllm_ports)
+        exporters = DEFAULT_EXPORTER_PORTS if args.exporter_ports is None else parse_port_list(args.exporter_ports)
+        services = DEFAULT_SERVICE_PORTS if args.service_ports is None else parse_service_ports(args.service_ports)
+        extra = parse_port_list(args.ports) if args.ports else ()
     except ValueError as exc:
         raise UsageError(f"ports: {exc}") from None
     if args.user is not None and not SSH_USER_RE.fullmatch(args.user):
@@ -92,14 +116,14 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
         hosts=tuple(hosts),
         output=output,
         force=args.force,
-        ssh=d.SshSettings(
+        ssh=SshSettings(
             user=args.user,
             port=args.port,
             key_file=_absolute(args.key),
             known_hosts=_absolute(args.known_hosts),
         ),
         use_ssh=not args.no_ssh,
-        ports=d.port_roles(vllm, services, exporters, extra),
+        ports=port_roles(vllm, services, exporters, extra),
         timeout_s=args.timeout,
         ssh_timeout_s=max(args.timeout, 5.0),
     )
@@ -120,17 +144,17 @@ def _exists_message(path: Path) -> str:
 # --- HTTP ---------------------------------------------------------------------------------------------
 
 
-async def probe_port(client: FetchClient, host: str, port: int, role: str, timeout_s: float) -> d.PortFinding:
+async def probe_port(client: FetchClient, host: str, port: int, role: str, timeout_s: float) -> PortFinding:
     base = f"http://{url_host(host)}:{port}"
     results: list[HttpResult] = await asyncio.gather(
-        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in d.PROBE_PATHS)
+        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in PROBE_PATHS)
     )
-    return d.classify_port(port, role, dict(zip(d.PROBE_PATHS, results, strict=True)))
+    return classify_port(port, role, dict(zip(PROBE_PATHS, results, strict=True)))
 
 
 async def probe_host(
     client: FetchClient, host: str, ports: Sequence[tuple[int, str]], timeout_s: float
-) -> tuple[d.PortFinding, ...]:
+) -> tuple[PortFinding, ...]:
     return tuple(await asyncio.gather(*(probe_port(client, host, port, role, timeout_s) for port, role in ports)))
 
 
@@ -148,7 +172,7 @@ def _failure(what: str, result: CommandResult) -> str | None:
         return f"{tool} is not installed on this host (or not on the SSH session's PATH)"
     output = (result.stderr or result.stdout).strip()
     if output:
-        reason = d.one_line(output.splitlines()[0], 200)
+        reason = one_line(output.splitlines()[0], 200)
     elif result.exit_signal:
         reason = f"killed by {result.exit_signal}"
     else:
@@ -161,13 +185,13 @@ def _failure(what: str, result: CommandResult) -> str | None:
     return f"{what} failed: {reason}"
 
 
-async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[d.UnitInfo, ...]:
+async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
     listed = await ssh.run(LIST_UNITS, timeout_s=COMMAND_TIMEOUT_S)
     note = _failure("systemctl list-units", listed)
     if note is not None:
         notes.append(note)
         return ()
-    names = d.parse_list_units(listed.stdout)
+    names = parse_list_units(listed.stdout)
     if not names:
         return ()
     shown = await ssh.run(
@@ -177,16 +201,16 @@ async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[d.UnitInfo, ...]:
     if shown.problem is not None or not shown.stdout:
         notes.append(_failure("systemctl show", shown) or "systemctl show printed nothing")
         return ()
-    return tuple(unit for unit in d.parse_systemctl_show(shown.stdout) if d.is_vllm_unit(unit))
+    return tuple(unit for unit in parse_systemctl_show(shown.stdout) if is_vllm_unit(unit))
 
 
-async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[d.ContainerInfo, ...]:
+async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ...]:
     listed = await ssh.run(DOCKER_PS, timeout_s=COMMAND_TIMEOUT_S)
     note = _failure("docker ps", listed)
     if note is not None:
         notes.append(note)
         return ()
-    names = d.parse_docker_ps(listed.stdout)
+    names = parse_docker_ps(listed.stdout)
     if len(names) > MAX_CONTAINERS:
         notes.append(f"{len(names)} containers: only the first {MAX_CONTAINERS} were inspected")
         names = names[:MAX_CONTAINERS]
@@ -200,7 +224,7 @@ async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[d.ContainerInfo, 
         notes.append(_failure("docker inspect", inspected) or "docker inspect failed")
         return ()
     # Exit status 1 with a partial array: a container went away between ps and inspect.
-    return tuple(c for c in d.parse_docker_inspect(inspected.stdout) if d.is_vllm_container(c))
+    return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_vllm_container(c))
 
 
 async def ssh_discover(host: str, request: InitRequest) -> SshOutcome:
@@ -213,7 +237,7 @@ async def ssh_discover(host: str, request: InitRequest) -> SshOutcome:
         known_hosts=Path(settings.known_hosts) if settings.known_hosts else None,
         connect_timeout_s=request.ssh_timeout_s,
     )
-    node = NodeSpec(name=d.config_name(host) or "node", host=host, ssh=spec)
+    node = NodeSpec(name=config_name(host) or "node", host=host, ssh=spec)
     async with NodeSsh(node) as ssh:
         first = await ssh.run("hostname", timeout_s=request.ssh_timeout_s + COMMAND_TIMEOUT_S)
         if first.problem is not None:
@@ -221,13 +245,13 @@ async def ssh_discover(host: str, request: InitRequest) -> SshOutcome:
         hostname = first.stdout.strip() if first.ok else None
         notes: list[str] = []
         units, containers = await asyncio.gather(_units(ssh, notes), _containers(ssh, notes))
-    return SshOutcome(d.SshFindings(hostname, units, containers, tuple(notes)), None)
+    return SshOutcome(SshFindings(hostname, units, containers, tuple(notes)), None)
 
 
 # --- the whole run ------------------------------------------------------------------------------------
 
 
-async def discover(request: InitRequest) -> tuple[list[tuple[d.PortFinding, ...]], list[SshOutcome | None]]:
+async def discover(request: InitRequest) -> tuple[list[tuple[PortFinding, ...]], list[SshOutcome | None]]:
     """Probe every host over HTTP and SSH, all at once."""
     async with make_poll_client() as client:
         http = [probe_host(client, host, request.ports, request.timeout_s) for host in request.hosts]
@@ -240,11 +264,11 @@ async def discover(request: InitRequest) -> tuple[list[tuple[d.PortFinding, ...]
 
 
 def build_reports(
-    request: InitRequest, findings: Sequence[tuple[d.PortFinding, ...]], outcomes: Sequence[SshOutcome | None]
-) -> list[d.HostReport]:
+    request: InitRequest, findings: Sequence[tuple[PortFinding, ...]], outcomes: Sequence[SshOutcome | None]
+) -> list[HostReport]:
     hostnames = [o.findings.hostname if o is not None and o.findings is not None else None for o in outcomes]
-    names = d.node_names(request.hosts, hostnames)
-    reports: list[d.HostReport] = []
+    names = node_names(request.hosts, hostnames)
+    reports: list[HostReport] = []
     for host, (name, how), found, outcome in zip(request.hosts, names, findings, outcomes, strict=True):
         if outcome is None:
             skipped: str | None = "--no-ssh was given"
@@ -253,7 +277,7 @@ def build_reports(
         else:
             skipped = None
         reports.append(
-            d.HostReport(
+            HostReport(
                 host=host,
                 name=name,
                 name_how=how,
@@ -265,14 +289,14 @@ def build_reports(
     return reports
 
 
-def _summary(report: d.HostReport) -> str:
+def _summary(report: HostReport) -> str:
     parts: list[str] = []
     for finding in report.findings:
-        if isinstance(finding, d.VllmAnswer):
+        if isinstance(finding, VllmAnswer):
             parts.append(f"vLLM :{finding.port}")
-        elif isinstance(finding, d.ExporterAnswer):
+        elif isinstance(finding, ExporterAnswer):
             parts.append(f"{finding.kind.value} :{finding.port}")
-        elif isinstance(finding, d.ServiceAnswer):
+        elif isinstance(finding, ServiceAnswer):
             parts.append(f"{finding.kind} :{finding.port}")
     if report.ssh is not None:
         parts.append(f"{len(report.ssh.units)} vLLM unit(s) and {len(report.ssh.containers)} container(s) over SSH")
@@ -308,7 +332,7 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
                 file=stderr,
             )
     reports = build_reports(request, findings, outcomes)
-    text = d.render_config(
+    text = render_config(
         reports,
         request.ssh,
         written_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

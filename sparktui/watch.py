@@ -391,7 +391,7 @@ def main(args: argparse.Namespace) -> int:
     choice = getattr(args, "journal", "auto")
     journal = choice == "yes" or (choice == "auto" and bool(os.environ.get("JOURNAL_STREAM")))
     from sparktui.record.cli import recorder_from_args
-    from sparktui.record.store import RecordingError
+    from sparktui.record.types import RecordingError
 
     try:
         recorder = recorder_from_args(args, fleet) if hasattr(args, "record") else None

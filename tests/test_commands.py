@@ -10,7 +10,6 @@ from sparktui.model.commands import (
     drop_caches_commands,
     kill_workers_command,
     restart_command,
-    stop_command,
 )
 from sparktui.model.specs import VllmSpec
 
@@ -22,7 +21,6 @@ def test_restart_through_the_service_manager() -> None:
         "sudo -n systemctl restart vllm-qwen36.service"
     )
     assert restart_command(VllmSpec(port=8001, container="vllm-gemma4")) == "docker restart vllm-gemma4"
-    assert stop_command(VllmSpec(port=8001, unit="vllm@a.service")) == "sudo -n systemctl stop vllm@a.service"
 
 
 @pytest.mark.parametrize("name", HOSTILE)

@@ -27,26 +27,22 @@ from sparktui.model.specs import FleetSpec
 from sparktui.monitor.core import Monitor
 from sparktui.record import cli as record_cli
 from sparktui.record.blackbox import BlackBox
-from sparktui.record.export import METRICS, export
-from sparktui.record.recorder import Recorder, Tee
-from sparktui.record.replay import ReplaySource, replay_into
-from sparktui.record.store import (
+from sparktui.record.codec import (
     Decoder,
     Encoder,
-    Kind,
-    LogBatch,
-    RecordingError,
-    RecordingReader,
-    decode_lines,
-    encode_lines,
     finding_from_json,
     finding_to_json,
     host_sample_from_json,
     host_sample_to_json,
-    line_index,
     log_line_from_json,
     log_line_to_json,
 )
+from sparktui.record.delta import decode_lines, encode_lines, line_index
+from sparktui.record.export import METRICS, export
+from sparktui.record.recorder import Recorder, Tee
+from sparktui.record.replay import ReplaySource, replay_into
+from sparktui.record.store import RecordingReader
+from sparktui.record.types import Kind, LogBatch, RecordingError
 from tests.conftest import DATA
 from tests.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
 from tests.monitoring import monitor_for

@@ -24,7 +24,8 @@ from sparktui.model.status import State
 from sparktui.monitor.core import Monitor
 from sparktui.record.recorder import Recorder
 from sparktui.record.replay import Feeder, ReplaySource, replay_into
-from sparktui.record.store import RecordingError, RecordingReader
+from sparktui.record.store import RecordingReader
+from sparktui.record.types import RecordingError
 from sparktui.sources.http import make_client
 from sparktui.sources.logs import LogStream
 from sparktui.sources.poller import FleetPoller

@@ -43,14 +43,6 @@ def restart_command(vllm: VllmSpec) -> str:
     raise UnsafeName(f"{vllm.name} has neither a systemd unit nor a container to restart")
 
 
-def stop_command(vllm: VllmSpec) -> str:
-    if vllm.unit is not None:
-        return f"sudo -n systemctl stop {shlex.quote(_checked(UNIT_RE, vllm.unit, 'unit'))}"
-    if vllm.container is not None:
-        return f"docker stop {shlex.quote(_checked(CONTAINER_RE, vllm.container, 'container'))}"
-    raise UnsafeName(f"{vllm.name} has neither a systemd unit nor a container to stop")
-
-
 def remove_shm_command(names: Sequence[str]) -> str | None:
     """Remove /dev/shm leftovers by name (only the known leftover kinds); None when there are none."""
     if not names:

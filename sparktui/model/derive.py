@@ -136,15 +136,6 @@ class VllmRates:
     latency: Mapping[str, LatencySummary]
     histograms: Mapping[str, HistogramSample] = field(default_factory=dict)  # bucket increases in the window
 
-    def latency_of(self, key: str) -> LatencySummary | None:
-        return self.latency.get(key)
-
-    @property
-    def error_share(self) -> float | None:
-        total = sum(self.finished_by_reason.values())
-        bad = self.finished_by_reason.get("error", 0.0) + self.finished_by_reason.get("abort", 0.0)
-        return ratio(bad, total)
-
 
 def _per_s(value: float | None, seconds: float) -> float | None:
     return ratio(value, seconds)

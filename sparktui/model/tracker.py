@@ -30,9 +30,6 @@ class VllmTracker:
         self.latest, self.latest_t = scrape, t
         self._memo.clear()
 
-    def model_names(self) -> list[str]:
-        return sorted(self.latest.models) if self.latest else []
-
     def _model(self, model_name: str | None) -> tuple[CounterHistory, ModelScrape] | None:
         if self.latest is None or not self.latest.models:
             return None

@@ -135,10 +135,6 @@ class CacheConfig:
         return blocks * block_size
 
     @property
-    def max_concurrency(self) -> float | None:
-        return self._number("kv_cache_max_concurrency")
-
-    @property
     def gpu_memory_utilization(self) -> float | None:
         return self._number("gpu_memory_utilization")
 

@@ -1,6 +1,9 @@
 """Recording, replay, the black box and exports (docs/record.md).
 
-- ``store``: the file (SQLite), its codecs and its reader;
+- ``types``: what a recording holds (``Kind``, ``Record``, the payloads that are not the model's own);
+- ``delta``: line deltas, a /metrics body as the changes from the previous one;
+- ``codec``: records in and out of blobs (JSON of the model's dataclasses, chained zlib);
+- ``store``: the file (SQLite), its writer and its reader;
 - ``recorder``: ``Recorder``, a ``FleetSink`` that writes everything collected, off the event loop;
 - ``blackbox``: ``BlackBox``, a recorder that keeps only the minutes around incidents;
 - ``replay``: ``ReplaySource``, a recording as a ``FleetSource`` (it drives the monitor core's ticks);

@@ -18,8 +18,8 @@ from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
-from sparktui.record.recorder import Clock, Recorder, _Item, _Trigger
-from sparktui.record.store import EncodedRecord
+from sparktui.record.codec import EncodedRecord
+from sparktui.record.recorder import FLUSH_INTERVAL_S, RETENTION_EVERY_S, Clock, Recorder, _Item, _Trigger
 
 DEFAULT_AFTER_S = 120.0
 KEYFRAME_S = 60.0  # epochs are what the window drops: short ones keep it close to the minutes asked
@@ -45,9 +45,9 @@ class BlackBox(Recorder):
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
         config_text: str | None = None,
-        flush_interval_s: float = 1.0,
+        flush_interval_s: float = FLUSH_INTERVAL_S,
         keyframe_s: float = KEYFRAME_S,
-        retention_every_s: float = 30.0,
+        retention_every_s: float = RETENTION_EVERY_S,
     ) -> None:
         if not minutes > 0:
             raise ValueError("the black box window must be positive")

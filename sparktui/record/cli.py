@@ -115,7 +115,7 @@ def recorder_from_args(
     """The Recorder or BlackBox the options ask for, or None. Raises ``RecordingError`` (one line)."""
     from sparktui.record.blackbox import BlackBox
     from sparktui.record.recorder import Recorder
-    from sparktui.record.store import RecordingError
+    from sparktui.record.types import RecordingError
 
     max_bytes = int(args.record_max_mb * MIB) if args.record_max_mb > 0 else None
     max_age_s = args.record_max_days * 86400 if args.record_max_days > 0 else None
@@ -191,7 +191,7 @@ def open_replay(args: argparse.Namespace) -> ReplaySource:
 
 def main(args: argparse.Namespace, *, run_replay: RunReplay | None = None) -> int:
     """``sparktui replay`` (shown by ``run_replay``, the UI's) and ``sparktui export``."""
-    from sparktui.record.store import RecordingError
+    from sparktui.record.types import RecordingError
 
     command = args.command
     try:

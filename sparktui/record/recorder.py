@@ -23,19 +23,9 @@ from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
-from sparktui.record.store import (
-    DEFAULT_MAX_EPOCH_BYTES,
-    KEYFRAME_S,
-    ActionEvent,
-    CollectError,
-    EncodedRecord,
-    Encoder,
-    Kind,
-    LogBatch,
-    Payload,
-    RecordingStore,
-    Tick,
-)
+from sparktui.record.codec import DEFAULT_MAX_EPOCH_BYTES, KEYFRAME_S, EncodedRecord, Encoder
+from sparktui.record.store import RecordingStore
+from sparktui.record.types import ActionEvent, CollectError, Kind, LogBatch, Payload, Tick
 
 if TYPE_CHECKING:
     from sparktui.sources.live import FleetSink, FleetSource
@@ -267,9 +257,6 @@ class Recorder:
         marker = _Flush()
         self._queue.put(marker)
         return marker.done.wait(timeout_s) and self.problem is None
-
-    async def aflush(self) -> bool:
-        return await asyncio.to_thread(self.flush)
 
     def close(self) -> None:
         """Write what is queued and close the file (blocking)."""

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
-from sparktui.record.store import CollectError, Kind, LogBatch, Record, RecordingReader, recorded_error
+from sparktui.record.store import RecordingReader
+from sparktui.record.types import CollectError, Kind, LogBatch, Record, recorded_error
 
 if TYPE_CHECKING:
     from sparktui.sources.live import FleetSink

@@ -19,7 +19,8 @@ from textual.widgets import Static
 
 from sparktui.monitor.core import WINDOW_S
 from sparktui.record.replay import ReplaySource
-from sparktui.record.store import ActionEvent, Record, wall_text
+from sparktui.record.store import wall_text
+from sparktui.record.types import ActionEvent, Record
 from sparktui.ui.app import SparkApp
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.kiosk_screen import KioskScreen

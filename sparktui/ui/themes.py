@@ -141,10 +141,6 @@ def load_themes(extra_dirs: Iterable[Path] = ()) -> LoadedThemes:
     return LoadedThemes(tuple(themes), tuple(errors))
 
 
-def status_variable(state: State) -> str:
-    return STATUS_VARIABLES[state]
-
-
 def palette(variables: Mapping[str, str]) -> dict[str, str]:
     """The app's variables resolved for Rich text (cells of a table, bars) under the current theme."""
     return {key: variables.get(key, default) for key, default in VARIABLE_DEFAULTS.items()}

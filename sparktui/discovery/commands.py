@@ -1,0 +1,471 @@
+"""Command lines that start a vLLM: ``vllm serve`` arguments, ``docker run`` / ``exec`` / ``start``.
+
+A command line comes from a systemd ``ExecStart``, a ``docker inspect``, a script or a ``bash -c``
+string; what it says about the vLLM it starts (``--port``, ``--gpu-memory-utilization``,
+``--served-model-name``...) and where that port is published on the host (``-p HOST:CONTAINER``,
+``--network host``) is read here. Pure: the words are untrusted text from a host.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+VLLM_DEFAULT_PORT = 8000  # vLLM's own default for --port
+
+
+# --- command lines ------------------------------------------------------------------------------------
+
+_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "|&"})
+
+
+def split_command_line(text: str) -> list[str]:
+    """Shell words of a command line as written in a unit file, a script or a write-up.
+
+    Backslash-newline continuations are joined; quotes are honoured (a quoted ``--speculative-config``
+    JSON stays one word). Text with unbalanced quotes falls back to splitting on whitespace.
+    """
+    joined = re.sub(r"\\\r?\n", " ", text)
+    try:
+        return shlex.split(joined, comments=False, posix=True)
+    except ValueError:
+        return joined.split()
+
+
+def exec_start_argvs(value: str) -> list[list[str]]:
+    """The argv of each command in a ``systemctl show -p ExecStart`` value.
+
+    systemd prints ``{ path=... ; argv[]=ARG ARG ... ; ignore_errors=no ; ... }`` with the arguments
+    joined by single spaces and NOT quoted, so they are split on whitespace (an argument that held
+    spaces comes back as several words; the ``vllm serve`` flags this module reads have none).
+    """
+    found = re.findall(r"argv\[\]=(.*?) ; (?:ignore_errors|flags)=", value)
+    return [words.split() for words in found if words.strip()]
+
+
+def _basename(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
+def _until_shell_operator(words: Sequence[str]) -> list[str]:
+    """The words of one simple command: up to ``&&``, ``;``, ``|``, a redirection..."""
+    out: list[str] = []
+    for word in words:
+        if word in _SHELL_OPERATORS or word.startswith(("<", ">")) or re.match(r"^[0-9&]>", word):
+            break
+        if word.endswith(";") and not word.endswith("\\;"):
+            if word[:-1]:
+                out.append(word[:-1])
+            break
+        out.append(word)
+    return out
+
+
+def find_vllm_serve(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``vllm serve`` (or ``python -m vllm.entrypoints.openai.api_server``),
+    looking inside ``bash -c "..."`` strings too; None when the command line runs no vLLM server."""
+    for index, word in enumerate(argv):
+        if _basename(word) == "vllm" and index + 1 < len(argv) and argv[index + 1] == "serve":
+            return _until_shell_operator(argv[index + 2 :])
+        if word.endswith("vllm.entrypoints.openai.api_server"):
+            return _until_shell_operator(argv[index + 1 :])
+        if "vllm" in word and any(c.isspace() for c in word):
+            inner = find_vllm_serve(split_command_line(word))
+            if inner is not None:
+                return inner
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class VllmArgs:
+    """What a ``vllm serve`` command line says about the server sparktui will watch."""
+
+    model: str | None = None
+    served_model_name: str | None = None
+    port: int | None = VLLM_DEFAULT_PORT  # None: given, but not a number (`--port $PORT`)
+    port_given: bool = False
+    port_raw: str | None = None
+    host: str | None = None
+    gpu_memory_utilization: float | None = None
+    gpu_memory_utilization_raw: str | None = None  # given, but not a fraction in (0, 1]
+    speculative: str | None = None  # "mtp, 2 speculative tokens"
+    headless: bool = False  # a multi-node worker: no HTTP endpoint
+    nnodes: int | None = None
+    api_key: bool = False  # started with --api-key (the key itself is never kept)
+    config_file: str | None = None  # --config FILE: its settings are not read
+
+
+_VLLM_VALUE_FLAGS = frozenset(
+    {
+        "--port",
+        "--host",
+        "--gpu-memory-utilization",
+        "--served-model-name",
+        "--model",
+        "--speculative-config",
+        "--nnodes",
+        "--api-key",
+        "--config",
+    }
+)
+_VLLM_BOOL_FLAGS = frozenset({"--headless"})
+
+
+def _number_like(word: str) -> bool:
+    return re.fullmatch(r"-?[0-9.]+", word) is not None
+
+
+def whole_number(text: str | None) -> int | None:
+    """``"8000"`` → 8000; None for anything but digits (``$PORT``, ``8000-8010``, nothing)."""
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def _speculative(value: str) -> str:
+    try:
+        config = json.loads(value)
+    except ValueError:
+        return "configured (its JSON could not be read from the command line)"
+    if not isinstance(config, dict):
+        return "configured"
+    method = config.get("method") or ("draft model" if config.get("model") else "configured")
+    tokens = config.get("num_speculative_tokens")
+    text = str(method)
+    if isinstance(tokens, int):
+        text += f", {tokens} speculative tokens"
+    drafter = config.get("model")
+    if isinstance(drafter, str) and drafter:
+        text += f", drafter {drafter}"
+    return text
+
+
+def parse_vllm_args(args: Sequence[str]) -> VllmArgs:
+    """Read the arguments that follow ``vllm serve``: ``MODEL --flag value --flag=value ...``.
+
+    Only the flags sparktui uses are read; the others and their values are skipped. Flags may be
+    written with ``_`` (vLLM accepts both); the last occurrence wins, as with argparse.
+    """
+    model = args[0] if args and not args[0].startswith("-") else None
+    values: dict[str, str] = {}
+    flags: set[str] = set()
+    index = 1 if model is not None else 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if not word.startswith("-") or word == "-":
+            continue
+        name, eq, value = word.partition("=")
+        if name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        if name in _VLLM_BOOL_FLAGS:
+            flags.add(name)
+            continue
+        if name not in _VLLM_VALUE_FLAGS:
+            continue
+        if not eq:
+            if index < len(args) and (not args[index].startswith("-") or _number_like(args[index])):
+                value = args[index]
+                index += 1
+            else:
+                continue
+        values[name] = value
+    port_raw = values.get("--port")
+    port = whole_number(port_raw)
+    if port is not None and not 1 <= port <= 65535:
+        port = None
+    gpu_raw = values.get("--gpu-memory-utilization")
+    gpu: float | None = None
+    if gpu_raw is not None:
+        try:
+            gpu = float(gpu_raw)
+        except ValueError:
+            gpu = None
+        if gpu is not None and not 0 < gpu <= 1:
+            gpu = None
+    return VllmArgs(
+        model=model or values.get("--model"),
+        served_model_name=values.get("--served-model-name"),
+        port=VLLM_DEFAULT_PORT if port_raw is None else port,
+        port_given=port_raw is not None,
+        port_raw=port_raw,
+        host=values.get("--host"),
+        gpu_memory_utilization=gpu,
+        gpu_memory_utilization_raw=gpu_raw if gpu_raw is not None and gpu is None else None,
+        speculative=_speculative(values["--speculative-config"]) if "--speculative-config" in values else None,
+        headless="--headless" in flags,
+        nnodes=whole_number(values.get("--nnodes")),
+        api_key="--api-key" in values,
+        config_file=values.get("--config"),
+    )
+
+
+# --- docker command lines -----------------------------------------------------------------------------
+
+_DOCKER_RUN_BOOL = frozenset(
+    {
+        "--rm",
+        "--detach",
+        "--interactive",
+        "--tty",
+        "--privileged",
+        "--init",
+        "--read-only",
+        "--publish-all",
+        "--no-healthcheck",
+        "--oom-kill-disable",
+        "--quiet",
+        "--help",
+        "--disable-content-trust",
+        "--sig-proxy",
+        "--use-api-socket",
+    }
+)
+_DOCKER_SHORT_BOOL = frozenset("ditPq")
+_DOCKER_LONG: Mapping[str, str] = {"-p": "--publish", "--net": "--network", "-e": "--env"}
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A container port published on the host (None: docker picks the host port), from a ``-p`` or
+    from ``docker inspect``."""
+
+    container_port: int
+    host_port: int | None
+    label: str  # how the mapping was written, for comments: "`-p 8001:8000`", "port mapping `8001->8000`"
+
+
+def parse_publish(value: str) -> Publish | None:
+    """``8001:8000``, ``0.0.0.0:8001:8000``, ``[::1]:8001:8000/tcp``, ``8000``; None for a range."""
+    spec = value.split("/", 1)[0]
+    parts = spec.rsplit(":", 2)
+    container = whole_number(parts[-1])
+    if container is None:
+        return None
+    host = whole_number(parts[-2]) if len(parts) >= 2 else None
+    return Publish(container_port=container, host_port=host, label=f"`-p {value}`")
+
+
+@dataclass(frozen=True, slots=True)
+class DockerRun:
+    name: str | None
+    image: str | None
+    publish: tuple[Publish, ...]
+    host_network: bool
+    entrypoint: str | None
+    command: tuple[str, ...]
+
+
+def _docker_verb_index(argv: Sequence[str], verbs: Iterable[str]) -> tuple[str, int] | None:
+    """(verb, index of the word after it) of ``docker VERB`` / ``docker container VERB`` in argv."""
+    wanted = set(verbs)
+    for index, word in enumerate(argv[:-1]):
+        if _basename(word) not in ("docker", "podman"):
+            continue
+        following = argv[index + 1]
+        if following == "container" and index + 2 < len(argv) and argv[index + 2] in wanted:
+            return argv[index + 2], index + 3
+        if following in wanted:
+            return following, index + 2
+    return None
+
+
+def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
+    """The parts of a ``docker run [OPTIONS] IMAGE [COMMAND...]`` that say what runs and where."""
+    found = _docker_verb_index(argv, ("run",))
+    if found is None:
+        return None
+    index = found[1]
+    name: str | None = None
+    network: str | None = None
+    entrypoint: str | None = None
+    publish: list[Publish] = []
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            index += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        index += 1
+        value: str | None  # None: the value is the next word
+        if word.startswith("--"):
+            option, eq, inline = word.partition("=")
+            if option in _DOCKER_RUN_BOOL:
+                continue
+            value = inline if eq else None
+        else:
+            letters = word[1:]
+            if all(c in _DOCKER_SHORT_BOOL for c in letters):
+                continue
+            option = "-" + letters[0]
+            value = letters[1:].removeprefix("=") if len(letters) > 1 else None
+        if value is None:
+            if index >= len(argv):
+                break
+            value = argv[index]
+            index += 1
+        option = _DOCKER_LONG.get(option, option)
+        if option == "--name":
+            name = value
+        elif option == "--publish":
+            mapping = parse_publish(value)
+            if mapping is not None:
+                publish.append(mapping)
+        elif option == "--network":
+            network = value
+        elif option == "--entrypoint":
+            entrypoint = value
+    image = argv[index] if index < len(argv) else None
+    return DockerRun(
+        name=name,
+        image=image,
+        publish=tuple(publish),
+        host_network=network == "host",
+        entrypoint=entrypoint,
+        command=tuple(argv[index + 1 :]),
+    )
+
+
+_DOCKER_EXEC_VALUE = frozenset({"-e", "--env", "-u", "--user", "-w", "--workdir", "--env-file", "--detach-keys"})
+
+
+def docker_target(argv: Sequence[str]) -> str | None:
+    """The container a ``docker exec|start|restart ... NAME`` acts on."""
+    found = _docker_verb_index(argv, ("exec", "start", "restart"))
+    if found is None:
+        return None
+    index = found[1]
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if word == "--":
+            break
+        if not word.startswith("-"):
+            return word
+        if word in _DOCKER_EXEC_VALUE:
+            index += 1
+    return argv[index] if index < len(argv) else None
+
+
+def _script(argv: Sequence[str]) -> str | None:
+    for index, word in enumerate(argv):
+        if word.endswith(".sh"):
+            return word
+        if _basename(word) in ("bash", "sh") and index + 1 < len(argv) and argv[index + 1].startswith("/"):
+            return argv[index + 1]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandLine:
+    """What one command line (a unit's ExecStart, a container's command) says about its vLLM."""
+
+    vllm: VllmArgs | None
+    container: str | None  # the container it runs or acts on (docker run --name / exec / start)
+    image: str | None
+    host_port: int | None  # where the vLLM API answers on the host; None: unknown here
+    port_how: str  # how host_port was read, or why it is unknown
+    runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
+
+
+def published_port(
+    port: int | None, how_given: str, publish: Sequence[Publish], *, host_network: bool, unpublished: str = ""
+) -> tuple[int | None, str]:
+    """Where a container's vLLM port answers on the host, and how that was read (or why it is unknown)."""
+    if port is None:
+        return None, how_given
+    if host_network:
+        return port, f"{how_given} with `--network host`"
+    for mapping in publish:
+        if mapping.container_port == port:
+            if mapping.host_port is None:
+                return None, f"{mapping.label} publishes container port {port} on a port docker picks"
+            return mapping.host_port, f"{mapping.label} ({how_given} in the container)"
+    return None, f"container port {port} ({how_given}) is not published{unpublished}"
+
+
+def only_published(publish: Sequence[Publish]) -> tuple[int, str] | None:
+    """The host port of a container that publishes exactly one, when no command line names the port."""
+    if len(publish) != 1 or publish[0].host_port is None:
+        return None
+    return publish[0].host_port, f"{publish[0].label}, the only published port"
+
+
+def port_given(args: VllmArgs | None) -> str:
+    """How the vLLM port was given, for the comment that says where the config's port came from."""
+    if args is None:
+        return "the vLLM port"
+    if args.port is None:
+        return f"`--port {args.port_raw}`, which init cannot read"
+    return f"`--port {args.port}`" if args.port_given else f"vLLM's default port {args.port}"
+
+
+def analyse_command(argv: Sequence[str]) -> CommandLine:
+    """Read one command line: ``vllm serve ...``, ``docker run ... IMAGE [vllm serve] ...``,
+    ``docker exec NAME script``, ``bash -c "... vllm serve ..."``."""
+    run = parse_docker_run(argv)
+    if run is not None:
+        serve = find_vllm_serve(run.command)
+        image = run.image or ""
+        if (
+            serve is None
+            and run.entrypoint is None
+            and "vllm" in image.lower()
+            and run.command
+            and (run.command[0].startswith("-") or "/" in run.command[0])
+        ):
+            # vllm/vllm-openai images have `vllm serve` as their entrypoint: the command is its arguments.
+            serve = _until_shell_operator(run.command)
+        args = parse_vllm_args(serve) if serve is not None else None
+        only = only_published(run.publish)
+        if args is not None:
+            host_port, how = published_port(
+                args.port, port_given(args), run.publish, host_network=run.host_network, unpublished=" with `-p`"
+            )
+        elif only is not None:
+            host_port, how = only
+        else:
+            host_port, how = None, "no vllm serve command line to read the port from"
+        named = f" --name {run.name}" if run.name else ""
+        return CommandLine(
+            vllm=args,
+            container=run.name,
+            image=run.image,
+            host_port=host_port,
+            port_how=how,
+            runs=f"`docker run{named}` ({run.image or 'no image'})",
+        )
+    serve = find_vllm_serve(argv)
+    args = parse_vllm_args(serve) if serve is not None else None
+    target = docker_target(argv)
+    if target is not None:
+        script = _script(argv)
+        what = f"a script in container {target} ({script})" if script else f"container {target}"
+        return CommandLine(
+            vllm=args,
+            container=target,
+            image=None,
+            host_port=None,
+            port_how=f"set by container {target}",
+            runs=what,
+        )
+    if args is not None:
+        return CommandLine(
+            vllm=args,
+            container=None,
+            image=None,
+            host_port=args.port,
+            port_how=port_given(args),
+            runs="`vllm serve`",
+        )
+    script = _script(argv)
+    return CommandLine(
+        vllm=None,
+        container=None,
+        image=None,
+        host_port=None,
+        port_how="no vllm serve command line to read the port from",
+        runs=f"a script ({script})" if script else (f"`{argv[0]}`" if argv else "nothing"),
+    )

@@ -1,0 +1,69 @@
+"""Names for the config: made valid for the spec's patterns, and unique where they must be."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sparktui.discovery.plan import PlannedVllm
+from sparktui.model.specs import NAME_RE
+
+
+def config_name(text: str | None) -> str | None:
+    """``text`` made into a valid node/vLLM/service name (letters, digits, ``._-``; ≤ 63), or None."""
+    if not text:
+        return None
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text)
+    cleaned = re.sub(r"^[^A-Za-z0-9]+", "", cleaned)[:63]
+    return cleaned if cleaned and NAME_RE.fullmatch(cleaned) else None
+
+
+def unique(name: str, taken: set[str], suffix: str | None = None) -> str:
+    """``name``, or ``name-SUFFIX`` / ``name-2``... when taken; adds the result to ``taken``."""
+    candidates = [name]
+    if suffix:
+        candidates.append(f"{name[: 62 - len(suffix)]}-{suffix}")
+    candidates += [f"{name[:59]}-{n}" for n in range(2, 1000)]
+    chosen = next(c for c in candidates if c not in taken)
+    taken.add(chosen)
+    return chosen
+
+
+def node_names(hosts: Sequence[str], hostnames: Sequence[str | None]) -> list[tuple[str, str]]:
+    """(name, how it was chosen) for each host: its short hostname over SSH, else the host argument."""
+    taken: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for host, hostname in zip(hosts, hostnames, strict=True):
+        short = hostname.strip().split(".", 1)[0] if hostname and hostname.strip() else None
+        from_hostname = config_name(short)
+        if from_hostname is not None:
+            base, how = from_hostname, "the host's `hostname`, over SSH"
+        else:
+            base, how = config_name(host) or "node", "the host argument"
+        name = unique(base, taken)
+        out.append((name, how if name == base else f"{how}, made unique"))
+    return out
+
+
+def _strip_vllm(name: str) -> str:
+    stem = name.removesuffix(".service")
+    for prefix in ("vllm-", "vllm_"):
+        if stem.lower().startswith(prefix) and len(stem) > len(prefix):
+            return stem[len(prefix) :]
+    return stem
+
+
+def _model_tail(model: str | None) -> str | None:
+    return model.rstrip("/").rsplit("/", 1)[-1] if model else None
+
+
+def vllm_name(plan: PlannedVllm) -> str | None:
+    """A vLLM entry's name: --served-model-name, else its unit or container, else the model it serves."""
+    launch, args = plan.launch, plan.launch.vllm if plan.launch else None
+    if args is not None and args.served_model_name:
+        return config_name(args.served_model_name)
+    if launch is not None:
+        return config_name(_strip_vllm(launch.unit or launch.container or ""))
+    if plan.http is not None and plan.http.models:
+        return config_name(_model_tail(plan.http.models[0]))
+    return None

@@ -1,0 +1,201 @@
+"""What ``sparktui init`` asks each port over HTTP, and what the answers say is there.
+
+A vLLM (``/version`` gives ``{"version": ...}``), a GPU exporter or node_exporter (``/metrics``, kind
+by metric names), Ollama (``/api/tags``), a side service (``/health``), or nothing sparktui knows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sparktui.model.exporters import ExporterKind, detect
+from sparktui.model.observations import HttpResult
+from sparktui.model.promtext import ParseError, parse
+
+# --- what is probed -----------------------------------------------------------------------------------
+
+DEFAULT_VLLM_PORTS: tuple[int, ...] = (8000, 8001)
+DEFAULT_EXPORTER_PORTS: tuple[int, ...] = (9835, 9400, 9100)  # DGX Spark / nvidia_gpu, DCGM, node_exporter
+DEFAULT_SERVICE_PORTS: tuple[tuple[str, int], ...] = (("asr", 8765), ("tts", 8882), ("ollama", 11434))
+SERVICE_KINDS = ("asr", "tts", "ollama", "http")
+# Every port is asked all of these; what answers tells what it is (the port only says what was expected).
+PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/health", "/api/tags")
+
+# Roles: what a port was probed for ("any" is a port added with --ports).
+ROLE_LABELS: Mapping[str, str] = {
+    "vllm": "vLLM",
+    "exporter": "exporter",
+    "asr": "ASR",
+    "tts": "TTS",
+    "ollama": "Ollama",
+    "http": "HTTP service",
+    "any": "extra port",
+}
+_PRIMARY_PATH: Mapping[str, str] = {
+    "vllm": "/version",
+    "exporter": "/metrics",
+    "ollama": "/api/tags",
+    "any": "/version",
+}
+
+
+def parse_port_list(text: str) -> tuple[int, ...]:
+    """``"8000,8001"`` → ``(8000, 8001)``; raises ValueError with a sentence for anything else."""
+    ports: list[int] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if not item.isdigit() or not 1 <= int(item) <= 65535:
+            raise ValueError(f"{item!r} is not a port (a whole number from 1 to 65535)")
+        if int(item) not in ports:
+            ports.append(int(item))
+    return tuple(ports)
+
+
+def parse_service_ports(text: str) -> tuple[tuple[str, int], ...]:
+    """``"asr=8765,tts=8882"`` → ``(("asr", 8765), ("tts", 8882))``; kinds are asr, tts, ollama, http."""
+    services: list[tuple[str, int]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        kind, eq, port = item.partition("=")
+        if not eq or kind.strip() not in SERVICE_KINDS:
+            raise ValueError(f"{item!r} is not KIND=PORT with KIND one of {', '.join(SERVICE_KINDS)}")
+        ports = parse_port_list(port)
+        if len(ports) != 1:
+            raise ValueError(f"{item!r} is not KIND=PORT (one port per kind; repeat the kind for more)")
+        services.append((kind.strip(), ports[0]))
+    return tuple(services)
+
+
+def port_roles(
+    vllm: Sequence[int],
+    services: Sequence[tuple[str, int]],
+    exporters: Sequence[int],
+    extra: Sequence[int] = (),
+) -> tuple[tuple[int, str], ...]:
+    """Each port to probe once, with what it is probed for (the first mention wins)."""
+    roles: dict[int, str] = {}
+    for port in vllm:
+        roles.setdefault(port, "vllm")
+    for kind, port in services:
+        roles.setdefault(port, kind)
+    for port in exporters:
+        roles.setdefault(port, "exporter")
+    for port in extra:
+        roles.setdefault(port, "any")
+    return tuple(roles.items())
+
+
+# --- HTTP probe answers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VllmAnswer:
+    port: int
+    version: str
+    models: tuple[str, ...]
+    needs_api_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterAnswer:
+    port: int
+    kind: ExporterKind
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceAnswer:
+    port: int
+    kind: str  # asr, tts, ollama, http
+    path: str
+    status: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    """Nothing sparktui knows answered on the port; ``reason`` says what happened instead."""
+
+    port: int
+    role: str
+    reason: str
+
+
+PortFinding = VllmAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
+
+
+def _json(result: HttpResult | None) -> object:
+    if result is None or not result.ok:
+        return None
+    try:
+        return json.loads(result.body)
+    except ValueError:
+        return None
+
+
+def vllm_version(result: HttpResult | None) -> str | None:
+    data = _json(result)
+    version = data.get("version") if isinstance(data, dict) else None
+    return version if isinstance(version, str) and version else None
+
+
+def model_ids(result: HttpResult | None) -> tuple[str, ...]:
+    data = _json(result)
+    cards = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(cards, list):
+        return ()
+    return tuple(str(card["id"]) for card in cards if isinstance(card, dict) and card.get("id"))
+
+
+def exporter_kind(result: HttpResult | None) -> ExporterKind | None:
+    """The exporter that served a /metrics page, or None (no page, not Prometheus text, unknown)."""
+    if result is None or not result.ok:
+        return None
+    try:
+        kind = detect(parse(result.text()))
+    except ParseError:
+        return None
+    return None if kind is ExporterKind.UNKNOWN else kind
+
+
+def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> PortFinding:
+    """What answers on a port, from the answers to ``PROBE_PATHS`` (the role only names the kind of
+    a ``/health`` service and the reason shown when nothing answered)."""
+    version = vllm_version(results.get("/version"))
+    if version is not None:
+        models = results.get("/v1/models")
+        needs_key = models is not None and models.answered and models.status in (401, 403)
+        return VllmAnswer(port=port, version=version, models=model_ids(models), needs_api_key=needs_key)
+    kind = exporter_kind(results.get("/metrics"))
+    if kind is not None:
+        return ExporterAnswer(port=port, kind=kind)
+    tags = _json(results.get("/api/tags"))
+    if isinstance(tags, dict) and isinstance(tags.get("models"), list):
+        answer = results["/api/tags"]
+        return ServiceAnswer(port, "ollama", "/api/tags", answer.status or 200, answer.elapsed_s)
+    health = results.get("/health")
+    if (
+        role in ("asr", "tts", "http", "any", "ollama")
+        and health is not None
+        and health.answered
+        and health.status is not None
+        and health.status not in (404, 405)
+    ):
+        service_kind = role if role in ("asr", "tts") else "http"
+        return ServiceAnswer(port, service_kind, "/health", health.status, health.elapsed_s)
+    primary = results.get(_PRIMARY_PATH.get(role, "/health"))
+    if not any(r.answered for r in results.values()):
+        reason = primary.problem() if primary is not None else "not probed"
+        return NoAnswer(port, role, reason)
+    if model_ids(results.get("/v1/models")):
+        return NoAnswer(port, role, "an OpenAI-compatible server without /version (not vLLM); add it by hand")
+    if role == "exporter" and results.get("/metrics") is not None and results["/metrics"].ok:
+        return NoAnswer(port, role, "/metrics is not a GPU exporter or node_exporter sparktui knows")
+    if role == "vllm" and health is not None and health.ok:
+        return NoAnswer(port, role, "answers /health but not /version: not a vLLM sparktui can read")
+    shown = primary if primary is not None and primary.answered else None
+    status = f" (HTTP {shown.status} on {_PRIMARY_PATH.get(role, '/health')})" if shown else ""
+    return NoAnswer(port, role, f"something answered{status}, but not a vLLM, exporter or service sparktui knows")

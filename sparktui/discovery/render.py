@@ -1,0 +1,366 @@
+"""The config ``sparktui init`` writes: TOML where every value says how it was found.
+
+What was probed and not found is listed in comments. Remote text is kept to one line in a comment and
+escaped in a string, so a host cannot break the file.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sparktui.discovery.launches import Launch, vllm_launches
+from sparktui.discovery.names import unique, vllm_name
+from sparktui.discovery.plan import PlannedVllm, plan_vllms
+from sparktui.discovery.probes import ROLE_LABELS, ExporterAnswer, NoAnswer, PortFinding, ServiceAnswer, VllmAnswer
+from sparktui.discovery.units import ContainerInfo, UnitInfo
+from sparktui.model.exporters import ExporterKind
+
+_GPU_KINDS = (ExporterKind.NVIDIA_GPU_EXPORTER, ExporterKind.DGX_SPARK, ExporterKind.DCGM)
+
+COMMENT_COLUMN = 36
+WRAP_WIDTH = 104
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Remote text made safe for a comment: control characters become spaces; long text is cut."""
+    flat = _CONTROL.sub(" ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string."""
+    out = ['"']
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _value(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    return toml_string(value)
+
+
+def kv(key: str, value: str | int | float | bool, comment: str = "", *, disabled: bool = False) -> str:
+    """``key = value   # comment``, with the comment at ``COMMENT_COLUMN`` when the line is short."""
+    line = f"{'# ' if disabled else ''}{key} = {_value(value)}"
+    if not comment:
+        return line
+    if len(line) < COMMENT_COLUMN - 1:
+        return f"{line.ljust(COMMENT_COLUMN - 1)} # {one_line(comment)}"
+    return f"{line}  # {one_line(comment)}"
+
+
+def comment_block(text: str, indent: str = "") -> list[str]:
+    """A paragraph as ``#`` lines wrapped at ``WRAP_WIDTH``."""
+    # Spaces inside `code` do not break lines (textwrap only breaks at ASCII whitespace).
+    kept = re.sub(r"`[^`\n]*`", lambda m: m.group(0).replace(" ", "\xa0"), one_line(text, 2000))
+    wrapped = textwrap.wrap(
+        kept,
+        width=WRAP_WIDTH - 2 - len(indent),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return [f"# {indent}{line}".replace("\xa0", " ") for line in wrapped] or ["#"]
+
+
+@dataclass(frozen=True, slots=True)
+class SshSettings:
+    """The SSH settings given on the command line (None: not given, the default applies)."""
+
+    user: str | None = None
+    port: int | None = None
+    key_file: str | None = None
+    known_hosts: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SshFindings:
+    hostname: str | None
+    units: tuple[UnitInfo, ...] = ()
+    containers: tuple[ContainerInfo, ...] = ()
+    notes: tuple[str, ...] = ()  # what could not be looked at ("docker: permission denied...")
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """Everything init learned about one host."""
+
+    host: str
+    name: str
+    name_how: str
+    findings: tuple[PortFinding, ...]
+    ssh: SshFindings | None  # None: SSH discovery was skipped (``ssh_skipped`` says why)
+    ssh_skipped: str | None = None
+
+
+def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str]:
+    lines = ["[[nodes.vllm]]"]
+    launch, http = plan.launch, plan.http
+    args = launch.vllm if launch is not None else None
+    if args is not None and args.served_model_name:
+        name_how = "--served-model-name"
+    elif launch is not None:
+        name_how = f"from the {'unit' if launch.unit else 'container'} name"
+    elif http is not None and http.models:
+        name_how = "from the model /v1/models serves"
+    else:
+        name_how = "rename it at will"
+    lines.append(kv("name", name, name_how))
+    if plan.port is not None:
+        if http is not None:
+            what = f"vLLM {http.version} answered /version"
+            if http.needs_api_key:
+                what += "; /v1/models wants an API key"
+            elif http.models:
+                what += f"; serves {', '.join(http.models)}"
+        elif launch is not None:
+            what = f"did not answer during init; port from {launch.port_how}"
+        else:
+            what = ""
+        lines.append(kv("port", plan.port, what))
+    if launch is not None:
+        key = "unit" if launch.unit else "container"
+        value = launch.unit or launch.container or ""
+        if launch.unit:
+            how = f"systemd unit (systemctl list-units), {launch.state}"
+        else:
+            how = f"docker container (docker ps), {launch.state}"
+        lines.append(kv(key, value, how))
+        if args is not None and args.gpu_memory_utilization is not None:
+            lines.append(
+                kv(
+                    "gpu_memory_utilization",
+                    args.gpu_memory_utilization,
+                    f"--gpu-memory-utilization in {launch.args_from}",
+                )
+            )
+        elif args is not None and args.gpu_memory_utilization_raw is not None:
+            lines += comment_block(
+                f"--gpu-memory-utilization {args.gpu_memory_utilization_raw} in {launch.args_from} is not a "
+                "fraction between 0 and 1; set gpu_memory_utilization by hand"
+            )
+        elif args is not None:
+            lines += comment_block(
+                f"gpu_memory_utilization: {launch.args_from} has no --gpu-memory-utilization (vLLM's "
+                "default is 0.9); set it for the launch-readiness check"
+            )
+        else:
+            lines += comment_block(
+                f"gpu_memory_utilization: no vllm serve command line found in {launch.label} "
+                f"({launch.runs}); set it to the server's --gpu-memory-utilization"
+            )
+        runs = f"The {key} runs {launch.runs}"
+        if http is not None and not plan.paired:
+            runs += f", on this port by {launch.port_how}"
+        if launch.unit and launch.container:
+            runs += (
+                f"; container {launch.container} is written as the unit, which owns its life (logs from "
+                "journalctl, restarts through systemd)"
+            )
+        lines += comment_block(runs + ".")
+        if plan.paired:
+            lines += comment_block(
+                f"Paired by elimination: {launch.label} is the only vLLM launch whose port could not be read "
+                "and this is the only vLLM that answered without one. Check that they are the same."
+            )
+    else:
+        found = (
+            "No systemd unit or docker container found for it"
+            if ssh_looked
+            else "SSH discovery was skipped for this host"
+        )
+        lines += comment_block(
+            f'{found}: add unit = "..." or container = "..." for its logs and actions, and '
+            "gpu_memory_utilization for the launch-readiness check"
+        )
+    if args is not None:
+        if args.model:
+            lines += comment_block(f"model: {args.model}")
+        if args.speculative:
+            lines += comment_block(f"speculative decoding: {args.speculative} (--speculative-config)")
+        if args.host in ("127.0.0.1", "localhost", "::1"):
+            lines += comment_block(
+                f"It listens on {args.host} only (--host): sparktui must run on this node to reach it"
+            )
+        if args.nnodes is not None and args.nnodes > 1:
+            lines += comment_block(
+                f'It runs across {args.nnodes} nodes (--nnodes): set role = "head" and a job name here, '
+                'and role = "worker" with the same job on the other nodes'
+            )
+        if args.config_file:
+            lines += comment_block(f"It reads more settings from --config {args.config_file} (not read by init)")
+    if http is not None and http.needs_api_key:
+        lines.append(
+            kv(
+                "api_key_env",
+                "VLLM_API_KEY",
+                "/v1/models answered 401: vLLM runs with --api-key; name the variable holding it",
+                disabled=True,
+            )
+        )
+    return lines
+
+
+def _launch_note(launch: Launch) -> str:
+    args = launch.vllm
+    bits = [f"{launch.label} ({launch.state}), runs {launch.runs}"]
+    if args is not None and args.headless:
+        bits.append(
+            'a multi-node worker (--headless, no HTTP endpoint): add it with role = "worker" and the job '
+            "name of its head"
+        )
+    elif launch.host_port is None:
+        bits.append(f"its port is unknown ({launch.port_how}); add port = ... if it serves here")
+    elif not launch.alive:
+        bits.append(f"not running, port {launch.host_port} did not answer; add it if it should run")
+    else:
+        bits.append(f"port {launch.host_port} is already taken by another entry")
+    if args is not None and args.gpu_memory_utilization is not None:
+        bits.append(f"--gpu-memory-utilization {args.gpu_memory_utilization:g}")
+    return "; ".join(bits)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{'no' if n == 0 else n} {what}{'' if n == 1 else 's'}"
+
+
+def _rule(title: str) -> str:
+    return f"# --- {title} ".ljust(WRAP_WIDTH, "-")
+
+
+def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
+    """The ``[[nodes]]`` section of one host, with its sub-tables and comments."""
+    lines = [
+        _rule(report.name if report.name == report.host else f"{report.name} ({report.host})"),
+        "",
+        "[[nodes]]",
+        kv("name", report.name, f"from {report.name_how}"),
+        kv("host", report.host, "as given to sparktui init"),
+        "",
+    ]
+    given = [
+        (key, value, option)
+        for key, value, option in (
+            ("user", ssh.user, "--user"),
+            ("port", ssh.port, "--port"),
+            ("key_file", ssh.key_file, "--key"),
+            ("known_hosts", ssh.known_hosts, "--known-hosts"),
+        )
+        if value is not None
+    ]
+    if given:
+        lines += ["[nodes.ssh]", *(kv(key, value, option) for key, value, option in given)]
+    else:
+        lines += [
+            "# [nodes.ssh]".ljust(COMMENT_COLUMN - 1) + " # not given to init: the defaults are your user name,",
+            kv("user", "...", "port 22, the SSH agent's keys, ~/.ssh/known_hosts", disabled=True),
+        ]
+    lines.append("")
+
+    answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
+    launches = vllm_launches(report.ssh.units, report.ssh.containers) if report.ssh is not None else []
+    planned, left_out, notes = plan_vllms(answers, launches)
+    taken: set[str] = set()
+    for plan in planned:
+        base = vllm_name(plan) or "vllm"
+        name = unique(base, taken, str(plan.port) if plan.port is not None else None)
+        lines += [*_vllm_section(plan, name, ssh_looked=report.ssh is not None), ""]
+
+    exporters = [f for f in report.findings if isinstance(f, ExporterAnswer)]
+    gpu = [e for e in exporters if e.kind in _GPU_KINDS]
+    node = [e for e in exporters if e.kind is ExporterKind.NODE_EXPORTER]
+    if gpu:
+        lines += [
+            "[nodes.gpu_exporter]",
+            kv("port", gpu[0].port, f"/metrics answered: {gpu[0].kind.value}"),
+            *[
+                line
+                for other in gpu[1:]
+                for line in comment_block(
+                    f"Also a GPU exporter on port {other.port} ({other.kind.value}); a node has one "
+                    "gpu_exporter, change the port to use that one instead"
+                )
+            ],
+            "",
+        ]
+    if node:
+        lines += [
+            "[nodes.node_exporter]",
+            kv("port", node[0].port, "/metrics answered: node_exporter"),
+            "",
+        ]
+    services = [f for f in report.findings if isinstance(f, ServiceAnswer)]
+    service_names: set[str] = set()
+    for service in services:
+        base = service.kind if service.kind != "http" else f"http-{service.port}"
+        name = unique(base, service_names, str(service.port))
+        answered = f"{service.path} answered HTTP {service.status} in {service.elapsed_s * 1000:.0f} ms"
+        if service.status != 200:
+            answered += "; set expect_status if that is its healthy answer"
+        lines += [
+            "[[nodes.services]]",
+            kv("name", name),
+            kv("kind", service.kind),
+            kv("port", service.port, answered),
+        ]
+        if service.kind == "http" and service.path != "/health":
+            lines.append(kv("path", service.path))
+        lines.append("")
+
+    missing = [f for f in report.findings if isinstance(f, NoAnswer)]
+    if missing:
+        lines.append(f"# Probed on {report.host} and not found:")
+        for item in missing:
+            label = ROLE_LABELS.get(item.role, item.role)
+            lines += comment_block(f"{label} on port {item.port}: {item.reason}", indent="  ")
+    if report.ssh is None:
+        # Not wrapped: the reason ends in a command to copy.
+        lines += ["# SSH discovery skipped:", f"#   {one_line(report.ssh_skipped or 'not asked', 1000)}"]
+    else:
+        found = (
+            f"{_count(len(report.ssh.units), 'vLLM unit')} and {_count(len(report.ssh.containers), 'vLLM container')}"
+        )
+        lines += comment_block(f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect).")
+        for note in [*notes, *report.ssh.notes]:
+            lines += comment_block(note, indent="  ")
+        if left_out:
+            lines.append("# Found over SSH and left out:")
+            for launch in left_out:
+                lines += comment_block(_launch_note(launch), indent="  ")
+    lines.append("")
+    return lines
+
+
+def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at: str, hosts: Sequence[str]) -> str:
+    """The whole config file."""
+    lines = [
+        f"# sparktui fleet config, written by `sparktui init {' '.join(hosts)}` on {written_at}.",
+        "#",
+        "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
+        "# /v1/models, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
+        "# docker containers that run vLLM and their `vllm serve` command lines. What was probed and not",
+        "# found is listed under each node. Check it, edit it, then run `sparktui config check`.",
+        "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
+        "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",
+        "",
+    ]
+    for report in reports:
+        lines += render_node(report, ssh)
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"
