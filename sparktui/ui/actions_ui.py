@@ -10,13 +10,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from sparktui.actions.plans import ActionPlan
+from sparktui.ui.base import SparkModal
 
 
-class ConfirmAction(ModalScreen[bool]):
+class ConfirmAction(SparkModal[bool]):
     """y runs the plan shown, n or escape does not. Nothing runs without it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -43,7 +43,7 @@ class ConfirmAction(ModalScreen[bool]):
         yield Footer()
 
 
-class ActionLogScreen(ModalScreen[None]):
+class ActionLogScreen(SparkModal[None]):
     """Every action of this session: its report, newest first."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,a", "dismiss", "Close", id="close-action-log")]
