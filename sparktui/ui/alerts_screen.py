@@ -7,12 +7,13 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparktui.model.alerts import Alert
 from sparktui.ui.base import SparkModal
+from sparktui.ui.keys import ALERTS_BINDINGS
 
 SILENCE_S = 3600.0
 SEVERITY_VARIABLES = {"crit": "status-crit", "warn": "status-warn", "info": "status-loading"}
@@ -32,10 +33,7 @@ def alert_text(alert: Alert, colours: dict[str, str], silenced: bool) -> Text:
 
 
 class AlertsScreen(SparkModal[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "silence", "Silence 1 h", id="silence-alert"),
-        Binding("escape,q,exclamation_mark", "dismiss", "Close", id="close-alerts"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = ALERTS_BINDINGS
     DEFAULT_CSS = """
     AlertsScreen { align: center middle; }
     AlertsScreen > OptionList { width: 95%; height: 80%; border: round $primary; background: $surface; }

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.widgets import Footer, Input, Static
 
@@ -71,7 +72,7 @@ def _accept(instance: InstanceView) -> str:
 
 
 class FleetScreen(SparkScreen[None]):
-    BINDINGS = FLEET_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = FLEET_BINDINGS
     DEFAULT_CSS = """
     FleetScreen { layout: vertical; }
     #summary { height: 1; padding: 0 1; background: $panel; }

@@ -8,17 +8,18 @@ from typing import ClassVar
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sparktui.model.drift import FIELDS, DriftReport
 from sparktui.ui.base import SparkModal
+from sparktui.ui.keys import DRIFT_BINDINGS, FINDINGS_BINDINGS
 from sparktui.ui.render import finding_text
 
 
 class FindingsScreen(SparkModal[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,f", "dismiss", "Close", id="close-findings")]
+    BINDINGS: ClassVar[list[BindingType]] = FINDINGS_BINDINGS
     DEFAULT_CSS = """
     FindingsScreen { align: center middle; }
     FindingsScreen > VerticalScroll { width: 95%; height: 90%; border: round $primary; background: $surface;
@@ -62,7 +63,7 @@ def drift_table(report: DriftReport, colours: dict[str, str]) -> Table:
 class DriftScreen(SparkModal[None]):
     """What each instance runs; values that differ between ranks of a job or hosts of a model in warn colour."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,v", "dismiss", "Close", id="close-drift")]
+    BINDINGS: ClassVar[list[BindingType]] = DRIFT_BINDINGS
     DEFAULT_CSS = """
     DriftScreen { align: center middle; }
     DriftScreen > VerticalScroll { width: 98%; height: 90%; border: round $primary; background: $surface;

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Digits, Static
 
@@ -19,10 +19,10 @@ from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import fmt_gib, fmt_number
 from sparktui.ui.base import SparkScreen
+from sparktui.ui.keys import KIOSK_BINDINGS
 from sparktui.ui.render import memory_bar, node_reason, status_text
 from sparktui.ui.themes import STATUS_VARIABLES
 
-UNLOCK_ID = "kiosk-unlock"
 SHIFTS = ((0, 0), (1, 0), (1, 1), (0, 1))  # offsets cycled against burn-in
 
 
@@ -80,10 +80,7 @@ class NodeTile(Vertical):
 
 
 class KioskScreen(SparkScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        # The key is set from [kiosk] unlock_key through the keymap; without one it is refused.
-        Binding("ctrl+shift+f12", "unlock", "Unlock", id=UNLOCK_ID, show=False, priority=True),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = KIOSK_BINDINGS
     DEFAULT_CSS = """
     KioskScreen { layout: vertical; }
     #kiosk-banner { height: auto; padding: 0 1; display: none; background: $error; color: $text; text-style: bold; }

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, RichLog, Sparkline, Static
 
@@ -147,7 +149,7 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
 
 
 class NodeScreen(SparkScreen[None]):
-    BINDINGS = NODE_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = NODE_BINDINGS
     DEFAULT_CSS = """
     NodeScreen { layout: vertical; }
     #title { height: 1; padding: 0 1; background: $panel; }
