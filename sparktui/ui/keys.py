@@ -174,7 +174,7 @@ def binding_ids() -> set[str]:
     return {b.id for b in all_bindings() if b.id}
 
 
-# Punctuation shown as itself; ``|`` and a backquote would break the Markdown table, so they keep their names.
+# Punctuation shown as typed; ``vertical_line`` and ``grave_accent`` keep their names (they would break the table).
 _SHOWN_AS_TYPED = frozenset(string.punctuation) - {"|", "`"}
 
 
