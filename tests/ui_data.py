@@ -127,9 +127,23 @@ def feed(app: SparkApp, clock: Clock) -> None:
     clock.t = NOW
 
 
-def fed_app(**options: object) -> SparkApp:
-    """An app that collects nothing, frozen at NOW, holding ``feed``'s thirty seconds."""
+def fed_app(keymap: dict[str, str] | None = None, **options: object) -> SparkApp:
+    """An app that collects nothing, frozen at NOW, holding ``feed``'s thirty seconds; ``keymap`` is
+    the config's ``[keymap]``."""
     clock = Clock()
-    app = make_app(fleet_spec(), collect=False, clock=clock, **options)
+    spec = fleet_spec()
+    if keymap is not None:
+        spec = spec.model_copy(update={"keymap": keymap})
+    app = make_app(spec, collect=False, clock=clock, **options)
     feed(app, clock)
     return app
+
+
+def fire_node_down(app: SparkApp) -> None:
+    """Move a ``fed_app`` past the node-down rule's 30 s: spark3 has refused connections since the
+    start, so its alert fires (the other nodes' polls keep finishing)."""
+    for t in (NOW + 40, NOW + 75):
+        app.clock.t = t  # type: ignore[attr-defined]
+        for node in ("spark1", "spark2", "spark3", "spark4"):
+            app.state.nodes[node].last_t = t
+        app.refresh_views()

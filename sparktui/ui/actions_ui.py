@@ -8,21 +8,19 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from sparktui.actions.plans import ActionPlan
+from sparktui.ui.base import SparkModal
+from sparktui.ui.keys import ACTION_LOG_BINDINGS, CONFIRM_BINDINGS
 
 
-class ConfirmAction(ModalScreen[bool]):
+class ConfirmAction(SparkModal[bool]):
     """y runs the plan shown, n or escape does not. Nothing runs without it."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "dismiss(True)", "Run it", id="confirm-yes"),
-        Binding("n,escape", "dismiss(False)", "Cancel", id="confirm-no"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = CONFIRM_BINDINGS
     DEFAULT_CSS = """
     ConfirmAction { align: center middle; }
     ConfirmAction > Vertical { width: 100; max-width: 95%; height: auto; max-height: 90%; border: thick $warning;
@@ -43,10 +41,10 @@ class ConfirmAction(ModalScreen[bool]):
         yield Footer()
 
 
-class ActionLogScreen(ModalScreen[None]):
+class ActionLogScreen(SparkModal[None]):
     """Every action of this session: its report, newest first."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,a", "dismiss", "Close", id="close-action-log")]
+    BINDINGS: ClassVar[list[BindingType]] = ACTION_LOG_BINDINGS
     DEFAULT_CSS = """
     ActionLogScreen { align: center middle; }
     ActionLogScreen > VerticalScroll { width: 110; max-width: 95%; height: 85%; border: round $primary;

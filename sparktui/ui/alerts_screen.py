@@ -3,19 +3,17 @@ sent. Silencing one here hides it from the banner for an hour (not in kiosk mode
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.screen import ModalScreen
+from textual.binding import BindingType
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparktui.diagnosis.alerts import Alert
-
-if TYPE_CHECKING:
-    from sparktui.ui.app import SparkApp
+from sparktui.ui.base import SparkModal
+from sparktui.ui.keys import ALERTS_BINDINGS
 
 SILENCE_S = 3600.0
 SEVERITY_VARIABLES = {"crit": "status-crit", "warn": "status-warn", "info": "status-loading"}
@@ -34,24 +32,13 @@ def alert_text(alert: Alert, colours: dict[str, str], silenced: bool) -> Text:
     return text
 
 
-class AlertsScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "silence", "Silence 1 h", id="silence-alert"),
-        Binding("escape,q,exclamation_mark", "dismiss", "Close", id="close-alerts"),
-    ]
+class AlertsScreen(SparkModal[None]):
+    BINDINGS: ClassVar[list[BindingType]] = ALERTS_BINDINGS
     DEFAULT_CSS = """
     AlertsScreen { align: center middle; }
     AlertsScreen > OptionList { width: 95%; height: 80%; border: round $primary; background: $surface; }
     AlertsScreen > Static { width: 95%; height: auto; }
     """
-
-    @property
-    def spark(self) -> SparkApp:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
-        return app
 
     def compose(self) -> ComposeResult:
         yield Static(

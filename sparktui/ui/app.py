@@ -12,11 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Markdown
+from textual.app import App
+from textual.binding import BindingType
 
 from sparktui.actions.plans import ActionPlan, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner
@@ -38,8 +35,9 @@ from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
-from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, binding_ids, keys_markdown
-from sparktui.ui.kiosk_screen import UNLOCK_ID, KioskScreen
+from sparktui.ui.help_screen import HelpScreen
+from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, UNLOCK_ID, binding_ids
+from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.textual_fixes import apply as apply_textual_fixes
 from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, palette
@@ -48,22 +46,6 @@ apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
-
-
-class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark", "dismiss", "Close", show=True),
-    ]
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 80; max-width: 95%; height: 80%; border: round $primary;
-                                   background: $surface; padding: 0 1; }
-    """
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Markdown(keys_markdown())
-        yield Footer()
 
 
 class SparkApp(App[None]):

@@ -8,14 +8,12 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from sparktui.ui.base import spark_app
+
 
 class FleetCommands(Provider):
     def _entries(self) -> list[tuple[str, str, Callable[[], object]]]:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
-        spark: SparkApp = app
+        spark = spark_app(self.app)
         entries: list[tuple[str, str, Callable[[], object]]] = []
         for view in spark.views:
             entries.append(

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import finding_text, findings_cell, memory_bar, node_reason, spark_text, status_text
 from sparktui.ui.table import RowTable, TableColumn
@@ -70,8 +71,8 @@ def _accept(instance: InstanceView) -> str:
     return fmt_number(spec.mean_acceptance_length, 2) if spec is not None else NO_DATA
 
 
-class FleetScreen(Screen[None]):
-    BINDINGS = FLEET_BINDINGS
+class FleetScreen(SparkScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = FLEET_BINDINGS
     DEFAULT_CSS = """
     FleetScreen { layout: vertical; }
     #summary { height: 1; padding: 0 1; background: $panel; }
@@ -91,14 +92,6 @@ class FleetScreen(Screen[None]):
         self._order: list[str] = []
         self._row_cells: dict[str, tuple[Text | str, ...]] = {}  # row key -> its cells, in column order
         self._panels: dict[str, Text | str] = {}  # what each panel shows now
-
-    @property
-    def spark(self) -> SparkApp:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
-        return app
 
     def compose(self) -> ComposeResult:
         with Vertical():

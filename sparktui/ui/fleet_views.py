@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from sparktui.model.drift import FIELDS, DriftReport
+from sparktui.ui.base import SparkModal
+from sparktui.ui.keys import DRIFT_BINDINGS, FINDINGS_BINDINGS
 from sparktui.ui.render import finding_text
 
-if TYPE_CHECKING:
-    from sparktui.ui.app import SparkApp
 
-
-class FindingsScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,f", "dismiss", "Close", id="close-findings")]
+class FindingsScreen(SparkModal[None]):
+    BINDINGS: ClassVar[list[BindingType]] = FINDINGS_BINDINGS
     DEFAULT_CSS = """
     FindingsScreen { align: center middle; }
     FindingsScreen > VerticalScroll { width: 95%; height: 90%; border: round $primary; background: $surface;
@@ -29,11 +27,7 @@ class FindingsScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
-        spark: SparkApp = app
+        spark = self.spark
         with VerticalScroll():
             active = [f for findings in spark.findings.values() for f in findings]
             yield Static(Text(f"Active findings ({len(active)})", style="bold"))
@@ -66,10 +60,10 @@ def drift_table(report: DriftReport, colours: dict[str, str]) -> Table:
     return table
 
 
-class DriftScreen(ModalScreen[None]):
+class DriftScreen(SparkModal[None]):
     """What each instance runs; values that differ between ranks of a job or hosts of a model in warn colour."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,v", "dismiss", "Close", id="close-drift")]
+    BINDINGS: ClassVar[list[BindingType]] = DRIFT_BINDINGS
     DEFAULT_CSS = """
     DriftScreen { align: center middle; }
     DriftScreen > VerticalScroll { width: 98%; height: 90%; border: round $primary; background: $surface;
@@ -81,13 +75,9 @@ class DriftScreen(ModalScreen[None]):
         self.report = report
 
     def compose(self) -> ComposeResult:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
         with VerticalScroll():
             count = len(self.report.mismatches)
             title = f"Fleet drift: {count} instance(s) differ from their peers" if count else "Fleet drift: none"
             yield Static(Text(title, style="bold"))
-            yield Static(drift_table(self.report, app.colours))
+            yield Static(drift_table(self.report, self.spark.colours))
         yield Footer()

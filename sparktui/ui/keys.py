@@ -1,14 +1,19 @@
 """Every key binding of the dashboard, in one place, each with an id the config's keymap can remap.
 
-``docs/keys.md`` and the help screen are generated from these lists (``keys_markdown``), so they
-cannot drift. No destructive action sits on a Ctrl chord (tmux uses them). The recovery actions
-(restart, drop caches, kill workers, warmup) get their keys with the actions; their ids are reserved
-here so a keymap written today keeps working.
+The screens, the app and the table take their ``BINDINGS`` from the lists here; ``docs/keys.md`` and
+the help screen are rendered from them (``keys_markdown``; ``python -m sparktui.ui.keys`` prints it),
+so none of them can drift. No destructive action sits on a Ctrl chord (tmux uses them).
 """
 
 from __future__ import annotations
 
+import string
+from dataclasses import dataclass
+
 from textual.binding import Binding, BindingType
+from textual.keys import format_key, key_to_character
+
+# --- the dashboard ------------------------------------------------------------------------------------
 
 APP_BINDINGS: list[BindingType] = [
     Binding("q", "quit", "Quit", id="quit"),
@@ -20,6 +25,18 @@ APP_BINDINGS: list[BindingType] = [
     Binding("exclamation_mark", "alerts", "Alerts", id="alerts", key_display="!"),
     Binding("f8", "screenshot", "Screenshot", id="screenshot", show=False),
 ]
+
+# The recovery actions, on the node shown (node screen) or highlighted (fleet screen). Each asks for a
+# confirmation that names the node, the target and the exact commands. Refused in read-only and kiosk
+# mode by the app's action check and by the action runner itself.
+ACTION_BINDINGS: list[BindingType] = [
+    Binding("r", "restart", "Restart", id="restart"),
+    Binding("d", "drop_caches", "Drop caches", id="drop-caches"),
+    Binding("k", "kill_workers", "Kill workers", id="kill-workers"),
+    Binding("w", "warmup", "Warmup", id="warmup"),
+    Binding("a", "action_log", "Actions", id="action-log"),
+]
+RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
 
 FLEET_BINDINGS: list[BindingType] = [
     Binding("enter", "open_node", "Open node", id="open-node"),
@@ -35,59 +52,164 @@ NODE_BINDINGS: list[BindingType] = [
     Binding("right", "next_node", "Next node", id="next-node", show=False),
 ]
 
-# The recovery actions, on the node shown (node screen) or highlighted (fleet screen). Each asks for a
-# confirmation that names the node, the target and the exact commands. Refused in read-only and kiosk
-# mode by the app's action check and by the action runner itself.
-ACTION_BINDINGS: list[BindingType] = [
-    Binding("r", "restart", "Restart", id="restart"),
-    Binding("d", "drop_caches", "Drop caches", id="drop-caches"),
-    Binding("k", "kill_workers", "Kill workers", id="kill-workers"),
-    Binding("w", "warmup", "Warmup", id="warmup"),
-    Binding("a", "action_log", "Actions", id="action-log"),
+TABLE_BINDINGS: list[BindingType] = [
+    Binding("up", "cursor_up", "Up", id="table-up", show=False),
+    Binding("down", "cursor_down", "Down", id="table-down", show=False),
+    Binding("pageup", "page_up", "Page up", id="table-page-up", show=False),
+    Binding("pagedown", "page_down", "Page down", id="table-page-down", show=False),
+    Binding("home", "first", "First", id="table-first", show=False),
+    Binding("end", "last", "Last", id="table-last", show=False),
+    Binding("enter", "select", "Select", id="table-select", show=False),
 ]
-RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
 
-SECTIONS: tuple[tuple[str, list[BindingType]], ...] = (
-    ("Everywhere", APP_BINDINGS),
-    ("Recovery actions (fleet and node screens; not in read-only or kiosk mode)", ACTION_BINDINGS),
-    ("Fleet screen", FLEET_BINDINGS),
-    ("Node screen", NODE_BINDINGS),
+# --- dialogs and lists over the dashboard -------------------------------------------------------------
+
+CONFIRM_BINDINGS: list[BindingType] = [
+    Binding("y", "dismiss(True)", "Run it", id="confirm-yes"),
+    Binding("n,escape", "dismiss(False)", "Cancel", id="confirm-no"),
+]
+
+ALERTS_BINDINGS: list[BindingType] = [
+    Binding("s", "silence", "Silence 1 h", id="silence-alert"),
+    Binding("escape,q,exclamation_mark", "dismiss", "Close", id="close-alerts"),
+]
+
+FINDINGS_BINDINGS: list[BindingType] = [Binding("escape,q,f", "dismiss", "Close", id="close-findings")]
+
+DRIFT_BINDINGS: list[BindingType] = [Binding("escape,q,v", "dismiss", "Close", id="close-drift")]
+
+ACTION_LOG_BINDINGS: list[BindingType] = [Binding("escape,q,a", "dismiss", "Close", id="close-action-log")]
+
+HELP_BINDINGS: list[BindingType] = [Binding("escape,q,question_mark", "dismiss", "Close", id="close-help")]
+
+# --- the kiosk and the replay -------------------------------------------------------------------------
+
+UNLOCK_ID = "kiosk-unlock"
+KIOSK_BINDINGS: list[BindingType] = [
+    # The key is set from [kiosk] unlock_key through the keymap; without one it is refused.
+    Binding("ctrl+shift+f12", "unlock", "Unlock", id=UNLOCK_ID, show=False, priority=True),
+]
+
+SEEK_S = 10.0
+LONG_SEEK_S = 60.0
+REPLAY_BINDINGS: list[BindingType] = [
+    Binding("space", "play_pause", "Play/pause", id="replay-play", key_display="space"),
+    Binding("full_stop", "step", "Step", id="replay-step", key_display="."),
+    Binding("left_square_bracket", f"seek({-SEEK_S})", "−10 s", id="replay-back", key_display="["),
+    Binding("right_square_bracket", f"seek({SEEK_S})", "+10 s", id="replay-forward", key_display="]"),
+    Binding("left_curly_bracket", f"seek({-LONG_SEEK_S})", "−60 s", id="replay-back-long", key_display="{", show=False),
+    Binding(
+        "right_curly_bracket", f"seek({LONG_SEEK_S})", "+60 s", id="replay-forward-long", key_display="}", show=False
+    ),
+    Binding("plus,equals_sign", "faster", "Faster", id="replay-faster", key_display="+"),
+    Binding("minus", "slower", "Slower", id="replay-slower", key_display="-"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyContext:
+    """Where a list of bindings applies: one table of the key reference."""
+
+    title: str
+    bindings: list[BindingType]
+    note: str = ""
+
+
+CONTEXTS: tuple[KeyContext, ...] = (
+    KeyContext("Everywhere", APP_BINDINGS),
+    KeyContext(
+        "Recovery actions",
+        ACTION_BINDINGS,
+        "On the fleet and node screens; refused in read-only and kiosk mode. Each asks for a confirmation.",
+    ),
+    KeyContext("Fleet screen", FLEET_BINDINGS),
+    KeyContext("Node screen", NODE_BINDINGS),
+    KeyContext("Table navigation", TABLE_BINDINGS, "The fleet screen's list of nodes."),
+    KeyContext("Confirm dialog", CONFIRM_BINDINGS, "Nothing runs without it."),
+    KeyContext("Alerts", ALERTS_BINDINGS, "Silencing is off in kiosk mode."),
+    KeyContext("Findings", FINDINGS_BINDINGS),
+    KeyContext("Drift", DRIFT_BINDINGS),
+    KeyContext("Action log", ACTION_LOG_BINDINGS),
+    KeyContext("Help", HELP_BINDINGS),
+    KeyContext(
+        "Kiosk",
+        KIOSK_BINDINGS,
+        "The kiosk takes no other key. Its unlock key is `[kiosk] unlock_key` (which wins over the keymap);"
+        " without one, no key unlocks it.",
+    ),
+    KeyContext("Replay", REPLAY_BINDINGS, "`sparktui replay`, besides the keys above (no recovery action)."),
 )
 
+HEADER = """\
+# Keys
 
-def _key(binding: Binding) -> str:
-    return binding.key_display or binding.key
+Generated from `sparktui/ui/keys.py` (`python -m sparktui.ui.keys > docs/keys.md`); the help screen
+(`?`) shows the same tables. Remap any binding by its id in the config's `[keymap]`, one key per id,
+named as Textual names keys (`question_mark`, `full_stop`, `ctrl+u`):
+
+```toml
+[keymap]
+open-node = "o"
+theme = "f2"
+confirm-yes = "j"
+```
+
+The new key replaces every default key of that binding (`confirm-no = "c"` leaves `escape` free). An
+unknown id is reported when the dashboard starts, and the default key stays. A key remapped onto one
+that the same screen already uses takes it over.
+"""
 
 
 def _bindings(bindings: list[BindingType]) -> list[Binding]:
     return [b for b in bindings if isinstance(b, Binding)]
 
 
+def all_bindings() -> list[Binding]:
+    """Every binding of every context."""
+    return [b for context in CONTEXTS for b in _bindings(context.bindings)]
+
+
 def binding_ids() -> set[str]:
     """Every binding id a keymap may name."""
-    ids = {b.id for _, bindings in SECTIONS for b in _bindings(bindings) if b.id}
-    return ids | {"kiosk-unlock"}
+    return {b.id for b in all_bindings() if b.id}
+
+
+# Punctuation shown as typed; ``vertical_line`` and ``grave_accent`` keep their names (they would break the table).
+_SHOWN_AS_TYPED = frozenset(string.punctuation) - {"|", "`"}
+
+
+def _key_text(key: str) -> str:
+    """A key as the user reads it: the punctuation it types (``!``, ``/``), else its name (``escape``, ``f8``)."""
+    if len(key) == 1:
+        return key
+    for shown in (key_to_character(key), format_key(key)):
+        if shown in _SHOWN_AS_TYPED:
+            return shown
+    return key
+
+
+def _keys_cell(binding: Binding) -> str:
+    return ", ".join(f"`{_key_text(key.strip())}`" for key in binding.key.split(","))
 
 
 def keys_markdown() -> str:
-    """The key reference: one table per screen, from the bindings above."""
-    lines = [
-        "# Keys",
-        "",
-        "Generated from `sparktui/ui/keys.py`; remap any of them by id in the config's",
-        "keymap.",
-        "",
-    ]
-    for title, bindings in SECTIONS:
-        lines += [f"## {title}", "", "| key | does | id |", "|---|---|---|"]
-        seen: set[str] = set()
-        for binding in _bindings(bindings):
+    """The key reference (docs/keys.md and the help screen): one table per context."""
+    lines = HEADER.splitlines()
+    for context in CONTEXTS:
+        lines += ["", f"## {context.title}", ""]
+        if context.note:
+            lines += [context.note, ""]
+        lines += ["| key | action | id | description |", "|---|---|---|---|"]
+        picks_listed = False
+        for binding in _bindings(context.bindings):
             if binding.id and binding.id.startswith("pick-node-"):
-                if "pick" in seen:
-                    continue
-                seen.add("pick")
-                lines.append("| `1`…`9` | open the Nth node | `pick-node-N` |")
+                if not picks_listed:
+                    picks_listed = True
+                    lines.append("| `1`…`9` | `pick_node(N)` | `pick-node-N` | open the Nth node |")
                 continue
-            lines.append(f"| `{_key(binding)}` | {binding.description} | `{binding.id}` |")
-        lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
+            lines.append(f"| {_keys_cell(binding)} | `{binding.action}` | `{binding.id}` | {binding.description} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(keys_markdown(), end="")

@@ -7,25 +7,22 @@ moves the picture by a cell every few minutes against burn-in. It takes no input
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Digits, Static
 
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import fmt_gib, fmt_number
+from sparktui.ui.base import SparkScreen
+from sparktui.ui.keys import KIOSK_BINDINGS
 from sparktui.ui.render import memory_bar, node_reason, status_text
 from sparktui.ui.themes import STATUS_VARIABLES
 
-if TYPE_CHECKING:
-    from sparktui.ui.app import SparkApp
-
-UNLOCK_ID = "kiosk-unlock"
 SHIFTS = ((0, 0), (1, 0), (1, 1), (0, 1))  # offsets cycled against burn-in
 
 
@@ -82,11 +79,8 @@ class NodeTile(Vertical):
         self.styles.border = ("heavy", colours[STATUS_VARIABLES[view.status.state]])
 
 
-class KioskScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        # The key is set from [kiosk] unlock_key through the keymap; without one it is refused.
-        Binding("ctrl+shift+f12", "unlock", "Unlock", id=UNLOCK_ID, show=False, priority=True),
-    ]
+class KioskScreen(SparkScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = KIOSK_BINDINGS
     DEFAULT_CSS = """
     KioskScreen { layout: vertical; }
     #kiosk-banner { height: auto; padding: 0 1; display: none; background: $error; color: $text; text-style: bold; }
@@ -108,14 +102,6 @@ class KioskScreen(Screen[None]):
         self._ready = False  # widgets composed and mounted: safe to update
         self.page = 0  # 0: the fleet; n: the nth node
         self._shift = 0
-
-    @property
-    def spark(self) -> SparkApp:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
-        return app
 
     def compose(self) -> ComposeResult:
         yield Static(id="kiosk-banner")

@@ -6,25 +6,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, RichLog, Sparkline, Static
 
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds, fmt_tokens
+from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.render import finding_text, level_bar, memory_bar, status_text
 from sparktui.ui.themes import MEMORY_VARIABLES
-
-if TYPE_CHECKING:
-    from sparktui.ui.app import SparkApp
 
 LATENCIES = (
     ("ttft", "TTFT"),
@@ -150,8 +148,8 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
     return Group(*parts)
 
 
-class NodeScreen(Screen[None]):
-    BINDINGS = NODE_BINDINGS
+class NodeScreen(SparkScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = NODE_BINDINGS
     DEFAULT_CSS = """
     NodeScreen { layout: vertical; }
     #title { height: 1; padding: 0 1; background: $panel; }
@@ -170,14 +168,6 @@ class NodeScreen(Screen[None]):
         self.node = node
         self._log_seq: dict[str, int] = {}  # instance -> next log line to show
         self._shown: dict[str, object] = {}  # panel -> the key of what it shows (see _put)
-
-    @property
-    def spark(self) -> SparkApp:
-        from sparktui.ui.app import SparkApp
-
-        app = self.app
-        assert isinstance(app, SparkApp)
-        return app
 
     def compose(self) -> ComposeResult:
         yield Static(id="title")

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
@@ -23,25 +23,11 @@ from sparktui.record.store import wall_text
 from sparktui.record.types import ActionEvent, Record
 from sparktui.ui.app import SparkApp
 from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.keys import REPLAY_BINDINGS
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 
-SEEK_S = 10.0
-LONG_SEEK_S = 60.0
 BAR_CELLS = 24
-
-REPLAY_BINDINGS: list[BindingType] = [
-    Binding("space", "play_pause", "Play/pause", id="replay-play", key_display="space"),
-    Binding("full_stop", "step", "Step", id="replay-step", key_display="."),
-    Binding("left_square_bracket", f"seek({-SEEK_S})", "−10 s", id="replay-back", key_display="["),
-    Binding("right_square_bracket", f"seek({SEEK_S})", "+10 s", id="replay-forward", key_display="]"),
-    Binding("left_curly_bracket", f"seek({-LONG_SEEK_S})", "−60 s", id="replay-back-long", key_display="{", show=False),
-    Binding(
-        "right_curly_bracket", f"seek({LONG_SEEK_S})", "+60 s", id="replay-forward-long", key_display="}", show=False
-    ),
-    Binding("plus,equals_sign", "faster", "Faster", id="replay-faster", key_display="+"),
-    Binding("minus", "slower", "Slower", id="replay-slower", key_display="-"),
-]
 
 
 class ReplayBar(Static):

@@ -20,12 +20,14 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from sparktui.ui.keys import TABLE_BINDINGS
 
 Cell = Text | str
 PADDING = 1  # cells of padding each side of a column
@@ -41,15 +43,7 @@ class TableColumn:
 class RowTable(ScrollView, can_focus=True):
     """Rows of cells under a fixed header; a row cursor. Rows are replaced whole with ``set_rows``."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home", "first", "First", show=False),
-        Binding("end", "last", "Last", show=False),
-        Binding("enter", "select", "Select", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = TABLE_BINDINGS
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "row-table--header",
         "row-table--cursor",

@@ -1,0 +1,40 @@
+"""The screens' base: one typed way back to the app that holds the fleet's state (``spark``).
+
+``sparktui.ui.app`` imports every screen, so the app's class is imported here only for the type
+checker and, at run time, when first asked for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from textual.screen import ModalScreen, Screen
+
+if TYPE_CHECKING:
+    from sparktui.ui.app import SparkApp
+
+ResultType = TypeVar("ResultType")
+
+
+def spark_app(app: object) -> SparkApp:
+    """``app`` as the dashboard's app: every screen and command provider here runs in one."""
+    from sparktui.ui.app import SparkApp
+
+    assert isinstance(app, SparkApp)
+    return app
+
+
+class SparkScreen(Screen[ResultType]):
+    """A full screen of the dashboard."""
+
+    @property
+    def spark(self) -> SparkApp:
+        return spark_app(self.app)
+
+
+class SparkModal(ModalScreen[ResultType]):
+    """A dialog or list over the dashboard."""
+
+    @property
+    def spark(self) -> SparkApp:
+        return spark_app(self.app)
