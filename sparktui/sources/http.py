@@ -13,19 +13,12 @@ cancellation). ``fetch`` takes either client:
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Iterable, Mapping
 
-# httpx's package __init__ imports its command-line tool, which drags in click, pygments and rich
-# (~40 ms, and a UI library in processes that must not load one). A None entry makes that import
-# fail fast, and httpx then falls back to a stub ``main``; the client itself is unaffected.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
-import httpx  # noqa: E402
-
-from sparktui.model.observations import FetchKind, HttpResult  # noqa: E402
-from sparktui.sources import http1  # noqa: E402
+from sparktui.model.observations import FetchKind, HttpResult
+from sparktui.sources import http1
+from sparktui.sources._httpx import httpx
 
 USER_AGENT = "sparktui"
 
