@@ -4,8 +4,8 @@ Every failure ends in an ``HttpResult`` with a one-line reason; nothing raises t
 cancellation). ``fetch`` takes either client:
 
 - ``make_poll_client()``: the poll path's client, for ``http://`` and ``https://`` alike: sparktui's own
-  HTTP/1.1 client (``sparktui.sources.http1``; under a tenth of httpx's CPU per kept-alive GET and
-  under half of aiohttp's, ``benchmarks/bench_http.py``).
+  HTTP/1.1 client (``sparktui.sources.http1``; about a tenth of httpx's CPU per kept-alive GET or less,
+  and under half of aiohttp's: ``benchmarks/bench_http.py``).
 - ``make_client()``: an httpx client, for the callers that use httpx's API themselves (the
   Prometheus source, notifiers, the action runner).
 """

@@ -1,7 +1,7 @@
 """A lean HTTP/1.1 GET client for ``http://`` and ``https://`` URLs, on asyncio protocols and transports.
 
 The poll path makes a few dozen small GETs a second to a fixed set of origins. Per kept-alive GET,
-httpx spends over ten times this client's CPU and aiohttp over twice (``benchmarks/bench_http.py``,
+httpx spends about 10-18 times this client's CPU and aiohttp over twice (``benchmarks/bench_http.py``,
 http and https); this client does only what polling needs:
 
 - TLS through asyncio's own (``create_connection(ssl=...)``): the certificate and the host name are
