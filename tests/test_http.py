@@ -2,20 +2,29 @@
 
 Most cases run against both clients ``fetch`` accepts: httpx (``make_client``) and the poll path's own
 HTTP/1.1 client (``make_poll_client``). The byte-level cases (chunking, keep-alive, closes, drips,
-resets) use raw asyncio servers that write exactly the bytes a test needs.
+resets) use raw asyncio servers that write exactly the bytes a test needs, in plain TCP or in TLS with
+a self-signed certificate made for the test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import ipaddress
 import socket
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from sparktui.config import parse_config
 from sparktui.model.fleet import FleetState
@@ -43,13 +52,13 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_client(kind: str) -> AsyncIterator[FetchClient]:
-    """httpx, or the poll client (which serves http:// itself)."""
+async def open_client(kind: str, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[FetchClient]:
+    """httpx, or the poll client (sparktui's own HTTP/1.1 client)."""
     if kind == "httpx":
-        async with make_client() as client:
+        async with make_client(ssl_context=ssl_context) as client:
             yield client
     else:
-        async with make_poll_client() as poll_client:
+        async with make_poll_client(ssl_context=ssl_context) as poll_client:
             yield poll_client
 
 
@@ -99,21 +108,23 @@ Handler = Callable[[RawConnection], Awaitable[None]]
 
 
 class RawServer:
-    """An asyncio TCP server on 127.0.0.1 (port 0); ``handler`` runs once per accepted connection."""
+    """An asyncio TCP server on 127.0.0.1 (port 0); ``handler`` runs once per accepted connection.
+    With ``tls`` (a server-side context) it speaks TLS and its ``url`` is https."""
 
-    def __init__(self, handler: Handler, host: str = "127.0.0.1") -> None:
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.host = host
+        self.tls = tls
         self.connections: list[RawConnection] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self.url = ""
 
     async def __aenter__(self) -> RawServer:
-        self._server = await asyncio.start_server(self._handle, self.host, 0)
+        self._server = await asyncio.start_server(self._handle, self.host, 0, ssl=self.tls)
         port = self._server.sockets[0].getsockname()[1]
         shown = f"[{self.host}]" if ":" in self.host else self.host
-        self.url = f"http://{shown}:{port}"
+        self.url = f"{'https' if self.tls else 'http'}://{shown}:{port}"
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -527,13 +538,142 @@ async def test_poll_client_refuses_a_compressed_answer_it_did_not_ask_for() -> N
     assert result.problem() == "protocol error: the answer is compressed (gzip), which was not asked for"
 
 
-async def test_poll_client_sends_https_through_httpx() -> None:
-    async with make_poll_client([f"https://127.0.0.1:{free_port()}"]) as client:
-        plain = await get(client, f"http://127.0.0.1:{free_port()}/health")
-        assert client._httpx is None  # plain http never builds the httpx client
-        tls = await get(client, f"https://127.0.0.1:{free_port()}/health")
-        assert client._httpx is not None
-    assert plain.kind is FetchKind.REFUSED and tls.kind is FetchKind.REFUSED
+# --- https: a real TLS server on 127.0.0.1 with a certificate made for the test ------------------------
+
+
+@dataclass(frozen=True)
+class Certificate:
+    cert: Path
+    key: Path
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert, self.key)
+        return context
+
+    def trusted(self) -> ssl.SSLContext:
+        """A client context that trusts this (self-signed) certificate as its only CA."""
+        return ssl.create_default_context(cafile=str(self.cert))
+
+
+def self_signed(directory: Path, *, ip: str | None = "127.0.0.1", dns: str = "localhost") -> Certificate:
+    """A self-signed certificate for ``ip`` and ``dns``, its own CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sparktui test")])
+    now = datetime.datetime.now(datetime.UTC)
+    names: list[x509.GeneralName] = [x509.DNSName(dns)]
+    if ip is not None:
+        names.append(x509.IPAddress(ipaddress.ip_address(ip)))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    paths = Certificate(directory / "cert.pem", directory / "key.pem")
+    paths.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths.key.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return paths
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> Certificate:
+    return self_signed(tmp_path_factory.mktemp("tls"))
+
+
+async def test_https_with_the_certificate_trusted_is_ok_over_one_kept_connection(
+    certificate: Certificate, kind: str
+) -> None:
+    async with (
+        RawServer(keep_alive, tls=certificate.server_context()) as srv,
+        open_client(kind, certificate.trusted()) as client,
+    ):
+        assert srv.url.startswith("https://127.0.0.1:")
+        results = [await get(client, f"{srv.url}/metrics?n={i}") for i in range(3)]
+    assert [r.body for r in results] == [b"/metrics?n=%d on connection 0" % i for i in range(3)], [
+        r.problem() for r in results
+    ]
+    assert len(srv.connections) == 1
+
+
+async def test_https_with_an_untrusted_certificate_fails_with_a_one_line_reason(
+    certificate: Certificate, kind: str
+) -> None:
+    async with RawServer(keep_alive, tls=certificate.server_context()) as srv, open_client(kind) as client:
+        result = await get(client, f"{srv.url}/metrics")
+    assert result.kind is FetchKind.ERROR
+    assert result.error and "\n" not in result.error
+    assert "certificate" in result.error.lower() and "self-signed" in result.error.lower(), result.error
+    assert srv.requests == []  # nothing was asked of a server that was not trusted
+
+
+async def test_poll_client_https_reasons_name_the_certificate_problem(certificate: Certificate, tmp_path: Path) -> None:
+    only_a_name = self_signed(tmp_path, ip=None)  # valid for "localhost" alone, served at 127.0.0.1
+    async with RawServer(keep_alive, tls=only_a_name.server_context()) as srv:
+        async with make_poll_client() as client:
+            untrusted = await get(client, f"{srv.url}/metrics")
+        async with make_poll_client(ssl_context=only_a_name.trusted()) as client:
+            wrong_host = await get(client, f"{srv.url}/metrics")
+    assert untrusted.problem() == "cannot connect: TLS certificate not trusted: self-signed certificate"
+    assert wrong_host.problem() == (
+        "cannot connect: TLS certificate not trusted: IP address mismatch, certificate is not valid for '127.0.0.1'."
+    )
+
+
+async def test_poll_client_https_to_a_plain_http_server_is_an_error_with_one_line() -> None:
+    async def bad_request(conn: RawConnection) -> None:
+        await conn.reader.read(1)  # a TLS hello is no HTTP request: answer as a plain server does
+        await conn.send(answer(b"bad request", status="400 Bad Request", head="Connection: close\r\n"))
+
+    async with RawServer(bad_request) as srv, make_poll_client() as client:
+        result = await get(client, srv.url.replace("http://", "https://") + "/metrics")
+    assert result.kind is FetchKind.ERROR
+    assert result.error and result.error.startswith("cannot connect: ") and "\n" not in result.error
+
+
+async def test_poll_client_https_keeps_the_cap_the_deadline_truncation_and_the_stale_retry(
+    certificate: Certificate,
+) -> None:
+    async def by_path(conn: RawConnection) -> None:
+        head = await conn.request()
+        assert head is not None
+        if b"/big" in head:  # no length declared: the cap must hold while reading
+            await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            with contextlib.suppress(ConnectionError):
+                for _ in range(64):
+                    await conn.send(b"4000\r\n" + b"x" * 0x4000 + b"\r\n")
+            await conn.until_client_closes()
+        elif b"/slow" in head:
+            await conn.until_client_closes()
+        elif b"/short" in head:  # closed mid-body, without TLS's close_notify
+            await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+        else:  # one answer per connection, then the next request is dropped unanswered
+            await conn.send(answer(b"answer %d" % conn.index))
+            await conn.request()
+
+    async with (
+        RawServer(by_path, tls=certificate.server_context()) as srv,
+        make_poll_client(ssl_context=certificate.trusted()) as client,
+    ):
+        big = await get(client, f"{srv.url}/big", max_bytes=100_000)
+        started = time.monotonic()
+        slow = await get(client, f"{srv.url}/slow", timeout_s=0.3)
+        slow_s = time.monotonic() - started
+        short = await get(client, f"{srv.url}/short")
+        answers = [await get(client, f"{srv.url}/r{i}") for i in range(2)]
+    assert big.kind is FetchKind.TOO_LARGE and big.problem() == "body is over the 0.1 MiB cap"
+    assert slow.kind is FetchKind.TIMEOUT and slow_s < 2.0
+    assert short.kind is FetchKind.TRUNCATED, short.problem()
+    assert [r.body for r in answers] == [b"answer 3", b"answer 4"], [r.problem() for r in answers]
 
 
 async def test_poll_client_close_closes_every_connection_and_fails_what_is_in_flight() -> None:

@@ -15,25 +15,20 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-# As in sparktui.sources.http: keep httpx's command-line module (and the UI library it pulls in) out.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
-import httpx  # noqa: E402
-
-from sparktui.actions.audit import AuditLog  # noqa: E402
-from sparktui.actions.plans import ActionKind, ActionPlan, Refusal, Step, StepKind, Warmup  # noqa: E402
-from sparktui.model.memory import GIB, HostMemory, parse_meminfo  # noqa: E402
-from sparktui.model.specs import FleetSpec, NodeSpec  # noqa: E402
-from sparktui.model.units import fmt_gib, fmt_seconds  # noqa: E402
-from sparktui.sources.http import fetch, make_client  # noqa: E402
-from sparktui.sources.ssh import NodeSsh, SshProblemKind  # noqa: E402
+from sparktui.actions.audit import AuditLog
+from sparktui.actions.plans import ActionKind, ActionPlan, Refusal, Step, StepKind, Warmup
+from sparktui.model.memory import GIB, HostMemory, parse_meminfo
+from sparktui.model.specs import FleetSpec, NodeSpec
+from sparktui.model.units import fmt_gib, fmt_seconds
+from sparktui.sources._httpx import httpx
+from sparktui.sources.http import fetch, make_client
+from sparktui.sources.ssh import NodeSsh, SshProblemKind
 
 ProgressCallback = Callable[[str], None]
 MemoryReader = Callable[[str], HostMemory | None]  # node name -> its latest host memory, if known

@@ -25,13 +25,8 @@ from typing import ClassVar
 from sparktui.diagnosis.alerts import AlertEvent, AlertState
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.model.specs import NotifierSpec
-
-# isort: off
-# sparktui.sources.http before httpx: it keeps httpx from importing its command-line tool, which loads
-# click and rich (a UI library the headless commands must not load). _refused: the poller's own test.
-from sparktui.sources.http import _refused, make_client
-import httpx
-# isort: on
+from sparktui.sources._httpx import httpx
+from sparktui.sources.http import _refused, make_client  # _refused: the poller's own test
 
 QUEUE_SIZE = 100  # events waiting per notifier; past this the oldest is dropped (and reported)
 MAX_BACKOFF_S = 60.0

@@ -3,9 +3,9 @@
 Every failure ends in an ``HttpResult`` with a one-line reason; nothing raises to the caller (except
 cancellation). ``fetch`` takes either client:
 
-- ``make_poll_client()``: the poll path's client. Plain ``http://`` goes through sparktui's own
-  HTTP/1.1 client (``sparktui.sources.http1``, about a sixth of httpx's CPU per GET:
-  ``benchmarks/bench_http.py``); ``https://`` and anything else through httpx, made on first use.
+- ``make_poll_client()``: the poll path's client, for ``http://`` and ``https://`` alike: sparktui's own
+  HTTP/1.1 client (``sparktui.sources.http1``; about a tenth of httpx's CPU per kept-alive GET or less,
+  and under half of aiohttp's: ``benchmarks/bench_http.py``).
 - ``make_client()``: an httpx client, for the callers that use httpx's API themselves (the
   Prometheus source, notifiers, the action runner).
 """
@@ -13,26 +13,23 @@ cancellation). ``fetch`` takes either client:
 from __future__ import annotations
 
 import asyncio
-import sys
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 
-# httpx's package __init__ imports its command-line tool, which drags in click, pygments and rich
-# (~40 ms, and a UI library in processes that must not load one). A None entry makes that import
-# fail fast, and httpx then falls back to a stub ``main``; the client itself is unaffected.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
-import httpx  # noqa: E402
-
-from sparktui.model.observations import FetchKind, HttpResult  # noqa: E402
-from sparktui.sources import http1  # noqa: E402
+from sparktui.model.observations import FetchKind, HttpResult
+from sparktui.sources import http1
+from sparktui.sources._httpx import httpx
 
 USER_AGENT = "sparktui"
 
 
-def make_client(origins: Iterable[str] = (), max_connections: int = 64) -> httpx.AsyncClient:
+def make_client(
+    origins: Iterable[str] = (), max_connections: int = 64, *, ssl_context: ssl.SSLContext | None = None
+) -> httpx.AsyncClient:
     """An httpx client: keep-alive connections, no global timeout (each call sets one). For callers
-    that use httpx's API; the poll path takes ``make_poll_client``, which falls back on this for https.
+    that use httpx's API; the poll path takes ``make_poll_client``. TLS is verified against the system's
+    CAs, or through ``ssl_context`` when given.
 
     Each origin (``scheme://host:port``) listed gets a connection pool of its own: httpcore assigns
     requests to connections by scanning its whole pool, so one pool shared by a large fleet costs
@@ -40,10 +37,12 @@ def make_client(origins: Iterable[str] = (), max_connections: int = 64) -> httpx
     that scan at 64 nodes); small per-origin pools keep every poll O(1).
     """
     per_origin = httpx.Limits(max_connections=4, max_keepalive_connections=4)
+    verify: ssl.SSLContext | bool = True if ssl_context is None else ssl_context
     mounts: dict[str, httpx.AsyncBaseTransport | None] = {
-        origin: httpx.AsyncHTTPTransport(limits=per_origin, trust_env=False) for origin in set(origins)
+        origin: httpx.AsyncHTTPTransport(verify=verify, limits=per_origin, trust_env=False) for origin in set(origins)
     }
     return httpx.AsyncClient(
+        verify=verify,
         headers={"User-Agent": USER_AGENT},
         limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         follow_redirects=False,
@@ -54,23 +53,15 @@ def make_client(origins: Iterable[str] = (), max_connections: int = 64) -> httpx
 
 
 class PollClient:
-    """The poll path's client: ``http://`` through ``http1.Http1Client``, the rest through httpx.
+    """The poll path's client: ``http://`` and ``https://`` through ``http1.Http1Client``.
 
-    Use as an async context manager (or call ``aclose()``). Connections are pooled per origin in
-    both: up to ``http1.MAX_IDLE_PER_ORIGIN`` idle keep-alive connections each.
+    Use as an async context manager (or call ``aclose()``). Connections are pooled per origin: up to
+    ``http1.MAX_IDLE_PER_ORIGIN`` idle keep-alive connections each. TLS is verified against the
+    system's CAs, or through ``ssl_context`` when given.
     """
 
-    def __init__(self, origins: Iterable[str] = (), max_connections: int = 64) -> None:
-        self.http1 = http1.Http1Client(user_agent=USER_AGENT)
-        # httpx only serves what http1 does not (https); building it (an SSL context) waits for one.
-        self._httpx_origins = [o for o in set(origins) if not o.startswith("http://")]
-        self._max_connections = max_connections
-        self._httpx: httpx.AsyncClient | None = None
-
-    def httpx_client(self) -> httpx.AsyncClient:
-        if self._httpx is None:
-            self._httpx = make_client(self._httpx_origins, self._max_connections)
-        return self._httpx
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.http1 = http1.Http1Client(user_agent=USER_AGENT, ssl_context=ssl_context)
 
     async def __aenter__(self) -> PollClient:
         return self
@@ -80,13 +71,15 @@ class PollClient:
 
     async def aclose(self) -> None:
         await self.http1.aclose()
-        if self._httpx is not None:
-            await self._httpx.aclose()
 
 
-def make_poll_client(origins: Iterable[str] = (), max_connections: int = 64) -> PollClient:
-    """The client for polling ``origins`` (``origin_of`` each URL; any others work as well)."""
-    return PollClient(origins, max_connections)
+def make_poll_client(
+    origins: Iterable[str] = (), max_connections: int = 64, *, ssl_context: ssl.SSLContext | None = None
+) -> PollClient:
+    """The client for polling ``origins`` (``origin_of`` each URL). Any origin works, each pooled on first
+    use, and there is no cap on connections: the arguments keep ``make_client``'s signature."""
+    del origins, max_connections
+    return PollClient(ssl_context=ssl_context)
 
 
 # What ``fetch`` (and the collectors, which only fetch) accept.
@@ -128,14 +121,10 @@ async def fetch(
     timeout_s: float,
     max_bytes: int,
     headers: Mapping[str, str] | None = None,
-    params: Mapping[str, str | list[str]] | None = None,
 ) -> HttpResult:
     """GET ``url``; the whole exchange (connect, headers, body) must finish within ``timeout_s``."""
     if isinstance(client, PollClient):
-        text = str(url) if params is None else str(httpx.URL(url, params=params))
-        if text[:7].lower() == "http://":
-            return await _fetch_http1(client.http1, text, timeout_s, max_bytes, headers)
-        client = client.httpx_client()
+        return await _fetch_http1(client.http1, str(url), timeout_s, max_bytes, headers)
     started = time.perf_counter()
     shown = str(url)
 
@@ -160,7 +149,7 @@ async def fetch(
     per_op = httpx.Timeout(timeout_s)
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("GET", url, headers=headers, params=params, timeout=per_op) as response:
+            async with client.stream("GET", url, headers=headers, timeout=per_op) as response:
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                     return result(

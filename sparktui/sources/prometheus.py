@@ -37,12 +37,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# sparktui.sources.http before httpx: it keeps httpx's command-line tool (and Rich with it) unloaded.
-from sparktui.sources.http import USER_AGENT, make_client, origin_of
-
-# isort: split
-import httpx
-
 from sparktui.model import exporters, memory
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
@@ -59,7 +53,9 @@ from sparktui.model.specs import (
     parse_selector,
 )
 from sparktui.model.vllm import WANTED
+from sparktui.sources._httpx import httpx
 from sparktui.sources.collector import NodeCollector
+from sparktui.sources.http import USER_AGENT, make_client, origin_of
 from sparktui.sources.live import FleetSink, FleetSource, LiveFleet
 
 SCRAPE_LABEL = "sparktui_scrape"  # marks the scrape-time half of the refresh query
