@@ -6,7 +6,6 @@ or Rich (tests/test_import_hygiene.py)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 
 from sparktui.cli import (
@@ -62,7 +61,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run: Run = getattr(args, "run_command", dashboard.run)  # no subcommand: the dashboard
     return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
