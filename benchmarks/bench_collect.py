@@ -235,7 +235,7 @@ class ScrapeCount:
 def watch_child(config: Path, counts: Path) -> int:
     """``sparktui watch --config CONFIG`` as its ``main`` runs it, with a ``ScrapeCount`` beside it; the
     counts go to ``counts`` when SIGTERM stops it."""
-    from sparktui.watch import watch
+    from sparktui.headless.watch import watch
 
     fleet = load_config(config)
     count = ScrapeCount()
@@ -613,8 +613,8 @@ def report(runs: Sequence[Run], seconds: float, warmup_s: float) -> str:
             "fleet per size (the demo's own CPU in the last column), at a 1 s interval; CPU is user + system of "
             "the process and its children, read in 10 ms clock ticks (so a short window is coarse). Node-scrapes "
             "are counted, not assumed: sparktui's from the observations its poll loops delivered (`sparktui "
-            "watch`'s own code, `sparktui.watch.watch`, with a counting sink beside it), Prometheus's from its "
-            "`prometheus_target_interval_length_seconds_count`, the floor's from its own rounds. "
+            "watch`'s own code, `sparktui.headless.watch.watch`, with a counting sink beside it), Prometheus's from "
+            "its `prometheus_target_interval_length_seconds_count`, the floor's from its own rounds. "
             "sparktui's node-scrape is "
             "`/health` and `/metrics?name[]=…` of its vLLM, its GPU exporter and, on 1 node in 4, a side service, "
             "then parsing, deriving, the views, the diagnosis and the alert rules of each tick; with SSH it also "

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from sparktui.actions.audit import AUDIT_ENV, AuditLog
-from sparktui.actions.headless import main as actions_main
 from sparktui.actions.plans import (
     ActionKind,
     ActionPlan,
@@ -39,7 +38,8 @@ from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet, InstanceSpec
 from sparktui.demo.fleet import NodeSpec as DemoNodeSpec
 from sparktui.demo.sim import PROFILES
-from sparktui.headless import collect
+from sparktui.headless.action import main as actions_main
+from sparktui.headless.snapshot import collect
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.memory import GIB, HostMemory

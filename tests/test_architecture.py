@@ -9,7 +9,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HEADLESS_MODULES = [
     "sparktui.cli",
+    "sparktui.cli.common",
+    "sparktui.cli.options",
     "sparktui.headless",
+    "sparktui.headless.snapshot",
+    "sparktui.headless.watch",
+    "sparktui.headless.compare",
+    "sparktui.headless.action",
+    "sparktui.headless.init",
+    "sparktui.sources.promql",
+    "sparktui.sources.probe",
     "sparktui.config",
     "sparktui.sources.poller",
     "sparktui.model.fleet",
@@ -27,8 +36,6 @@ def test_headless_commands_do_not_load_textual_or_rich() -> None:
     code = (
         "import sys\n"
         + "".join(f"import {m}\n" for m in HEADLESS_MODULES)
-        + "from sparktui.cli import main\n"
-        + "main(['--help']) if False else None\n"
         + "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
         + "print(','.join(loaded))\n"
     )
@@ -47,3 +54,21 @@ def test_the_model_imports_no_io_library_at_runtime() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def _import_graph(*args: str) -> subprocess.CompletedProcess[str]:
+    script = ROOT / "scripts" / "import_graph.py"
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=False)
+
+
+def test_no_import_runs_up_or_sideways_between_layers() -> None:
+    result = _import_graph("--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_drawing_in_docs_architecture_is_the_code() -> None:
+    drawing = _import_graph().stdout
+    assert "flowchart TD" in drawing and "monitor -->" in drawing
+    assert drawing in (ROOT / "docs" / "architecture.md").read_text(), (
+        "docs/architecture.md is out of date: python scripts/import_graph.py --write"
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.config import parse_config
-from sparktui.headless import collect, render_snapshot
+from sparktui.headless.snapshot import collect, render_snapshot
 from sparktui.model.fleet import NodeView
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State

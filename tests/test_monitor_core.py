@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from sparktui.diagnosis.engine import Finding
+from sparktui.headless.watch import Watcher
 from sparktui.model.logbuffer import LogLine
 from sparktui.monitor.core import Monitor, collect_error_text
 from sparktui.record.blackbox import BlackBox
 from sparktui.record.replay import ReplaySource, replay_into
 from sparktui.record.store import RecordingReader
 from sparktui.ui.replay import ReplayApp
-from sparktui.watch import Watcher
 from tests.monitoring import monitor_for
 from tests.test_notify import wait_until
 from tests.test_replay import _record_the_incident

@@ -35,10 +35,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sparktui import promql
 from sparktui.config import ConfigError, parse_config
 from sparktui.demo.fleet import DemoFleet, scaled_nodes
 from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.headless import compare
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -57,10 +57,8 @@ from sparktui.sources.prometheus import (
     discover_nodes,
     exposition,
     fleet_source,
-    refresh_query,
-    regex_escape,
-    series_names,
 )
+from sparktui.sources.promql import refresh_query, regex_escape, series_names
 from tests.prometheus_server import PrometheusServer, fleet_metrics_urls, require_prometheus
 
 EXACT = 1e-9
@@ -201,7 +199,7 @@ def test_the_config_chooses_the_source() -> None:
 
 
 def test_compare_without_prometheus_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
-    assert promql.main(parse_config(NODES, env={}), 1.0, io.StringIO()) == 1
+    assert compare.main(parse_config(NODES, env={}), 1.0, io.StringIO()) == 1
     assert "needs a [prometheus] table" in capsys.readouterr().err
 
 
@@ -313,7 +311,7 @@ async def test_every_number_from_prometheus_matches_direct_computation(run: Run)
     for direct, prom in instance_pairs(run):
         assert direct.rates is not None and prom.rates is not None
         assert direct.rates.spec_decode is not None and prom.rates.spec_decode is not None
-        ours, theirs = promql.view_numbers(direct), promql.view_numbers(prom)
+        ours, theirs = compare.view_numbers(direct), compare.view_numbers(prom)
         assert set(ours) == set(theirs)
         assert {"kv_usage", "ttft_p90", "itl_p50", "e2e_p99", "per_position:1", "conditional:1"} <= set(ours)
         for key in set(ours) - set(RATES):
@@ -344,8 +342,8 @@ async def test_prometheus_rate_and_histogram_quantile_give_sparktuis_numbers(run
         assert span is not None
         first, last = span
         # Evaluated at the last scrape sparktui used, over a window starting at the first one.
-        theirs = (await promql.promql_numbers(prometheus, [target], at=last, window_s=last - first))[target]
-        ours = promql.view_numbers(views[(target.node, target.endpoint)])
+        theirs = (await compare.promql_numbers(prometheus, [target], at=last, window_s=last - first))[target]
+        ours = compare.view_numbers(views[(target.node, target.endpoint)])
         assert set(ours) == set(theirs), set(ours) ^ set(theirs)
         for key, value in ours.items():
             assert close(value, theirs[key]), (target.node, key, value, theirs[key])
@@ -368,7 +366,7 @@ async def test_snapshot_from_prometheus_has_rates_at_once(run: Run) -> None:
 async def test_snapshot_compare_prints_direct_beside_prometheus(run: Run) -> None:
     clock = asyncio.create_task(run.demo.run_clock())
     try:
-        text = await promql.compare(run.prom_fleet, window_s=5.0)
+        text = await compare.compare(run.prom_fleet, window_s=5.0)
     finally:
         clock.cancel()
         await asyncio.gather(clock, return_exceptions=True)

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.cli import export as export_cli
+from sparktui.cli import options
+from sparktui.cli import replay as replay_cli
 from sparktui.config import catalogue_for, parse_config
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
@@ -25,7 +28,6 @@ from sparktui.model.memory import HostMemory, MemoryPressure
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.monitor.core import Monitor
-from sparktui.record import cli as record_cli
 from sparktui.record.blackbox import BlackBox
 from sparktui.record.codec import (
     Decoder,
@@ -40,7 +42,7 @@ from sparktui.record.codec import (
 from sparktui.record.delta import decode_lines, encode_lines, line_index
 from sparktui.record.export import METRICS, export
 from sparktui.record.recorder import Recorder, Tee
-from sparktui.record.replay import ReplaySource, replay_into
+from sparktui.record.replay import replay_into
 from sparktui.record.store import RecordingReader
 from sparktui.record.types import Kind, LogBatch, RecordingError
 from tests.conftest import DATA
@@ -570,8 +572,10 @@ def test_export_of_a_recording_without_ticks_ticks_every_poll_interval(tmp_path:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparktui")
-    record_cli.add_record_options(parser)
-    record_cli.add_parsers(parser.add_subparsers(dest="command"))
+    options.add_record_options(parser)
+    sub = parser.add_subparsers(dest="command")
+    replay_cli.add_parser(sub)
+    export_cli.add_parser(sub)
     return parser
 
 
@@ -579,25 +583,18 @@ def test_from_times_are_read_in_every_form(recording: Path) -> None:
     reader = RecordingReader(recording)
     start = reader.wall_at(reader.start_t)
     local = datetime.fromtimestamp(start)
-    assert record_cli.parse_time("+10s", reader) == start + 10
-    assert record_cli.parse_time("+1m30s", reader) == start + 90
-    assert record_cli.parse_time("-5", reader) == reader.wall_at(reader.end_t) - 5
-    assert record_cli.parse_time(local.strftime("%H:%M:%S"), reader) == pytest.approx(start, abs=1)
-    assert record_cli.parse_time(local.strftime("%Y-%m-%d %H:%M:%S"), reader) == pytest.approx(start, abs=1)
+    assert replay_cli.parse_time("+10s", reader) == start + 10
+    assert replay_cli.parse_time("+1m30s", reader) == start + 90
+    assert replay_cli.parse_time("-5", reader) == reader.wall_at(reader.end_t) - 5
+    assert replay_cli.parse_time(local.strftime("%H:%M:%S"), reader) == pytest.approx(start, abs=1)
+    assert replay_cli.parse_time(local.strftime("%Y-%m-%d %H:%M:%S"), reader) == pytest.approx(start, abs=1)
     with pytest.raises(ValueError, match="give HH:MM"):
-        record_cli.parse_time("yesterday", reader)
+        replay_cli.parse_time("yesterday", reader)
 
 
 def test_replay_command_opens_the_source_at_the_asked_time(recording: Path) -> None:
-    seen: list[ReplaySource] = []
-
-    def show(source: ReplaySource, _args: argparse.Namespace) -> int:
-        seen.append(source)
-        return 0
-
     args = _parser().parse_args(["replay", str(recording), "--speed", "4", "--from", "+12s", "--paused"])
-    assert record_cli.main(args, run_replay=show) == 0
-    (source,) = seen
+    source = replay_cli.open_replay(args)
     assert source.speed == 4 and not source.playing
     assert source._seek_to == T0 + 12
 
@@ -609,10 +606,10 @@ def test_export_command_writes_the_file_and_errors_are_one_line(
     args = _parser().parse_args(
         ["export", str(recording), "--to", "csv", "--metrics", "status,gpu_temp", "-o", str(out)]
     )
-    assert record_cli.main(args) == 0
+    assert export_cli.run(args) == 0
     assert out.read_text().splitlines()[0] == "time,t,node,status,gpu_temp"
     args = _parser().parse_args(["export", str(tmp_path / "nope.db"), "--to", "jsonl"])
-    assert record_cli.main(args) == 2
+    assert export_cli.run(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "nope.db: no such recording" in err
 
@@ -620,12 +617,12 @@ def test_export_command_writes_the_file_and_errors_are_one_line(
 def test_record_options_make_a_recorder_or_a_black_box(tmp_path: Path) -> None:
     fleet = fleet_spec()
     parser = _parser()
-    assert record_cli.recorder_from_args(parser.parse_args([]), fleet) is None
-    recorder = record_cli.recorder_from_args(parser.parse_args(["--record", str(tmp_path / "a.db")]), fleet)
+    assert options.recorder_from_args(parser.parse_args([]), fleet) is None
+    recorder = options.recorder_from_args(parser.parse_args(["--record", str(tmp_path / "a.db")]), fleet)
     assert type(recorder) is Recorder and recorder.store.max_bytes == 1024**3
     recorder.close()
     args = parser.parse_args(["--black-box", "5", "--black-box-file", str(tmp_path / "b.db"), "--record-max-mb", "10"])
-    box = record_cli.recorder_from_args(args, fleet)
+    box = options.recorder_from_args(args, fleet)
     assert isinstance(box, BlackBox) and box.window_s == 300 and box.store.max_bytes == 10 * 1024 * 1024
     box.close()
     with pytest.raises(SystemExit):

@@ -31,6 +31,7 @@ import aiohttp
 import psutil
 import pytest
 
+from sparktui.cli import serve as serve_cli
 from sparktui.ui import serve
 from sparktui.ui.serve import Access, UsageError, dashboard_command, is_loopback, resolve_access
 
@@ -110,13 +111,13 @@ def demo_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 class Served:
-    """``python -m sparktui.ui.serve ARGS`` (the CLI's ``serve``) on 127.0.0.1, port 0."""
+    """``python -m sparktui serve ARGS`` on 127.0.0.1, port 0."""
 
     def __init__(self, folder: Path, args: list[str], env: dict[str, str], port: int = 0) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.out = folder / "serve.out"
         self.err = folder / "serve.err"
-        command = [sys.executable, "-m", "sparktui.ui.serve", "--host", "127.0.0.1", "--port", str(port), *args]
+        command = [sys.executable, "-m", "sparktui", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err, env=env)
         line = _wait_for("sparktui serve listening", self._address_line, 30, self.err)
@@ -652,7 +653,7 @@ def _cli_like_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kiosk", action="store_true")
     parser.add_argument("--theme")
     sub = parser.add_subparsers(dest="command")
-    serve.add_parser(sub)
+    serve_cli.add_parser(sub)
     return parser
 
 
@@ -663,7 +664,7 @@ def test_the_global_options_work_before_or_after_serve() -> None:
         assert args.command == "serve" and args.kiosk is True, argv
     plain = parser.parse_args(["serve"])
     assert plain.kiosk is False and plain.read_only is False and plain.config is None
-    assert plain.host == "127.0.0.1" and plain.port == serve.DEFAULT_PORT and not plain.allow_actions
+    assert plain.host == "127.0.0.1" and plain.port == serve_cli.DEFAULT_PORT and not plain.allow_actions
     configured = parser.parse_args(["--config", "a.toml", "serve", "--config", "b.toml", "--theme", "spark-light"])
     assert configured.config == Path("b.toml") and configured.theme == "spark-light"
     with pytest.raises(SystemExit):

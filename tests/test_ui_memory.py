@@ -54,7 +54,7 @@ async def test_node_screens_no_longer_kept_are_removed() -> None:
 
 @pytest.mark.parametrize("consumer", ["dashboard", "watch"])
 def test_counter_history_spans_a_couple_of_windows_not_fifteen_minutes(consumer: str) -> None:
-    from sparktui.watch import Watcher
+    from sparktui.headless.watch import Watcher
 
     clock = Clock()
     app = (

@@ -24,10 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.cli import watch as watch_cli
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DEFAULT_NODES, DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import Finding
+from sparktui.headless.watch import Watcher, check_alerts, run_check, watch
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation, VllmObservation
@@ -35,7 +37,6 @@ from sparktui.model.specs import FleetSpec
 from sparktui.sources.http import make_client
 from sparktui.sources.live import FleetSink
 from sparktui.sources.poller import FleetPoller
-from sparktui.watch import Watcher, add_parser, check_alerts, main, run_check, watch
 from tests.fixture_fleet import free_port
 from tests.test_diagnosis import MTP2, Rig, ok, refused, serving_sample
 from tests.test_notify import BOT_TOKEN, HOOK_SECRET, SLACK_SECRET, Behaviour, Receiver, wait_until
@@ -428,7 +429,7 @@ def test_run_check_diagnoses_once_and_prints_the_lines() -> None:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sparktui")
     top.add_argument("--config", type=Path)  # as the CLI's own parser
-    add_parser(top.add_subparsers(dest="command"))
+    watch_cli.add_parser(top.add_subparsers(dest="command"))
     return top
 
 
@@ -441,7 +442,7 @@ def test_the_subcommand_parses_its_options() -> None:
 def test_main_reports_a_bad_config_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "fleet.toml"
     bad.write_text(SERVING_NODE + '[[notifiers]]\nkind = "telegram"\ntoken_env = "NOT_SET_ANYWHERE"\nchat_id = 1\n')
-    assert main(parser().parse_args(["--config", str(bad), "watch", "--for", "1"])) == 2
+    assert watch_cli.run(parser().parse_args(["--config", str(bad), "watch", "--for", "1"])) == 2
     err = capsys.readouterr().err
     assert err == (
         f"{bad}: notifiers[0].token_env: environment variable NOT_SET_ANYWHERE is not set; "
@@ -456,7 +457,7 @@ def test_main_watches_for_the_given_time(tmp_path: Path, capsys: pytest.CaptureF
         f'poll_interval_s = 0.2\n[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n'
         f"[nodes.ssh]\nenabled = false\n[[nodes.vllm]]\nport = {port}\n"
     )
-    assert main(parser().parse_args(["--config", str(config), "watch", "--for", "1", "--journal", "no"])) == 0
+    assert watch_cli.run(parser().parse_args(["--config", str(config), "watch", "--for", "1", "--journal", "no"])) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("info event=start nodes=1 rules=11 notifiers=none interval_s=0.2 config=")
     assert lines[-1].startswith("info event=stop ticks=")
@@ -473,7 +474,7 @@ async def test_json_values_in_log_lines_are_escaped() -> None:
 
 def test_the_watcher_and_the_notifiers_load_no_ui_library() -> None:
     code = (
-        "import sys, sparktui.notify, sparktui.watch\n"
+        "import sys, sparktui.notify, sparktui.headless.watch\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'click'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

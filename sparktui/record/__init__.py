@@ -8,7 +8,6 @@
 - ``blackbox``: ``BlackBox``, a recorder that keeps only the minutes around incidents;
 - ``replay``: ``ReplaySource``, a recording as a ``FleetSource`` (it drives the monitor core's ticks);
 - ``export``: the derived numbers per node per tick, as JSON lines or CSV;
-- ``cli``: ``sparktui replay``, ``sparktui export`` and the ``--record``/``--black-box`` options.
 
 It uses the model, the monitor core and the sources' protocols; it never imports the UI or the CLI.
 """

@@ -7,6 +7,8 @@ node with regex label matchers::
     {__name__=~"<every series sparktui reads>|up", instance=~"a:8000|a:9835|b:8000|..."}
       or label_replace(timestamp(up{instance=~"..."}), "sparktui_scrape", "ts", "", "")
 
+(its text, like every query's, is ``sparktui.sources.promql``'s).
+
 It returns the latest value of exactly the series direct mode reads (``model.vllm.WANTED``, the GPU
 exporter and node_exporter series of ``model.exporters`` / ``model.memory``), ``up`` for the health of
 each target, and the time of each target's last scrape. Both halves come from one evaluation, so they
@@ -37,7 +39,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparktui.model import exporters, memory
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
@@ -50,15 +51,13 @@ from sparktui.model.specs import (
     SshSpec,
     VllmSpec,
     check_host,
-    parse_selector,
 )
-from sparktui.model.vllm import WANTED
 from sparktui.sources._httpx import httpx
 from sparktui.sources.collector import NodeCollector
 from sparktui.sources.http import USER_AGENT, make_client, origin_of
 from sparktui.sources.live import FleetSink, FleetSource, LiveFleet
+from sparktui.sources.promql import SCRAPE_LABEL, discovery_queries, refresh_query
 
-SCRAPE_LABEL = "sparktui_scrape"  # marks the scrape-time half of the refresh query
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
 # Labels Prometheus adds to every series of a target: not part of what the endpoint exported.
 TARGET_LABELS = frozenset({"instance", "job"})
@@ -67,77 +66,6 @@ BACKFILL_STEPS = 6
 
 class PrometheusError(Exception):
     """Prometheus did not answer a query usefully. The message is one line for the operator."""
-
-
-# --- which series -------------------------------------------------------------------------------------
-
-
-def exporter_series_names() -> tuple[str, ...]:
-    """Every series the GPU exporter and node_exporter readers use (from their own tables)."""
-    names: set[str] = set()
-    for wires in (exporters.NVIDIA_WIRES, exporters.DGX_SPARK_WIRES, exporters.DCGM_WIRES):
-        for choices in wires.values():
-            names.update(wire for wire, _multiplier in choices)
-    names.update((exporters.NVIDIA_INFO, exporters.NVIDIA_INDEX, exporters.NVIDIA_COLLECT_OK))
-    names.update(exporters.DCGM_FB_PARTS)
-    names.update(exporters.DGX_SPARK_HOST_MEMORY)
-    meminfo = ("MemTotal", "MemAvailable", "MemFree", "Buffers", "Cached", "Shmem", "Dirty", "Writeback")
-    names.update(memory.NODE_MEMORY.format(key=key) for key in (*meminfo, "SReclaimable"))
-    names.update((memory.NODE_PSI_SOME_TOTAL, memory.NODE_PSI_FULL_TOTAL))
-    return tuple(sorted(names))
-
-
-def series_names() -> tuple[str, ...]:
-    """What one refresh asks for: everything direct mode reads, and ``up``."""
-    return tuple(sorted({*WANTED, *exporter_series_names(), "up"}))
-
-
-# --- PromQL text ----------------------------------------------------------------------------------------
-
-_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
-
-
-def regex_escape(value: str) -> str:
-    """``value`` as a literal inside an RE2 regular expression (Prometheus's ``=~``)."""
-    return _RE2_SPECIAL.sub(r"\\\1", value)
-
-
-def promql_string(value: str) -> str:
-    """A PromQL double-quoted string literal."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def label_matchers(targets: Iterable[PrometheusTarget], selector: str | None = None) -> str:
-    """``instance=~"a:1|b:2",cluster="lab"``: one matcher per mapped label, over every target."""
-    values: dict[str, set[str]] = {}
-    for target in targets:
-        for name, value in target.labels:
-            values.setdefault(name, set()).add(value)
-    parts: list[str] = []
-    for name in sorted(values):
-        found = sorted(values[name])
-        if len(found) == 1:
-            parts.append(f"{name}={promql_string(found[0])}")
-        else:
-            parts.append(f"{name}=~{promql_string('|'.join(regex_escape(v) for v in found))}")
-    if selector:
-        parts.extend(f"{name}{op}{promql_string(_unescape(value))}" for name, op, value in parse_selector(selector))
-    return ",".join(parts)
-
-
-def _unescape(value: str) -> str:
-    """The value of a PromQL string literal's body (the selector is written as PromQL)."""
-    return re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), value)
-
-
-def refresh_query(targets: Sequence[PrometheusTarget], selector: str | None = None) -> str:
-    """The one query of a refresh: current values and each target's scrape time, in one evaluation."""
-    matchers = label_matchers(targets, selector)
-    names = "|".join(regex_escape(name) for name in series_names())
-    return (
-        f"{{__name__=~{promql_string(names)},{matchers}}} or "
-        f'label_replace(timestamp(up{{{matchers}}}), "{SCRAPE_LABEL}", "ts", "", "")'
-    )
 
 
 # --- the HTTP API ---------------------------------------------------------------------------------------
@@ -751,15 +679,8 @@ async def discover_nodes(spec: PrometheusSpec, client: httpx.AsyncClient, timeou
     grouped by the host of ``instance`` (so this needs the default ``instance = "{address}"`` mapping).
     SSH is left off: the found nodes have no host state or actions until the config says how."""
     prometheus = PrometheusClient(spec, client, timeout_s)
-    selector = ("," + label_matchers((), spec.selector)) if spec.selector else ""
-    kinds = {
-        "vllm": '{__name__=~"vllm:num_requests_running|vllm:generation_tokens_total"' + selector + "}",
-        "gpu_exporter": (
-            '{__name__=~"nvidia_smi_gpu_info|DCGM_FI_DEV_GPU_TEMP|gpu_temperature_celsius"' + selector + "}"
-        ),
-        "node_exporter": '{__name__="node_memory_MemTotal_bytes"' + selector + "}",
-    }
-    answers = await asyncio.gather(*(prometheus.query(f"group by (instance) ({q})") for q in kinds.values()))
+    kinds = discovery_queries(spec)
+    answers = await asyncio.gather(*(prometheus.query(query) for query in kinds.values()))
     found: dict[str, dict[str, list[str]]] = {}  # host -> kind -> ports
     for kind, answer in zip(kinds, answers, strict=True):
         for entry in answer:

@@ -17,8 +17,7 @@ and keeps a wall screen alive without anybody at it: a session ends when its das
 ends (textual-serve would leave a dead dashboard's last picture on the page), and the kiosk's page
 reopens a session that ended or went silent as soon as the server answers again.
 
-The module imports only the standard library at the top: the CLI builds its parser from
-``add_parser`` for every command, the headless ones included, which must not load aiohttp or Textual.
+The options are ``sparktui.cli.serve``'s; ``main`` serves what they ask for.
 """
 
 from __future__ import annotations
@@ -49,10 +48,6 @@ if TYPE_CHECKING:
     from aiohttp import web
     from aiohttp.typedefs import Handler
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8088  # not 8000/8001 (vLLM), 8765/8882 (speech), 9835 (the GPU exporter)
-DEFAULT_MAX_SESSIONS = 8
-DEFAULT_FONT_SIZE = 16
 MIN_TOKEN_CHARS = 16
 TOKEN_QUERY = "token"
 TOKEN_COOKIE = "sparktui_token"
@@ -174,9 +169,9 @@ class ServeSettings:
     command: str
     access: Access
     title: str
+    max_sessions: int
+    font_size: int
     token_digest: bytes | None = field(default=None, repr=False)
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    font_size: int = DEFAULT_FONT_SIZE
 
 
 # The page textual-serve ships asks Google for its font; a closet network often has no internet, and the
@@ -545,67 +540,6 @@ def _demo_fleet() -> Iterator[Path]:
 # --- the command ----------------------------------------------------------------------------------------
 
 
-SERVE_DESCRIPTION = """\
-Serve the dashboard in a browser (through textual-serve): each browser session runs its own dashboard
-on the configured fleet. Bound to anything but loopback it is read-only unless --allow-actions (which
-needs a token). With a token, the page is opened once as http://HOST:PORT/?token=TOKEN; after that a
-cookie carries it. docs/kiosk.md has a wall-screen setup."""
-
-SERVE_EPILOG = """\
-examples:
-  sparktui serve --kiosk                                   kiosk on http://127.0.0.1:8088/
-  sparktui serve --kiosk --host 0.0.0.0 --token-file ~/.config/sparktui/serve-token
-  chromium --kiosk --app='http://spark-mon:8088/?token=...'
-"""
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``sparktui serve``. The global options are repeated here with no default, so they
-    work before or after ``serve`` (``sparktui --kiosk serve`` and ``sparktui serve --kiosk``)."""
-    quiet = argparse.SUPPRESS
-    parser.add_argument("--config", type=Path, default=quiet, help="fleet config (default: $SPARKTUI_CONFIG, XDG)")
-    parser.add_argument("--kiosk", action="store_true", default=quiet, help="serve the read-only rotating kiosk")
-    parser.add_argument("--read-only", action="store_true", default=quiet, help="serve the dashboard without actions")
-    parser.add_argument("--theme", default=quiet, help="spark-dark (default), spark-light or high-contrast")
-    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
-    parser.add_argument(
-        "--allow-actions",
-        action="store_true",
-        help="keep the recovery actions on a non-loopback address (needs a token; refused with --kiosk)",
-    )
-    token = parser.add_mutually_exclusive_group()
-    token.add_argument("--token-file", type=Path, metavar="FILE", help="access token: the first line of FILE")
-    token.add_argument("--token-env", metavar="VAR", help="access token: the environment variable VAR")
-    parser.add_argument("--demo", action="store_true", help="serve the dashboard of a demo fleet started here")
-    parser.add_argument(
-        "--max-sessions",
-        type=int,
-        default=DEFAULT_MAX_SESSIONS,
-        metavar="N",
-        help=f"browser sessions at once, each a dashboard process (default {DEFAULT_MAX_SESSIONS})",
-    )
-    parser.add_argument(
-        "--font-size",
-        type=int,
-        default=DEFAULT_FONT_SIZE,
-        metavar="PX",
-        help=f"terminal font size in the page (default {DEFAULT_FONT_SIZE}; ?fontsize=N in the address too)",
-    )
-
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    parser = sub.add_parser(
-        "serve",
-        help="the dashboard in a browser (textual-serve), for a wall screen",
-        description=SERVE_DESCRIPTION,
-        epilog=SERVE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
-    return parser
-
-
 def _config_path(args: argparse.Namespace) -> Path:
     from sparktui.config import ConfigError, default_config_path, load_config
 
@@ -664,14 +598,3 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
-
-
-def _standalone_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sparktui serve", description=SERVE_DESCRIPTION, epilog=SERVE_EPILOG)
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    add_arguments(parser)
-    return parser
-
-
-if __name__ == "__main__":
-    sys.exit(main(_standalone_parser().parse_args()))

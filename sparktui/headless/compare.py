@@ -1,147 +1,23 @@
-"""PromQL for every number sparktui shows, and ``snapshot --compare``: sparktui's direct numbers beside
-Prometheus's own for the same nodes (docs/prometheus.md).
-
-Each number is one query batched over every vLLM target (``sum by (<target labels>, model_name)``),
-written the way vLLM's Grafana dashboards write it (``reference/vllm/grafana.md``): ``rate()`` of the
-counters, ratios of rates, ``histogram_quantile()`` over ``sum by (le) (rate(..._bucket[w]))``, the
-gauges as they are. Metric-name fallbacks come from the same tables the normaliser uses
-(``model.vllm``), joined with ``or``.
-
-Over the same samples the two agree exactly: Prometheus's ``rate(x[w])`` extrapolates to the ends of
-the window, and when the window starts and ends on a sample, as the comparison test arranges, it is
-``(last - first) / (t_last - t_first)``, which is what sparktui computes. In everyday use the direct
-polls and Prometheus's scrapes happen at different instants, so rates differ by the traffic of up to
-one scrape interval at each end of the window, and quantiles by the requests that finished in it.
+"""``sparktui snapshot --compare``: sparktui's direct numbers beside Prometheus's own for the same nodes
+(docs/prometheus.md). The PromQL of each number is ``sparktui.sources.promql``'s; here are the two
+sides (the instance views' numbers, Prometheus's answers) and the side-by-side text.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from sparktui.model.vllm import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS
+from sparktui.sources.promql import LATENCIES, NUMBERS, Number, label_matchers, render
 
 if TYPE_CHECKING:
     from sparktui.model.fleet import InstanceView
     from sparktui.model.specs import FleetSpec, PrometheusSpec, PrometheusTarget
     from sparktui.sources.prometheus import PrometheusClient
-
-# The sources (httpx and the fleet model) are imported where they are used: the CLI builds its parser
-# with add_compare_argument and must start fast.
-
-QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
-LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
-
-
-@dataclass(frozen=True, slots=True)
-class Number:
-    """One number on the screen: its key, how it is shown, and its PromQL (``{sel}`` the target
-    matchers, ``{w}`` the window, ``{by}`` the grouping labels)."""
-
-    key: str
-    label: str
-    promql: str
-    unit: str = ""
-    percent: bool = False
-
-
-def _counter(key: str, sel: str = "{sel}") -> str:
-    """``sum by ({by}) (rate(<counter>[{w}]))``, with the version fallbacks joined by ``or``."""
-    wires = COUNTERS[key]
-    return " or ".join(f"sum by ({{by}}) (rate({wire}{{{{{sel}}}}}[{{w}}]))" for wire in wires)
-
-
-def _labelled(key: str, value: str | None = None, extra_by: str = "") -> str:
-    wire, label = LABELLED_COUNTERS[key]
-    sel = "{sel}" if value is None else f'{{sel}},{label}="{value}"'
-    return f"sum by ({{by}}{extra_by}) (rate({wire}{{{{{sel}}}}}[{{w}}]))"
-
-
-def _ratio(numerator: str, denominator: str) -> str:
-    return f"({numerator}) / ({denominator})"
-
-
-def _gauge(key: str, how: str) -> str:
-    return " or ".join(f"{how} by ({{by}}) ({wire}{{{{{{sel}}}}}})" for wire in GAUGES[key])
-
-
-def _histogram_quantile(key: str, q: float) -> str:
-    return " or ".join(
-        f"histogram_quantile({q}, sum by ({{by}}, le) (rate({base}_bucket{{{{{{sel}}}}}}[{{w}}])))"
-        for base in HISTOGRAMS[key]
-    )
-
-
-def _histogram_mean(key: str) -> str:
-    def mean(base: str) -> str:
-        total = f"sum by ({{by}}) (rate({base}_sum{{{{{{sel}}}}}}[{{w}}]))"
-        count = f"sum by ({{by}}) (rate({base}_count{{{{{{sel}}}}}}[{{w}}]))"
-        return f"({total} / {count})"
-
-    return " or ".join(mean(base) for base in HISTOGRAMS[key])
-
-
-def numbers() -> tuple[Number, ...]:
-    """Every number sparktui shows for a vLLM instance, with its PromQL."""
-    out = [
-        Number("generation_tokens_per_s", "generation", _counter("generation_tokens"), " tok/s"),
-        Number("prompt_tokens_per_s", "prompt", _counter("prompt_tokens"), " tok/s"),
-        Number(
-            "prompt_tokens_computed_per_s", "prompt computed", _labelled("prompt_by_source", "local_compute"), " tok/s"
-        ),
-        Number("requests_finished_per_s", "finished", _labelled("finished"), " req/s"),
-        Number(
-            "prefix_cache_hit_rate",
-            "prefix cache hit",
-            _ratio(_counter("prefix_cache_hits"), _counter("prefix_cache_queries")),
-            percent=True,
-        ),
-        Number("preemptions_per_s", "preemptions", _counter("preemptions"), " /s"),
-        Number(
-            "acceptance_rate",
-            "draft acceptance",
-            _ratio(_counter("spec_accepted_tokens"), _counter("spec_draft_tokens")),
-            percent=True,
-        ),
-        Number(
-            "mean_acceptance_length",
-            "mean acceptance length",
-            "1 + " + _ratio(_counter("spec_accepted_tokens"), _counter("spec_drafts")),
-        ),
-        Number(
-            "per_position",
-            "acceptance at position",
-            f"({_labelled('spec_accepted_pos', extra_by=', position')}) / ignoring (position) group_left () "
-            f"({_counter('spec_drafts')})",
-            percent=True,
-        ),
-    ]
-    for key, label in LATENCIES:
-        for name, q in QUANTILES:
-            out.append(Number(f"{key}_{name}", f"{label} {name}", _histogram_quantile(key, q), " s"))
-        out.append(Number(f"{key}_mean", f"{label} mean", _histogram_mean(key), " s"))
-    out += [
-        Number("kv_usage", "KV cache usage", _gauge("kv_usage", "max"), percent=True),
-        Number("running", "running", _gauge("running", "sum")),
-        Number("waiting", "waiting", _gauge("waiting", "sum")),
-    ]
-    return tuple(out)
-
-
-NUMBERS = numbers()
-
-
-def render(number: Number, matchers: str, window_s: float, by: Sequence[str]) -> str:
-    """The PromQL of ``number`` for targets picked by ``matchers`` over ``window_s`` (to the millisecond)."""
-    window = f"{max(1, round(window_s * 1000))}ms"
-    return number.promql.format(sel=matchers, w=window, by=", ".join(by))
-
 
 # --- sparktui's side ------------------------------------------------------------------------------------
 
@@ -200,8 +76,6 @@ async def promql_numbers(
     """Every number of every vLLM target, as Prometheus computes it at ``at`` over ``window_s``: one
     query per number, all targets at once, sent together. Per model, the first model name (as the
     dashboard shows); per position also the conditional acceptance P[i] / P[i-1]."""
-    from sparktui.sources.prometheus import label_matchers
-
     vllm = [t for t in targets if t.kind == "vllm"]
     if not vllm:
         return {}
@@ -237,22 +111,6 @@ async def promql_numbers(
 
 
 # --- snapshot --compare ---------------------------------------------------------------------------------
-
-
-def add_compare_argument(parser: argparse.ArgumentParser) -> None:
-    """``--compare`` and ``--window`` for ``sparktui snapshot``."""
-    parser.add_argument(
-        "--compare",
-        action="store_true",
-        help="print sparktui's direct numbers beside Prometheus's own for the same nodes (needs [prometheus])",
-    )
-    parser.add_argument(
-        "--window",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="with --compare: the window of rates and quantiles, polled directly meanwhile (default 30)",
-    )
 
 
 def _shown(number: Number | None, value: float | None) -> str:

@@ -1,4 +1,4 @@
-"""The headless commands: ``snapshot`` and ``check``. Plain text or JSON, no Textual, no Rich."""
+"""The headless commands' collection and output: ``snapshot`` and ``check``. Plain text or JSON, no Textual, no Rich."""
 
 from __future__ import annotations
 

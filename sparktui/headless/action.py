@@ -17,7 +17,7 @@ from typing import TextIO
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import DEFAULT_SETTINGS, ActionKind, ActionPlan, ActionSettings, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner, Outcome
-from sparktui.headless import collect
+from sparktui.headless.snapshot import collect
 from sparktui.model.fleet import NodeView
 from sparktui.model.specs import FleetSpec
 

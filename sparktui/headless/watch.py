@@ -18,15 +18,12 @@ journald strips and records as the entry's priority, so ``journalctl -p warning`
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparktui.config import catalogue_for
@@ -40,15 +37,12 @@ from sparktui.model.specs import FleetSpec
 from sparktui.monitor.core import WINDOW_S, Monitor, MonitorObserver, collect_error_text
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
 from sparktui.sources.live import FleetSink, FleetSource
-from sparktui.sources.prometheus import PrometheusError, fleet_source
-from sparktui.watch_args import add_parser  # the parser lives apart (start-up cost); re-exported
+from sparktui.sources.prometheus import fleet_source
 
 if TYPE_CHECKING:
     from sparktui.record.recorder import Recorder
 
-__all__ = ["Watcher", "add_parser", "check_alerts", "main", "run_check", "watch"]
-
-EXIT_CONFIG = 2
+__all__ = ["Watcher", "check_alerts", "main", "run_check", "watch"]
 # syslog priorities (sd-daemon(3)): journald reads a leading "<N>" as the line's priority.
 PRIORITIES: Mapping[str, int] = {"crit": 2, "err": 3, "warning": 4, "notice": 5, "info": 6}
 _FIRING_LEVEL = {Severity.CRIT: "crit", Severity.WARN: "warning", Severity.INFO: "notice"}
@@ -363,46 +357,13 @@ def run_check(fleet: FleetSpec, state: FleetState, now: float, *, out: TextIO | 
     return code
 
 
-# --- the command line -----------------------------------------------------------------------------------
+# --- the command ------------------------------------------------------------------------------------------
 
 
-def main(args: argparse.Namespace) -> int:
-    """``sparktui watch``: load the config (``--config``), watch until SIGTERM/SIGINT or ``--for``."""
-    from sparktui.config import ConfigError, load_config
-
-    try:
-        config = getattr(args, "config", None)
-        fleet = load_config(Path(config) if config is not None else None)
-    except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_CONFIG
-    if fleet.prometheus is not None and not fleet.nodes:
-        from sparktui.sources.prometheus import with_discovered_nodes
-
-        try:
-            fleet = asyncio.run(with_discovered_nodes(fleet))
-        except PrometheusError as exc:
-            print(str(exc), file=sys.stderr)
-            return EXIT_CONFIG
-    stop_after_s = getattr(args, "stop_after_s", None)
-    if stop_after_s is not None and stop_after_s <= 0:
-        print("sparktui watch: --for must be a number of seconds above 0", file=sys.stderr)
-        return EXIT_CONFIG
-    choice = getattr(args, "journal", "auto")
-    journal = choice == "yes" or (choice == "auto" and bool(os.environ.get("JOURNAL_STREAM")))
-    from sparktui.record.cli import recorder_from_args
-    from sparktui.record.types import RecordingError
-
-    try:
-        recorder = recorder_from_args(args, fleet) if hasattr(args, "record") else None
-    except RecordingError as exc:
-        print(f"sparktui watch: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        return asyncio.run(_main(fleet, stop_after_s=stop_after_s, journal=journal, recorder=recorder))
-    finally:
-        if recorder is not None:
-            recorder.close()
+def main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorder: Recorder | None = None) -> int:
+    """``sparktui watch`` once its arguments are read (``sparktui.cli.watch``): watch until SIGTERM/SIGINT
+    or ``stop_after_s``; ``recorder`` (--record, --black-box) gets what is collected and what the core derives."""
+    return asyncio.run(_main(fleet, stop_after_s=stop_after_s, journal=journal, recorder=recorder))
 
 
 async def _main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorder: Recorder | None) -> int:

@@ -1,0 +1,34 @@
+"""``sparktui action NODE ACTION``: its arguments, read into the terminal flow of ``sparktui.headless.action``."""
+
+from __future__ import annotations
+
+import argparse
+
+from sparktui.cli.common import EXIT_CONFIG, load_fleet
+
+ACTIONS = ("restart", "drop-caches", "kill-workers", "warmup")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    action = sub.add_parser(
+        "action",
+        help="run a recovery action on a node (restart, drop-caches, kill-workers, warmup)",
+        description="Collect the node's state, print the plan (node, target, exact commands), confirm on a "
+        "terminal (or --yes), run it and print the result; every action goes to the audit log "
+        "(docs/actions.md). Exit 0 done, 1 failed, 2 refused or not confirmed.",
+    )
+    action.add_argument("node", metavar="NODE", help="the node's name in the config")
+    action.add_argument("action", metavar="ACTION", choices=ACTIONS, help=", ".join(ACTIONS))
+    action.add_argument("--instance", metavar="NAME", help="which vLLM of the node (needed when it runs several)")
+    action.add_argument("--yes", action="store_true", help="run without asking (for scripts)")
+    return action
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparktui.headless import action
+
+    fleet = load_fleet(args.config)
+    if fleet is None:
+        return EXIT_CONFIG
+    read_only = bool(args.read_only or args.kiosk)
+    return action.main(fleet, args.node, args.action, instance=args.instance, yes=args.yes, read_only=read_only)

@@ -1,0 +1,88 @@
+"""``sparktui init HOST [HOST ...]``: its arguments; ``sparktui.headless.init`` probes the hosts and writes
+the config."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+INIT_DESCRIPTION = """\
+Probe each HOST and write a commented config for it: one [[nodes]] per host, named from its hostname.
+
+Over HTTP (all at once, short timeouts), every port below is asked /version, /v1/models, /metrics,
+/health and /api/tags; what answers says what it is: a vLLM ({"version": ...} on /version), a GPU
+exporter or node_exporter (/metrics, told apart by metric names), Ollama (/api/tags) or a side
+service (/health). Over SSH (with --user, --port, --key, --known-hosts), the systemd units and docker
+containers that run vLLM are read, with their `vllm serve` command lines: --port (and docker's
+-p HOST:CONTAINER), --gpu-memory-utilization and --served-model-name.
+
+Every value in the file has a comment saying how it was found; what was probed and not found is
+listed in comments. The file is validated before it is written, and an existing file is only
+replaced with --force. An SSH problem (unknown host key...) is reported in one line and skips SSH
+for that host only; its HTTP findings are still written. docs/init.md has the details and an example."""
+
+INIT_EPILOG = """\
+ports probed by default:
+  vLLM           8000, 8001                      (--vllm-ports replaces them)
+  services       asr=8765, tts=8882, ollama=11434 (--service-ports replaces them)
+  exporters      9835, 9400, 9100                (--exporter-ports replaces them)
+  --ports adds ports to the list, each recognised by what it answers.
+
+examples:
+  sparktui init 192.168.1.11 192.168.1.12 --user milo
+  sparktui init spark1 --print --no-ssh
+  sparktui init 127.0.0.1 --vllm-ports 18001,18002 --service-ports asr=18765 --exporter-ports 19835
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    init = sub.add_parser(
+        "init",
+        help="probe hosts and write a commented config",
+        description=INIT_DESCRIPTION,
+        epilog=INIT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("hosts", nargs="+", metavar="HOST", help="host name or IP address of a node")
+    where = init.add_mutually_exclusive_group()
+    where.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        metavar="FILE",
+        help="write here (default: --config, else $SPARKTUI_CONFIG, else the XDG config path)",
+    )
+    where.add_argument(
+        "--print", dest="print_config", action="store_true", help="print the config to stdout, write no file"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite the file if it exists")
+    ssh = init.add_argument_group("SSH (written into each node's [nodes.ssh])")
+    ssh.add_argument("--user", help="SSH user (default: your user name)")
+    ssh.add_argument("--port", type=int, help="SSH port (default 22)")
+    ssh.add_argument("--key", type=Path, metavar="FILE", help="private key (default: the SSH agent, ~/.ssh/id_*)")
+    ssh.add_argument(
+        "--known-hosts",
+        type=Path,
+        metavar="FILE",
+        help="known_hosts to check host keys against (default ~/.ssh/known_hosts)",
+    )
+    ssh.add_argument("--no-ssh", action="store_true", help="probe over HTTP only")
+    probe = init.add_argument_group("probing")
+    probe.add_argument("--ports", metavar="PORTS", help="more ports to probe, comma-separated (8002,9500)")
+    probe.add_argument("--vllm-ports", metavar="PORTS", help="vLLM ports instead of 8000,8001")
+    probe.add_argument(
+        "--service-ports",
+        metavar="KIND=PORT,...",
+        help="side services instead of asr=8765,tts=8882,ollama=11434 (KIND: asr, tts, ollama, http)",
+    )
+    probe.add_argument("--exporter-ports", metavar="PORTS", help="exporter ports instead of 9835,9400,9100")
+    probe.add_argument(
+        "--timeout", type=float, default=2.0, metavar="SECONDS", help="timeout of each HTTP probe (default 2)"
+    )
+    return init
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparktui.headless import init
+
+    return init.main(args)

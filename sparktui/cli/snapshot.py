@@ -1,0 +1,47 @@
+"""``sparktui snapshot``: scrape every node twice and print every number; ``--compare`` puts them beside
+Prometheus's own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sparktui.cli.common import EXIT_CONFIG, collect_state, load_fleet
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    snap = sub.add_parser("snapshot", help="scrape every node twice and print every number (headless)")
+    snap.add_argument("--json", action="store_true", help="print JSON instead of text")
+    snap.add_argument("--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)")
+    snap.add_argument(
+        "--compare",
+        action="store_true",
+        help="print sparktui's direct numbers beside Prometheus's own for the same nodes (needs [prometheus])",
+    )
+    snap.add_argument(
+        "--window",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --compare: the window of rates and quantiles, polled directly meanwhile (default 30)",
+    )
+    return snap
+
+
+def run(args: argparse.Namespace) -> int:
+    fleet = load_fleet(args.config)
+    if fleet is None:
+        return EXIT_CONFIG
+    if args.compare:
+        from sparktui.headless import compare
+
+        return compare.main(fleet, args.window)
+    found = collect_state(fleet, args.interval)
+    if found is None:
+        return EXIT_CONFIG
+    from sparktui.headless.snapshot import render_snapshot, views_json
+
+    state, now = found
+    views = state.view(now, window_s=None)
+    sys.stdout.write(views_json(views) + "\n" if args.json else render_snapshot(views))
+    return 0

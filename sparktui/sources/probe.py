@@ -1,0 +1,171 @@
+"""What ``sparktui init`` asks the hosts: HTTP probes of the usual ports and SSH discovery.
+
+For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/health``
+and ``/api/tags`` (short timeouts, all concurrently), and over SSH the systemd units and docker
+containers that run vLLM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
+``inspect``). ``sparktui.discovery`` reads the answers; ``sparktui.headless.init`` renders,
+validates and writes the config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparktui.discovery.launches import is_vllm_container, is_vllm_unit
+from sparktui.discovery.names import config_name
+from sparktui.discovery.probes import PROBE_PATHS, PortFinding, classify_port
+from sparktui.discovery.render import SshFindings, SshSettings, one_line
+from sparktui.discovery.units import (
+    ContainerInfo,
+    UnitInfo,
+    parse_docker_inspect,
+    parse_docker_ps,
+    parse_list_units,
+    parse_systemctl_show,
+)
+from sparktui.model.observations import HttpResult
+from sparktui.model.specs import NodeSpec, SshSpec, url_host
+from sparktui.sources.http import FetchClient, fetch, make_poll_client
+from sparktui.sources.ssh import CommandResult, NodeSsh
+
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_CONTAINERS = 64  # containers inspected per host (one `docker inspect` call)
+COMMAND_TIMEOUT_S = 20.0
+
+LIST_UNITS = "systemctl list-units --type=service --all --no-legend --plain --no-pager"
+SHOW_PROPERTIES = "Id,ActiveState,SubState,Description,FragmentPath,ExecStart"
+DOCKER_PS = "docker ps -a --no-trunc --format '{{.Names}}\\t{{.Image}}\\t{{.Ports}}'"
+
+
+@dataclass(frozen=True, slots=True)
+class SshOutcome:
+    findings: SshFindings | None
+    problem: str | None  # one line naming the host and the fix, when SSH discovery was skipped
+
+
+# --- HTTP ---------------------------------------------------------------------------------------------
+
+
+async def probe_port(client: FetchClient, host: str, port: int, role: str, timeout_s: float) -> PortFinding:
+    base = f"http://{url_host(host)}:{port}"
+    results: list[HttpResult] = await asyncio.gather(
+        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in PROBE_PATHS)
+    )
+    return classify_port(port, role, dict(zip(PROBE_PATHS, results, strict=True)))
+
+
+async def probe_host(
+    client: FetchClient, host: str, ports: Sequence[tuple[int, str]], timeout_s: float
+) -> tuple[PortFinding, ...]:
+    return tuple(await asyncio.gather(*(probe_port(client, host, port, role, timeout_s) for port, role in ports)))
+
+
+# --- SSH ----------------------------------------------------------------------------------------------
+
+
+def _failure(what: str, result: CommandResult) -> str | None:
+    """Why a command gave nothing to read, as a note for the config; None when it worked."""
+    if result.problem is not None:
+        return f"{what}: {result.problem.message}"
+    if result.exit_status == 0:
+        return None
+    tool = what.split(maxsplit=1)[0]
+    if result.exit_status == 127:
+        return f"{tool} is not installed on this host (or not on the SSH session's PATH)"
+    output = (result.stderr or result.stdout).strip()
+    if output:
+        reason = one_line(output.splitlines()[0], 200)
+    elif result.exit_signal:
+        reason = f"killed by {result.exit_signal}"
+    else:
+        reason = f"exit status {result.exit_status}"
+    if tool == "docker" and "permission denied" in reason.lower():
+        return (
+            f"{what}: permission denied ({reason}); add the SSH user to the docker group to let init "
+            "and sparktui read containers"
+        )
+    return f"{what} failed: {reason}"
+
+
+async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
+    listed = await ssh.run(LIST_UNITS, timeout_s=COMMAND_TIMEOUT_S)
+    note = _failure("systemctl list-units", listed)
+    if note is not None:
+        notes.append(note)
+        return ()
+    names = parse_list_units(listed.stdout)
+    if not names:
+        return ()
+    shown = await ssh.run(
+        f"systemctl show --no-pager -p {SHOW_PROPERTIES} -- {' '.join(shlex.quote(n) for n in names)}",
+        timeout_s=COMMAND_TIMEOUT_S,
+    )
+    if shown.problem is not None or not shown.stdout:
+        notes.append(_failure("systemctl show", shown) or "systemctl show printed nothing")
+        return ()
+    return tuple(unit for unit in parse_systemctl_show(shown.stdout) if is_vllm_unit(unit))
+
+
+async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ...]:
+    listed = await ssh.run(DOCKER_PS, timeout_s=COMMAND_TIMEOUT_S)
+    note = _failure("docker ps", listed)
+    if note is not None:
+        notes.append(note)
+        return ()
+    names = parse_docker_ps(listed.stdout)
+    if len(names) > MAX_CONTAINERS:
+        notes.append(f"{len(names)} containers: only the first {MAX_CONTAINERS} were inspected")
+        names = names[:MAX_CONTAINERS]
+    if not names:
+        return ()
+    inspected = await ssh.run(
+        f"docker inspect --type container {' '.join(shlex.quote(n) for n in names)}",
+        timeout_s=COMMAND_TIMEOUT_S,
+    )
+    if inspected.problem is not None:
+        notes.append(_failure("docker inspect", inspected) or "docker inspect failed")
+        return ()
+    # Exit status 1 with a partial array: a container went away between ps and inspect.
+    return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_vllm_container(c))
+
+
+async def ssh_discover(host: str, settings: SshSettings, timeout_s: float) -> SshOutcome:
+    """The host's name, vLLM units and containers; or the problem that stopped SSH (one line)."""
+    spec = SshSpec(
+        user=settings.user,
+        port=settings.port or 22,
+        key_file=Path(settings.key_file) if settings.key_file else None,
+        known_hosts=Path(settings.known_hosts) if settings.known_hosts else None,
+        connect_timeout_s=timeout_s,
+    )
+    node = NodeSpec(name=config_name(host) or "node", host=host, ssh=spec)
+    async with NodeSsh(node) as ssh:
+        first = await ssh.run("hostname", timeout_s=timeout_s + COMMAND_TIMEOUT_S)
+        if first.problem is not None:
+            return SshOutcome(None, first.problem.message)
+        hostname = first.stdout.strip() if first.ok else None
+        notes: list[str] = []
+        units, containers = await asyncio.gather(_units(ssh, notes), _containers(ssh, notes))
+    return SshOutcome(SshFindings(hostname, units, containers, tuple(notes)), None)
+
+
+async def discover(
+    hosts: Sequence[str],
+    ports: Sequence[tuple[int, str]],
+    timeout_s: float,
+    ssh: SshSettings | None,
+    ssh_timeout_s: float,
+) -> tuple[list[tuple[PortFinding, ...]], list[SshOutcome | None]]:
+    """Probe every host over HTTP and (unless ``ssh`` is None) SSH, all at once."""
+    async with make_poll_client() as client:
+        http = [probe_host(client, host, ports, timeout_s) for host in hosts]
+        if ssh is not None:
+            findings, outcomes = await asyncio.gather(
+                asyncio.gather(*http), asyncio.gather(*(ssh_discover(h, ssh, ssh_timeout_s) for h in hosts))
+            )
+            return list(findings), list(outcomes)
+        return list(await asyncio.gather(*http)), [None] * len(hosts)

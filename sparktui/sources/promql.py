@@ -1,0 +1,231 @@
+"""PromQL, all of it: the text of every query sparktui sends to Prometheus (docs/prometheus.md).
+
+- ``refresh_query``: the one instant query of a refresh of ``PrometheusSource``, batched over every
+  target with regex label matchers, and ``series_names`` (what it asks for: everything direct mode reads);
+- ``discovery_queries``: what finds the nodes when the config lists none;
+- ``NUMBERS`` and ``render``: every number sparktui shows for a vLLM instance, as Prometheus would
+  compute it, for ``snapshot --compare``.
+
+The numbers are each one query batched over every vLLM target (``sum by (<target labels>, model_name)``),
+written the way vLLM's Grafana dashboards write it (``reference/vllm/grafana.md``): ``rate()`` of the
+counters, ratios of rates, ``histogram_quantile()`` over ``sum by (le) (rate(..._bucket[w]))``, the
+gauges as they are. Metric-name fallbacks come from the same tables the normaliser uses
+(``model.vllm``), joined with ``or``.
+
+Over the same samples the two agree exactly: Prometheus's ``rate(x[w])`` extrapolates to the ends of
+the window, and when the window starts and ends on a sample, as the comparison test arranges, it is
+``(last - first) / (t_last - t_first)``, which is what sparktui computes. In everyday use the direct
+polls and Prometheus's scrapes happen at different instants, so rates differ by the traffic of up to
+one scrape interval at each end of the window, and quantiles by the requests that finished in it.
+
+Pure text from the model's tables: no I/O here, so the source and the comparison share it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sparktui.model import exporters, memory
+from sparktui.model.specs import PrometheusSpec, PrometheusTarget, parse_selector
+from sparktui.model.vllm import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WANTED
+
+SCRAPE_LABEL = "sparktui_scrape"  # marks the scrape-time half of the refresh query
+
+# --- which series -------------------------------------------------------------------------------------
+
+
+def exporter_series_names() -> tuple[str, ...]:
+    """Every series the GPU exporter and node_exporter readers use (from their own tables)."""
+    names: set[str] = set()
+    for wires in (exporters.NVIDIA_WIRES, exporters.DGX_SPARK_WIRES, exporters.DCGM_WIRES):
+        for choices in wires.values():
+            names.update(wire for wire, _multiplier in choices)
+    names.update((exporters.NVIDIA_INFO, exporters.NVIDIA_INDEX, exporters.NVIDIA_COLLECT_OK))
+    names.update(exporters.DCGM_FB_PARTS)
+    names.update(exporters.DGX_SPARK_HOST_MEMORY)
+    meminfo = ("MemTotal", "MemAvailable", "MemFree", "Buffers", "Cached", "Shmem", "Dirty", "Writeback")
+    names.update(memory.NODE_MEMORY.format(key=key) for key in (*meminfo, "SReclaimable"))
+    names.update((memory.NODE_PSI_SOME_TOTAL, memory.NODE_PSI_FULL_TOTAL))
+    return tuple(sorted(names))
+
+
+def series_names() -> tuple[str, ...]:
+    """What one refresh asks for: everything direct mode reads, and ``up``."""
+    return tuple(sorted({*WANTED, *exporter_series_names(), "up"}))
+
+
+# --- PromQL text ----------------------------------------------------------------------------------------
+
+_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def regex_escape(value: str) -> str:
+    """``value`` as a literal inside an RE2 regular expression (Prometheus's ``=~``)."""
+    return _RE2_SPECIAL.sub(r"\\\1", value)
+
+
+def promql_string(value: str) -> str:
+    """A PromQL double-quoted string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def label_matchers(targets: Iterable[PrometheusTarget], selector: str | None = None) -> str:
+    """``instance=~"a:1|b:2",cluster="lab"``: one matcher per mapped label, over every target."""
+    values: dict[str, set[str]] = {}
+    for target in targets:
+        for name, value in target.labels:
+            values.setdefault(name, set()).add(value)
+    parts: list[str] = []
+    for name in sorted(values):
+        found = sorted(values[name])
+        if len(found) == 1:
+            parts.append(f"{name}={promql_string(found[0])}")
+        else:
+            parts.append(f"{name}=~{promql_string('|'.join(regex_escape(v) for v in found))}")
+    if selector:
+        parts.extend(f"{name}{op}{promql_string(_unescape(value))}" for name, op, value in parse_selector(selector))
+    return ",".join(parts)
+
+
+def _unescape(value: str) -> str:
+    """The value of a PromQL string literal's body (the selector is written as PromQL)."""
+    return re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), value)
+
+
+def refresh_query(targets: Sequence[PrometheusTarget], selector: str | None = None) -> str:
+    """The one query of a refresh: current values and each target's scrape time, in one evaluation."""
+    matchers = label_matchers(targets, selector)
+    names = "|".join(regex_escape(name) for name in series_names())
+    return (
+        f"{{__name__=~{promql_string(names)},{matchers}}} or "
+        f'label_replace(timestamp(up{{{matchers}}}), "{SCRAPE_LABEL}", "ts", "", "")'
+    )
+
+
+# --- node discovery -------------------------------------------------------------------------------------
+
+
+def discovery_queries(spec: PrometheusSpec) -> dict[str, str]:
+    """Per kind of target (vllm, gpu_exporter, node_exporter), the query whose answer has one series per
+    ``instance`` that exports it."""
+    selector = ("," + label_matchers((), spec.selector)) if spec.selector else ""
+    kinds = {
+        "vllm": '{__name__=~"vllm:num_requests_running|vllm:generation_tokens_total"' + selector + "}",
+        "gpu_exporter": (
+            '{__name__=~"nvidia_smi_gpu_info|DCGM_FI_DEV_GPU_TEMP|gpu_temperature_celsius"' + selector + "}"
+        ),
+        "node_exporter": '{__name__="node_memory_MemTotal_bytes"' + selector + "}",
+    }
+    return {kind: f"group by (instance) ({query})" for kind, query in kinds.items()}
+
+
+# --- the numbers on the screen --------------------------------------------------------------------------
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """One number on the screen: its key, how it is shown, and its PromQL (``{sel}`` the target
+    matchers, ``{w}`` the window, ``{by}`` the grouping labels)."""
+
+    key: str
+    label: str
+    promql: str
+    unit: str = ""
+    percent: bool = False
+
+
+def _counter(key: str, sel: str = "{sel}") -> str:
+    """``sum by ({by}) (rate(<counter>[{w}]))``, with the version fallbacks joined by ``or``."""
+    wires = COUNTERS[key]
+    return " or ".join(f"sum by ({{by}}) (rate({wire}{{{{{sel}}}}}[{{w}}]))" for wire in wires)
+
+
+def _labelled(key: str, value: str | None = None, extra_by: str = "") -> str:
+    wire, label = LABELLED_COUNTERS[key]
+    sel = "{sel}" if value is None else f'{{sel}},{label}="{value}"'
+    return f"sum by ({{by}}{extra_by}) (rate({wire}{{{{{sel}}}}}[{{w}}]))"
+
+
+def _ratio(numerator: str, denominator: str) -> str:
+    return f"({numerator}) / ({denominator})"
+
+
+def _gauge(key: str, how: str) -> str:
+    return " or ".join(f"{how} by ({{by}}) ({wire}{{{{{{sel}}}}}})" for wire in GAUGES[key])
+
+
+def _histogram_quantile(key: str, q: float) -> str:
+    return " or ".join(
+        f"histogram_quantile({q}, sum by ({{by}}, le) (rate({base}_bucket{{{{{{sel}}}}}}[{{w}}])))"
+        for base in HISTOGRAMS[key]
+    )
+
+
+def _histogram_mean(key: str) -> str:
+    def mean(base: str) -> str:
+        total = f"sum by ({{by}}) (rate({base}_sum{{{{{{sel}}}}}}[{{w}}]))"
+        count = f"sum by ({{by}}) (rate({base}_count{{{{{{sel}}}}}}[{{w}}]))"
+        return f"({total} / {count})"
+
+    return " or ".join(mean(base) for base in HISTOGRAMS[key])
+
+
+def numbers() -> tuple[Number, ...]:
+    """Every number sparktui shows for a vLLM instance, with its PromQL."""
+    out = [
+        Number("generation_tokens_per_s", "generation", _counter("generation_tokens"), " tok/s"),
+        Number("prompt_tokens_per_s", "prompt", _counter("prompt_tokens"), " tok/s"),
+        Number(
+            "prompt_tokens_computed_per_s", "prompt computed", _labelled("prompt_by_source", "local_compute"), " tok/s"
+        ),
+        Number("requests_finished_per_s", "finished", _labelled("finished"), " req/s"),
+        Number(
+            "prefix_cache_hit_rate",
+            "prefix cache hit",
+            _ratio(_counter("prefix_cache_hits"), _counter("prefix_cache_queries")),
+            percent=True,
+        ),
+        Number("preemptions_per_s", "preemptions", _counter("preemptions"), " /s"),
+        Number(
+            "acceptance_rate",
+            "draft acceptance",
+            _ratio(_counter("spec_accepted_tokens"), _counter("spec_draft_tokens")),
+            percent=True,
+        ),
+        Number(
+            "mean_acceptance_length",
+            "mean acceptance length",
+            "1 + " + _ratio(_counter("spec_accepted_tokens"), _counter("spec_drafts")),
+        ),
+        Number(
+            "per_position",
+            "acceptance at position",
+            f"({_labelled('spec_accepted_pos', extra_by=', position')}) / ignoring (position) group_left () "
+            f"({_counter('spec_drafts')})",
+            percent=True,
+        ),
+    ]
+    for key, label in LATENCIES:
+        for name, q in QUANTILES:
+            out.append(Number(f"{key}_{name}", f"{label} {name}", _histogram_quantile(key, q), " s"))
+        out.append(Number(f"{key}_mean", f"{label} mean", _histogram_mean(key), " s"))
+    out += [
+        Number("kv_usage", "KV cache usage", _gauge("kv_usage", "max"), percent=True),
+        Number("running", "running", _gauge("running", "sum")),
+        Number("waiting", "waiting", _gauge("waiting", "sum")),
+    ]
+    return tuple(out)
+
+
+NUMBERS = numbers()
+
+
+def render(number: Number, matchers: str, window_s: float, by: Sequence[str]) -> str:
+    """The PromQL of ``number`` for targets picked by ``matchers`` over ``window_s`` (to the millisecond)."""
+    window = f"{max(1, round(window_s * 1000))}ms"
+    return number.promql.format(sel=matchers, w=window, by=", ".join(by))
