@@ -34,7 +34,7 @@ from sparktui.model.fleet import FleetState, NodeView  # noqa: E402
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame  # noqa: E402
 from sparktui.model.logbuffer import LogBuffer  # noqa: E402
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation  # noqa: E402
-from tests.fixture_fleet import scenario_scrapes  # noqa: E402
+from tests.support.fixture_fleet import scenario_scrapes  # noqa: E402
 
 QUICK_ARGS = ("--polls", "300")  # benchmarks/run_all.py --quick
 TARGET_MS = 1.0

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_freshness.py [--nodes 8] [--samples 30] [--write docs/performance.md]
 
-Each node is a set of fixture servers on 127.0.0.1 (``tests/fixture_fleet.py``: the vLLM server plays
+Each node is a set of fixture servers on 127.0.0.1 (``tests/support/fixture_fleet.py``: the vLLM server plays
 tests/data/vllm-0.33/mtp2-steady's real scrapes, one a second, next to a GPU exporter, node_exporter and
 a side service), except that the vLLM server's ``vllm:num_requests_running`` gauge is whatever the
 benchmark last set. The dashboard (``make_app``, live collection) runs in this process under
@@ -37,7 +37,7 @@ from sparktui.model.observations import NodeObservation  # noqa: E402
 from sparktui.ui.app import SparkApp, make_app  # noqa: E402
 from sparktui.ui.fleet_screen import FleetScreen  # noqa: E402
 from sparktui.ui.table import PADDING, RowTable  # noqa: E402
-from tests.fixture_fleet import (  # noqa: E402
+from tests.support.fixture_fleet import (  # noqa: E402
     DATA,
     Endpoint,
     FixtureNode,
@@ -229,7 +229,7 @@ def report(samples: list[Sample], nodes: int, interval_s: float, command: str) -
         f"Target: p99 under the poll interval + {TARGET_EXTRA_MS:.0f} ms ({target_s * 1000:.0f} ms at a "
         f"{interval_s:g} s interval).",
         "",
-        "How: fixture vLLM servers on 127.0.0.1 (`tests/fixture_fleet.py`, playing the real scrapes of "
+        "How: fixture vLLM servers on 127.0.0.1 (`tests/support/fixture_fleet.py`, playing the real scrapes of "
         f"tests/data/vllm-0.33/{SCENARIO}) with their `vllm:num_requests_running` gauge set by the benchmark; "
         f"the dashboard (`make_app`, live collection) under `App.run_test(headless=True, size={SIZE})`, every "
         "frame it renders drawn into a virtual terminal (`benchmarks/_screen.py`). A sample steps one node's "

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from sparktui.model.promtext import PromParser, parse  # noqa: E402
 from sparktui.model.tracker import VllmTracker  # noqa: E402
 from sparktui.model.vllm import WANTED, normalise  # noqa: E402
-from tests.fixture_fleet import filter_exposition  # noqa: E402
+from tests.support.fixture_fleet import filter_exposition  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "data" / "vllm-0.33" / "mtp2-steady"
 SCRAPE = SCENARIO / "scrape-015.prom"

@@ -4,7 +4,7 @@
                                           [--write docs/performance.md]
 
 Starts ``sparktui demo --nodes N`` in its own process and, for each scrape interval, a real Prometheus
-server (Debian's package, ``tests/prometheus_server.py``) scraping its vLLM servers and GPU exporters,
+server (Debian's package, ``tests/support/prometheus_server.py``) scraping its vLLM servers and GPU exporters,
 waits until every target is up, then runs ``PrometheusSource.refresh()`` once a second in this
 process and applies what it returns to a ``FleetState`` and takes the fleet screen's views, as the
 dashboard does. It reports the Prometheus requests per refresh, the bytes of their answers, and the
@@ -39,7 +39,7 @@ from sparktui.model.specs import FleetSpec  # noqa: E402
 from sparktui.sources.http import make_client, origin_of  # noqa: E402
 from sparktui.sources.prometheus import PrometheusClient, PrometheusSource  # noqa: E402
 from sparktui.ui.app import make_app  # noqa: E402
-from tests.prometheus_server import PrometheusServer, fleet_metrics_urls, prometheus_binary  # noqa: E402
+from tests.support.prometheus_server import PrometheusServer, fleet_metrics_urls, prometheus_binary  # noqa: E402
 
 QUICK_ARGS = ("--refreshes", "10")  # benchmarks/run_all.py --quick
 

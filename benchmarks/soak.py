@@ -17,7 +17,7 @@ exception, failed workers, asyncio's unretrieved task exceptions, ``internal err
 diagnosis rules that failed). Verdicts: no unhandled exception; RSS growth after the warm-up under
 5 %; every bounded size within its bound and the others flat; every injected fault seen and recovered
 by itself. ``--check`` exits 1 when a verdict fails; ``--json`` writes the whole report (the test
-``tests/test_soak.py`` runs the 3-minute version and asserts on it).
+``tests/integration/test_soak.py`` runs the 3-minute version and asserts on it).
 
 ``--small-bounds`` shrinks the dashboard's history, counter, log and findings bounds so that a run of
 a few minutes fills every one of them during its warm-up (what the 3-minute CI version uses); without it
@@ -98,7 +98,7 @@ now and then (its log view, the next node, back). Every second the harness reads
 shows; every few seconds the RSS of its process and the size of every store that grows with time
 (bounds read from the stores themselves); throughout, unhandled exceptions (Textual's, failed workers,
 asyncio's, "internal error" poll errors, diagnosis rules that failed). The 3-minute version with
-scaled-down bounds runs in CI (`tests/test_soak.py`).
+scaled-down bounds runs in CI (`tests/integration/test_soak.py`).
 
 What it found on the way (each fixed, with a test that fails without the fix): every visit to a node
 screen left ~26 dead footer keys reachable from the fleet screen's footer (Textual #6666), and Textual

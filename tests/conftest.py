@@ -1,10 +1,31 @@
-"""Shared test helpers: fixture locations."""
+"""Shared test setup: fixture locations, the sshd fixtures, and the markers every test gets.
+
+Tests live in tiers, one folder each: ``unit`` (pure functions on fixture data), ``integration`` (real
+HTTP servers, sshd, Prometheus, recordings on disk, subprocesses), ``ui`` (the Textual app under
+Pilot), ``snapshots`` (SVG screenshots), ``e2e`` (a real terminal, a real browser). Each test is marked
+with its tier, and with what it needs beyond Python: ``sshd``, ``prometheus``, ``browser``, ``tmux``,
+``vllm`` (``pytest -m "unit"``, ``pytest -m "not sshd"``; ``pytest --markers`` lists them).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-pytest_plugins = ["tests.sshd"]
+import pytest
 
-DATA = Path(__file__).parent / "data"
+pytest_plugins = ["tests.support.sshd"]
+
+TESTS = Path(__file__).parent
+DATA = TESTS / "data"
 VLLM_FIXTURES = DATA / "vllm-0.33"
+TIERS = ("unit", "integration", "ui", "snapshots", "e2e")
+SSHD_FIXTURES = frozenset({"sshd", "sshd_factory", "fresh_sshd"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.relative_to(TESTS).parts[0]
+        if tier in TIERS:
+            item.add_marker(tier)
+        if SSHD_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("sshd")

@@ -1,7 +1,7 @@
 """``sparktui`` command line: one module per command, each owning its arguments (``add_parser``) and
 its ``run(args)``, which imports the command's heavy parts when it runs. Building the parser loads no
 more than argparse, so ``sparktui --version`` starts fast and the headless commands never load Textual
-or Rich (tests/test_import_hygiene.py)."""
+or Rich (tests/integration/test_import_hygiene.py)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """vLLM 0.33's metric families, as its ``PrometheusStatLogger`` registers them.
 
 Names, types, help texts, label names, fixed label values and bucket bounds were read from the
-fixture scrapes (``tests/data/vllm-0.33``), which vLLM 0.33's own metrics code produced;
-``tests/test_demo_exposition.py`` keeps this table and those scrapes in step. Request-token
+fixture scrapes (``tests/data/vllm-0.33``), which vLLM 0.33's own metrics code produced; a test in
+``tests/integration/test_demo.py`` keeps this table and those scrapes in step. Request-token
 histograms use the 1-2-5 series capped at ``max_model_len`` (``request_token_buckets``).
 """
 

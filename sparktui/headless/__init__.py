@@ -6,5 +6,5 @@
 - ``action``: the terminal flow of ``sparktui action`` (plan, confirm, run, result);
 - ``init``: probe hosts, render the config with ``sparktui.discovery``, validate it, write the file.
 
-None of them imports textual, rich or ``sparktui.ui`` (import-linter and tests/test_import_hygiene.py).
+None of them imports textual, rich or ``sparktui.ui`` (import-linter and tests/integration/test_import_hygiene.py).
 """

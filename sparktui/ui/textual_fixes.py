@@ -1,7 +1,7 @@
 """Workarounds for known bugs of the pinned Textual (8.2.8), applied once by ``sparktui.ui.app``.
 
 Both keep gone widgets reachable; ``benchmarks/soak.py`` found them (an operator hopping between the
-fleet and node screens for minutes) and ``tests/test_textual_fixes.py`` fails without each.
+fleet and node screens for minutes) and ``tests/ui/test_textual_fixes.py`` fails without each.
 
 **Footer keeps its old keys alive** (Textualize/textual#6666, open). ``Footer.compose`` binds every
 ``FooterKey`` it yields to the footer's ``compact`` reactive (``data_bind``), which stores a watcher

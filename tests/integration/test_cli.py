@@ -1,0 +1,126 @@
+"""The headless commands, run as a user runs them, against fixture servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fixture_fleet import Faults, FixtureNode, fixture_fleet, fleet_config, free_port
+
+
+def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SPARKTUI_CONFIG=str(config))
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", *args],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[tuple[list[FixtureNode], Path]]:
+    with fixture_fleet(advance_every_s=None) as started:
+        yield started
+
+
+def test_snapshot_text_shows_every_node_and_the_numbers() -> None:
+    with fixture_fleet(advance_every_s=0.1) as (nodes, config):  # a new scrape every 0.1 s
+        result = _run(config, "snapshot", "--interval", "0.5")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for node in nodes:
+        assert f"{node.name}  (127.0.0.1)  up" in out
+    assert "spec decode k=3" in out and "spec decode k=2" in out
+    assert "hint: draft position 2 adds only" in out  # mtp3-poor-pos2 on spark2
+    assert "memory unified with the host" in out
+    assert "121.7 GiB total" in out
+    assert "service parakeet-asr (asr): up" in out
+
+
+def test_snapshot_json_carries_the_derived_numbers(fleet: tuple[list[FixtureNode], Path]) -> None:
+    nodes, config = fleet
+    for node in nodes:
+        node.vllm.endpoint.index = 0
+    result = _run(config, "snapshot", "--json", "--interval", "0.2")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    by_name = {n["name"]: n for n in payload["nodes"]}
+    assert set(by_name) == {n.name for n in nodes}
+    spark2 = by_name["spark2"]["instances"][0]
+    assert spark2["status"]["state"] == "up"
+    assert spark2["version"] == "0.33.0"
+    assert spark2["kv_capacity_tokens"] == 983040
+    # Both scrapes hit the same fixture file: no traffic in the window, so ratios are null, not 0.
+    rates = spark2["rates"]
+    assert rates["generation_tokens_per_s"] == 0
+    assert rates["prefix_cache_hit_rate"] is None
+    assert rates["spec_decode"]["acceptance_rate"] is None
+    assert rates["latency"]["ttft"]["p50"] is None
+
+
+def test_check_exits_zero_when_all_is_healthy(fleet: tuple[list[FixtureNode], Path]) -> None:
+    _nodes, config = fleet
+    result = _run(config, "check", "--interval", "0.1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "3 nodes: 3 up"
+
+
+def test_check_exits_one_when_degraded_and_names_the_problem(fleet: tuple[list[FixtureNode], Path]) -> None:
+    nodes, config = fleet
+    nodes[1].vllm.endpoint.faults = Faults(metrics="garbage")
+    try:
+        result = _run(config, "check", "--interval", "0.1")
+    finally:
+        nodes[1].vllm.endpoint.faults = Faults()
+    assert result.returncode == 1
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("spark2: degraded: vllm: /metrics is not Prometheus text: line 1")
+    assert lines[-1] == "3 nodes: 1 degraded, 2 up"
+
+
+def test_check_exits_two_when_a_node_is_down(fleet: tuple[list[FixtureNode], Path], tmp_path: Path) -> None:
+    nodes, _config = fleet
+    dead = fleet_config(nodes).replace(nodes[0].vllm.url, f"http://127.0.0.1:{free_port()}")
+    config = tmp_path / "config.toml"
+    config.write_text(dead)
+    result = _run(config, "check", "--json", "--interval", "0.1")
+    assert result.returncode == 2
+    payload = json.loads(result.stdout)
+    assert payload["exit_code"] == 2
+    spark1 = next(n for n in payload["nodes"] if n["name"] == "spark1")
+    assert spark1["status"]["state"] == "down"
+    assert "vllm: /health connection refused" in spark1["status"]["reasons"]
+
+
+def test_bad_config_prints_every_error_and_exits_two(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('poll_interval_s = -1\n[[nodes]]\nname = "a b"\nhost = "x"\n')
+    for command in (["check"], ["snapshot"], ["config", "check"]):
+        result = _run(config, *command)
+        assert result.returncode == 2
+        errors = result.stderr.strip().splitlines()
+        assert len(errors) >= 2
+        assert all(line.startswith(str(config)) for line in errors)
+        assert "Traceback" not in result.stderr
+
+
+def test_config_check_reports_ok_with_counts(fleet: tuple[list[FixtureNode], Path]) -> None:
+    _nodes, config = fleet
+    result = _run(config, "config", "check")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"{config}: ok: 3 nodes, 3 vLLM instances, 3 side services"
+
+
+def test_missing_config_says_what_to_do(tmp_path: Path) -> None:
+    result = _run(tmp_path / "nope.toml", "check")
+    assert result.returncode == 2
+    assert "sparktui init" in result.stderr and "sparktui demo" in result.stderr

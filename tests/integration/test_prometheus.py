@@ -1,0 +1,565 @@
+"""Prometheus as the data source: every number sparktui shows from Prometheus is the number it computes
+by scraping the fleet itself, and the number Prometheus's own PromQL gives.
+
+The integration tests run the demo fleet in step mode (its state changes only when the test advances
+it) with a real Prometheus server (Debian's package, ``tests/support/prometheus_server.py``) scraping it every
+second. Each step advances the simulation by the wall time since the last step, waits until
+Prometheus has scraped every target after the change, then polls the fleet directly once and
+refreshes the Prometheus source once. Both sides so see the same sequence of states, and:
+
+- every ratio, quantile, per-position acceptance, KV usage and gauge is equal to 1e-9 (float
+  rounding: the same counters go through the same code);
+- every counter increase behind a rate is equal to 1e-9; the rates differ only because Prometheus
+  stamps a sample with its scrape time and direct mode with its poll time. Both instants lie inside
+  the lifetime of the state they saw, so the two windows differ by at most the longest state's
+  lifetime at each end: |rate_prometheus / rate_direct - 1| <= 2 * longest_state / window. That is
+  the stated tolerance, computed from the run (about 2 * 1.5 s / 20 s);
+- Prometheus's own ``rate()`` and ``histogram_quantile()``, evaluated at the last scrape sparktui used
+  over a window that starts exactly at the first one (2.x range selectors include both ends, so there
+  is no extrapolation), equal sparktui's numbers from Prometheus to 1e-9.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from sparktui.config import ConfigError, parse_config
+from sparktui.demo.fleet import DemoFleet, scaled_nodes
+from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.headless import compare
+from sparktui.model.fleet import FleetState, InstanceView, NodeView
+from sparktui.model.logbuffer import LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.promtext import parse
+from sparktui.model.specs import FleetSpec
+from sparktui.model.status import State
+from sparktui.model.vllm import WANTED
+from sparktui.sources.http import make_client
+from sparktui.sources.live import LiveFleet
+from sparktui.sources.poller import FleetPoller, fleet_origins
+from sparktui.sources.prometheus import (
+    PrometheusClient,
+    PrometheusError,
+    PrometheusSource,
+    collect,
+    discover_nodes,
+    exposition,
+    fleet_source,
+)
+from sparktui.sources.promql import refresh_query, regex_escape, series_names
+from tests.support.prometheus_server import PrometheusServer, fleet_metrics_urls, require_prometheus
+
+pytestmark = pytest.mark.prometheus
+
+EXACT = 1e-9
+STEPS = 14
+RATES = (
+    "generation_tokens_per_s",
+    "prompt_tokens_per_s",
+    "prompt_tokens_computed_per_s",
+    "requests_finished_per_s",
+    "preemptions_per_s",
+)
+
+
+def with_prometheus(toml: str, url: str, extra: str = "") -> FleetSpec:
+    return parse_config(f'{toml}\n[prometheus]\nurl = "{url}"\n{extra}', env={"PROM_TOKEN": "s3cret-token"})
+
+
+# --- without a server ----------------------------------------------------------------------------------
+
+NODES = """
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "qwen"
+port = 8000
+[nodes.gpu_exporter]
+port = 9835
+[[nodes]]
+name = "spark2"
+host = "fd00::2"
+[[nodes.vllm]]
+port = 8001
+"""
+
+
+def test_one_refresh_is_one_query_over_every_target() -> None:
+    fleet = parse_config(NODES + '[prometheus]\nurl = "http://prom:9090/"\nselector = \'cluster="lab"\'\n', env={})
+    assert fleet.prometheus is not None
+    targets = fleet.prometheus.targets(fleet.nodes)
+    assert [(t.node, t.kind, dict(t.labels)) for t in targets] == [
+        ("spark1", "vllm", {"instance": "10.0.0.1:8000"}),
+        ("spark1", "gpu_exporter", {"instance": "10.0.0.1:9835"}),
+        ("spark2", "vllm", {"instance": "[fd00::2]:8001"}),
+    ]
+    query = refresh_query(targets, fleet.prometheus.selector)
+    # One selector for every series of every target, and the scrape times from the same evaluation.
+    assert query.count("__name__=~") == 1 and " or label_replace(timestamp(up{" in query
+    assert r'instance=~"10\\.0\\.0\\.1:8000|10\\.0\\.0\\.1:9835|\\[fd00::2\\]:8001"' in query
+    assert 'cluster="lab"' in query
+    names = set(series_names())
+    assert names >= WANTED and "up" in names
+    assert {"nvidia_smi_temperature_gpu", "gpu_temperature_celsius", "node_memory_MemAvailable_bytes"} <= names
+    assert regex_escape("a.b|c") == r"a\.b\|c"
+
+
+def test_series_are_written_back_as_the_text_direct_mode_parses() -> None:
+    series = [
+        ("vllm:num_requests_running", {"__name__": "x", "instance": "h:1", "job": "v", "model_name": 'a"b\\c'}, "3"),
+        ("vllm:kv_cache_usage_perc", {"instance": "h:1", "engine": "0"}, "NaN"),
+        ("vllm:time_to_first_token_seconds_bucket", {"instance": "h:1", "le": "+Inf"}, "12"),
+        ("process_start_time_seconds", {"instance": "h:1"}, "1.7e+09"),
+    ]
+    text = exposition(series, frozenset({"instance", "job"})).decode()
+    parsed = parse(text)
+    assert parsed.get("vllm:num_requests_running") == [({"model_name": 'a"b\\c'}, 3.0)]
+    assert parsed.get("vllm:time_to_first_token_seconds_bucket") == [({"le": "+Inf"}, 12.0)]
+    assert parsed.first_value("process_start_time_seconds") == 1.7e9
+    assert math.isnan(parsed.get("vllm:kv_cache_usage_perc")[0][1])
+
+
+def test_label_templates_map_each_endpoint_to_its_own_labels() -> None:
+    fleet = parse_config(
+        NODES + '[prometheus]\nurl = "http://prom:9090"\nlabels = { host = "{node}", job = "{kind}-{port}" }\n', env={}
+    )
+    assert fleet.prometheus is not None
+    assert [dict(t.labels) for t in fleet.prometheus.targets(fleet.nodes)] == [
+        {"host": "spark1", "job": "vllm-8000"},
+        {"host": "spark1", "job": "gpu_exporter-9835"},
+        {"host": "spark2", "job": "vllm-8001"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ('url = "ftp://prom"', "prometheus.url: must start with http:// or https:// (got 'ftp://prom')"),
+        ('url = "http://prom:9090/api/v1"', "prometheus.url: must be the server's base URL without /api/v1"),
+        ('url = "http://u:pw@prom"', "prometheus.url: must not contain a user name or password"),
+        ('url = "http://p"\nrefresh_s = 0', "prometheus.refresh_s: must be >= 0.1 (got 0)"),
+        ('url = "http://p"\nlabels = { instance = "{adress}" }', "prometheus.labels.instance: uses {adress}"),
+        ('url = "http://p"\nlabels = { "__name__" = "x" }', "prometheus.labels.__name__: is not a Prometheus label"),
+        ('url = "http://p"\nselector = "cluster=lab"', "prometheus.selector: must be PromQL label matchers"),
+        ('url = "http://p"\nusername = "me"', "prometheus.password_env: missing: give password_env or password_file"),
+        (
+            'url = "http://p"\nusername = "me"\npassword_env = "PW"\nbearer_token_env = "T"',
+            "prometheus.username: give a bearer token or a user name and password, not both",
+        ),
+        ('url = "http://p"\nlabels = { host = "{node}" }', "prometheus.labels: spark1 gpu_exporter and spark1 qwen"),
+        ('url = "http://p"\nbearer_token = "sk-123"', "prometheus.bearer_token: secrets do not go in the config"),
+        ('url = "http://p"\nbearer_token_env = "NOT_SET"', "prometheus.bearer_token_env: environment variable NOT_SET"),
+        ('url = "http://p"\nurl_typo = 1', "prometheus.url_typo: unknown key"),
+    ],
+)
+def test_prometheus_config_errors_are_one_line_each(table: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(NODES + "[prometheus]\n" + table + "\n", source="fleet.toml", env={"PW": "x", "T": "y"})
+    assert any(line.startswith("fleet.toml: " + expected) for line in caught.value.errors), caught.value.errors
+    assert "sk-123" not in str(caught.value)
+
+
+def test_secrets_come_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    fleet = parse_config(NODES + '[prometheus]\nurl = "http://p"\nbearer_token_env = "T"\n', env={"T": " zq-91\n"})
+    assert fleet.prometheus is not None and fleet.prometheus.bearer_token is not None
+    assert fleet.prometheus.bearer_token.get_secret_value() == "zq-91"
+    assert "zq-91" not in repr(fleet.prometheus)
+    secret = tmp_path / "pw"
+    secret.write_text("hunter2\n")
+    fleet = parse_config(
+        NODES + '[prometheus]\nurl = "http://p"\nusername = "me"\npassword_file = "pw"\n', env={}, base_dir=tmp_path
+    )
+    assert fleet.prometheus is not None and fleet.prometheus.password is not None
+    assert fleet.prometheus.password.get_secret_value() == "hunter2"
+
+
+def test_a_prometheus_config_may_leave_the_nodes_to_discovery() -> None:
+    assert parse_config('[prometheus]\nurl = "http://p"\n', env={}).nodes == ()
+    with pytest.raises(ConfigError, match="nodes: missing: add at least one"):
+        parse_config("poll_interval_s = 1.0\n", env={})
+
+
+def test_the_config_chooses_the_source() -> None:
+    direct = parse_config(NODES, env={})
+    assert type(fleet_source(direct)) is LiveFleet
+    source = fleet_source(parse_config(NODES + '[prometheus]\nurl = "http://p"\n', env={}))
+    # Mixed mode: a LiveFleet (SSH host state, logs, actions) whose HTTP polling is replaced.
+    assert isinstance(source, PrometheusSource) and isinstance(source, LiveFleet)
+
+
+def test_compare_without_prometheus_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert compare.main(parse_config(NODES, env={}), 1.0, io.StringIO()) == 1
+    assert "needs a [prometheus] table" in capsys.readouterr().err
+
+
+async def test_an_unreachable_prometheus_is_one_clear_error() -> None:
+    fleet = parse_config(NODES + '[prometheus]\nurl = "http://127.0.0.1:9"\ntimeout_s = 2\n', env={})
+    source = PrometheusSource(fleet)
+    async with make_client() as client:
+        with pytest.raises(PrometheusError, match=r"^Prometheus at http://127\.0\.0\.1:9: cannot connect"):
+            await source.refresh(client)
+
+
+# --- against a real Prometheus scraping the demo fleet ---------------------------------------------------
+
+
+@dataclass
+class Run:
+    demo: DemoFleet
+    server: PrometheusServer
+    fleet: FleetSpec  # direct
+    prom_fleet: FleetSpec  # the same fleet, metrics from Prometheus
+    direct: FleetState
+    via_prometheus: FleetState
+    source: PrometheusSource
+    client: httpx.AsyncClient
+    state_lifetimes: list[float] = field(default_factory=list)
+    ended: float = 0.0  # monotonic time of the last step
+
+    def views(self) -> tuple[tuple[NodeView, ...], tuple[NodeView, ...]]:
+        # As at the end of the run: later, the numbers would be stale (and hidden) on both sides.
+        return self.direct.view(self.ended, window_s=None), self.via_prometheus.view(self.ended, window_s=None)
+
+
+async def scraped_after(server: PrometheusServer, wall: float, count: int, timeout_s: float = 10.0) -> None:
+    """Until every target's last scrape started after ``wall`` (it saw the state set up before)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = await server.query("timestamp(up)")
+        times = [float(str(r["value"][1])) for r in result]  # type: ignore[index]
+        if len(times) >= count and min(times) > wall:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"Prometheus did not scrape every target within {timeout_s:g} s")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def run() -> AsyncIterator[Run]:
+    require_prometheus()
+    demo = DemoFleet(scaled_nodes(2), seed=11)
+    await demo.start()
+    try:
+        toml = demo.config_toml()
+        fleet = parse_config(toml, env={})
+        urls = fleet_metrics_urls(fleet)
+        async with PrometheusServer(urls) as server, make_client(fleet_origins(fleet)) as direct_client:
+            prom_fleet = with_prometheus(toml, server.url)
+            source = PrometheusSource(prom_fleet)
+            async with make_client([server.url]) as client:
+                found = Run(
+                    demo,
+                    server,
+                    fleet,
+                    prom_fleet,
+                    FleetState(fleet),
+                    FleetState(prom_fleet),
+                    source,
+                    client,
+                )
+                poller = FleetPoller(fleet, direct_client)
+                changed = time.time()
+                for step in range(STEPS + 1):
+                    if step:
+                        await demo.advance(time.time() - changed)
+                        found.state_lifetimes.append(time.time() - changed)
+                        changed = time.time()
+                    await scraped_after(server, changed, len(urls))
+                    for observation in await poller.poll_all():
+                        found.direct.apply(observation)
+                    for observation in await source.refresh(client):
+                        found.via_prometheus.apply(observation)
+                found.state_lifetimes.append(time.time() - changed)
+                found.ended = time.monotonic()
+                yield found
+    finally:
+        await demo.stop()
+
+
+def close(a: float | None, b: float | None, rel: float = EXACT) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+def instance_pairs(run: Run) -> list[tuple[InstanceView, InstanceView]]:
+    direct, via = run.views()
+    pairs: list[tuple[InstanceView, InstanceView]] = []
+    for d_node, p_node in zip(direct, via, strict=True):
+        assert d_node.name == p_node.name
+        pairs.extend(zip(d_node.instances, p_node.instances, strict=True))
+    return pairs
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_every_number_from_prometheus_matches_direct_computation(run: Run) -> None:
+    direct_views, prom_views = run.views()
+    for d_node, p_node in zip(direct_views, prom_views, strict=True):
+        assert d_node.status.state is State.UP and p_node.status.state is State.UP, (d_node.status, p_node.status)
+        assert d_node.gpu == p_node.gpu and d_node.gpu is not None
+    longest = max(run.state_lifetimes)
+    for direct, prom in instance_pairs(run):
+        assert direct.rates is not None and prom.rates is not None
+        assert direct.rates.spec_decode is not None and prom.rates.spec_decode is not None
+        ours, theirs = compare.view_numbers(direct), compare.view_numbers(prom)
+        assert set(ours) == set(theirs)
+        assert {"kv_usage", "ttft_p90", "itl_p50", "e2e_p99", "per_position:1", "conditional:1"} <= set(ours)
+        for key in set(ours) - set(RATES):
+            assert close(ours[key], theirs[key]), (direct.name, key, ours[key], theirs[key])
+        assert direct.rates.histograms == prom.rates.histograms  # the bucket increases of every latency
+        window_d, window_p = direct.rates.seconds, prom.rates.seconds
+        tolerance = 2 * longest / window_p
+        for key in RATES:
+            d, p = ours[key], theirs[key]
+            assert d is not None and p is not None
+            assert close(d * window_d, p * window_p), (key, "the counter increases differ")
+            if d:
+                assert abs(p / d - 1) <= tolerance, (key, d, p, tolerance)
+        assert abs(window_p - window_d) <= 2 * longest
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_prometheus_rate_and_histogram_quantile_give_sparktuis_numbers(run: Run) -> None:
+    spec = run.prom_fleet.prometheus
+    assert spec is not None
+    prometheus = PrometheusClient(spec, run.client, 10.0)
+    views = {(n.name, i.name): i for n in run.views()[1] for i in n.instances}
+    checked = 0
+    for target in run.source.targets:
+        if target.kind != "vllm":
+            continue
+        span = run.source.scrape_span(target)
+        assert span is not None
+        first, last = span
+        # Evaluated at the last scrape sparktui used, over a window starting at the first one.
+        theirs = (await compare.promql_numbers(prometheus, [target], at=last, window_s=last - first))[target]
+        ours = compare.view_numbers(views[(target.node, target.endpoint)])
+        assert set(ours) == set(theirs), set(ours) ^ set(theirs)
+        for key, value in ours.items():
+            assert close(value, theirs[key]), (target.node, key, value, theirs[key])
+            checked += 1
+    assert checked >= 2 * 25
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_snapshot_from_prometheus_has_rates_at_once(run: Run) -> None:
+    state, now = await collect(run.prom_fleet, window_s=10.0)
+    views = state.view(now, window_s=None)
+    for view in views:
+        assert view.status.state is State.UP, view.status
+        (instance,) = view.instances
+        assert instance.rates is not None and instance.rates.generation_tokens_per_s
+        assert instance.kv_usage is not None and view.gpu is not None
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_snapshot_compare_prints_direct_beside_prometheus(run: Run) -> None:
+    clock = asyncio.create_task(run.demo.run_clock())
+    try:
+        text = await compare.compare(run.prom_fleet, window_s=5.0)
+    finally:
+        clock.cancel()
+        await asyncio.gather(clock, return_exceptions=True)
+    assert re.search(r"over the same 5\.\d s window", text.splitlines()[0]), text.splitlines()[0]
+    for node in run.prom_fleet.nodes:
+        assert f"{node.name}/{node.vllm[0].name}" in text
+    rows = {line.split("  ")[1].strip() for line in text.splitlines() if line.startswith("  ") and "  " in line[2:]}
+    assert {"generation", "draft acceptance", "acceptance at position 1", "TTFT p90", "KV cache usage"} <= rows, rows
+    for line in text.splitlines():
+        if line.strip().startswith(("generation", "KV cache usage")):
+            # a value on each side (not "–"), and their difference
+            assert line.count("–") == 0 and ("%" in line.split()[-1] or line.rstrip().endswith("same")), line
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.observations: list[NodeObservation] = []
+        self.hosts: list[HostUpdate] = []
+        self.errors: list[str] = []
+
+    def observation(self, observation: NodeObservation) -> None:
+        self.observations.append(observation)
+
+    def host(self, update: HostUpdate) -> None:
+        self.hosts.append(update)
+
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        pass
+
+    def error(self, node: str, exc: Exception) -> None:
+        self.errors.append(f"{node}: {exc}")
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_mixed_mode_metrics_from_prometheus_host_state_over_ssh(run: Run) -> None:
+    recorder = Recorder()
+    source = PrometheusSource(run.prom_fleet, logs=False)
+    task = asyncio.create_task(source.run(recorder))
+    try:
+        deadline = time.monotonic() + 20
+        names = {n.name for n in run.prom_fleet.nodes}
+        while time.monotonic() < deadline:
+            hosts = {u.node for u in recorder.hosts if u.sample is not None}
+            metrics = {o.node for o in recorder.observations if o.vllm and o.vllm[0].metrics is not None}
+            if hosts == names and metrics == names:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert {u.node for u in recorder.hosts if u.sample is not None} == names, recorder.hosts[-3:]
+    assert {o.node for o in recorder.observations if o.vllm} == names
+    # The metrics came from Prometheus, not from the endpoints.
+    answers = [v.metrics for o in recorder.observations for v in o.vllm]
+    assert answers and all(a is not None and a.url.startswith(run.server.url + " {instance=") for a in answers)
+    assert not recorder.errors
+
+
+class AuthProxy:
+    """Stands in front of Prometheus and lets through only requests with the expected Authorization."""
+
+    def __init__(self, upstream: str, expected: str) -> None:
+        self.upstream = upstream
+        self.expected = expected
+        self.seen: list[str | None] = []
+        self.server = HttpServer(self.handle)
+
+    async def handle(self, request: Request) -> Response:
+        auth = request.headers.get("authorization")
+        self.seen.append(auth)
+        if auth != self.expected:
+            return Response(status=401, body=b"Unauthorized\n", content_type="text/plain")
+        async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
+            answer = await client.request(
+                request.method,
+                self.upstream + request.path,
+                params=dict(request.query.items()),
+                content=request.body,
+                headers={"content-type": request.headers.get("content-type", "")},
+            )
+        return Response(status=answer.status_code, body=answer.content, content_type="application/json")
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ('bearer_token_env = "PROM_TOKEN"', "Bearer s3cret-token"),
+        ('username = "grafana"\npassword_env = "PROM_TOKEN"', "Basic Z3JhZmFuYTpzM2NyZXQtdG9rZW4="),
+    ],
+)
+async def test_the_auth_header_is_sent(run: Run, extra: str, expected: str) -> None:
+    proxy = AuthProxy(run.server.url, expected)
+    await proxy.server.start()
+    try:
+        toml = run.demo.config_toml()
+        fleet = with_prometheus(toml, proxy.server.url, extra)
+        async with make_client() as client:
+            observations = await PrometheusSource(fleet).refresh(client)
+            assert {o.node for o in observations if o.vllm and o.vllm[0].metrics and o.vllm[0].metrics.ok} == {
+                n.name for n in fleet.nodes
+            }
+            assert proxy.seen and set(proxy.seen) == {expected}
+            with pytest.raises(PrometheusError, match=r"HTTP 401 unauthorized; it wants credentials"):
+                await PrometheusSource(with_prometheus(toml, proxy.server.url)).refresh(client)
+    finally:
+        await proxy.server.stop()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_discovery_finds_the_nodes_prometheus_scrapes(run: Run) -> None:
+    spec = run.prom_fleet.prometheus
+    assert spec is not None
+    nodes = await discover_nodes(spec, run.client)
+    # Every demo endpoint is on 127.0.0.1: one node with both vLLMs and a GPU exporter.
+    (node,) = nodes
+    assert node.host == "127.0.0.1" and not node.ssh.enabled
+    assert sorted(v.base_url or "" for v in node.vllm) == sorted(
+        v.base_url or "" for n in run.fleet.nodes for v in n.vllm
+    )
+    assert node.gpu_exporter is not None
+
+
+async def wait_down(server: PrometheusServer, count: int, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if len(await server.query("up == 0")) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("Prometheus did not see the targets go down")
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_target_down_in_prometheus_is_down_here(run: Run) -> None:
+    # Runs last: it powers a node off.
+    down = run.demo.nodes[1].name
+    await run.demo.power_off(down)
+    await wait_down(run.server, 2)  # its vLLM and its GPU exporter
+    # A node Prometheus does not scrape at all is down as well.
+    toml = run.demo.config_toml() + '\n[[nodes]]\nname = "ghost"\nhost = "127.0.0.1"\n[[nodes.vllm]]\nport = 9\n'
+    fleet = with_prometheus(toml, run.server.url)
+    direct_fleet = parse_config(toml, env={})
+    via, direct = FleetState(fleet), FleetState(direct_fleet)
+    async with make_client(fleet_origins(direct_fleet)) as client:
+        for observation in await FleetPoller(direct_fleet, client).poll_all():
+            direct.apply(observation)
+    for observation in await PrometheusSource(fleet).refresh(run.client):
+        via.apply(observation)
+    now = time.monotonic()
+    states: Mapping[str, tuple[NodeView, NodeView]] = {
+        d.name: (d, p) for d, p in zip(direct.view(now), via.view(now), strict=True)
+    }
+    for name in (down, "ghost"):
+        d, p = states[name]
+        assert d.status.state is State.DOWN and p.status.state is State.DOWN, (d.status, p.status)
+        assert p.instances[0].status.state is d.instances[0].status.state is State.DOWN
+    reasons = " ".join(states[down][1].status.reasons)
+    assert "down in Prometheus (up == 0" in reasons and "connection refused" in reasons, reasons
+    assert "not in Prometheus: no up series" in " ".join(states["ghost"][1].status.reasons)
+    up = run.demo.nodes[0].name
+    assert states[up][1].status.state is State.UP
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_cli_snapshot_reads_prometheus_and_discovers_the_nodes(
+    run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config with only ``[prometheus]``: ``sparktui snapshot`` finds the nodes there and shows their numbers."""
+    from sparktui import cli
+
+    config = tmp_path / "fleet.toml"
+    config.write_text(f'[prometheus]\nurl = "{run.server.url}"\n')
+    code = await asyncio.to_thread(cli.main, ["--config", str(config), "snapshot", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (node,) = json.loads(out)["nodes"]
+    # Every vLLM Prometheus has series of (an earlier test may have taken one target down): the demo's.
+    urls = {(v.base_url or "").rstrip("/") for n in run.fleet.nodes for v in n.vllm}
+    assert node["host"] == "127.0.0.1" and node["instances"]
+    assert {instance["url"].rstrip("/") for instance in node["instances"]} <= urls
+    assert all(instance["kv_usage"] is not None for instance in node["instances"])
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_cli_says_in_one_line_when_prometheus_is_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sparktui import cli
+
+    config = tmp_path / "fleet.toml"
+    config.write_text('[prometheus]\nurl = "http://127.0.0.1:9/"\ntimeout_s = 1\n')
+    code = await asyncio.to_thread(cli.main, ["--config", str(config), "snapshot"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "127.0.0.1:9" in err, err

@@ -1,0 +1,1 @@
+"""What the tests share: real servers (sshd, Prometheus), fixture fleets, deterministic UI data."""

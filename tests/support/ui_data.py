@@ -1,0 +1,149 @@
+"""Deterministic fleets for the UI tests and the screenshots: real fixture scrapes and host frames
+fed into the model at fixed times, with a frozen clock."""
+
+from __future__ import annotations
+
+from sparktui.config import parse_config
+from sparktui.model.host import FrameSplitter, HostSample, parse_frame
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.specs import FleetSpec
+from sparktui.ui.app import SparkApp, make_app
+from tests.conftest import DATA
+from tests.support.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
+
+NOW = 30.0
+
+CONFIG = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "192.168.1.11"
+[[nodes.vllm]]
+name = "gptoss"
+port = 8001
+container = "vllm_gptoss"
+gpu_memory_utilization = 0.55
+[nodes.gpu_exporter]
+port = 9835
+[[nodes.services]]
+name = "parakeet-asr"
+kind = "asr"
+port = 8765
+
+[[nodes]]
+name = "spark2"
+host = "192.168.1.12"
+[[nodes.vllm]]
+name = "gemma4"
+port = 8001
+unit = "vllm-gemma4.service"
+[nodes.gpu_exporter]
+port = 9835
+
+[[nodes]]
+name = "spark3"
+host = "192.168.1.13"
+[[nodes.vllm]]
+name = "qwen235"
+port = 8000
+role = "head"
+job = "qwen235-tp2"
+
+[[nodes]]
+name = "spark4"
+host = "192.168.1.14"
+[[nodes.vllm]]
+name = "qwen235"
+role = "worker"
+job = "qwen235-tp2"
+"""
+
+
+def fleet_spec() -> FleetSpec:
+    return parse_config(CONFIG, source="ui-test.toml")
+
+
+def _ok(url: str, body: str = "", status: int = 200, elapsed: float = 0.012) -> HttpResult:
+    return HttpResult(url=url, kind=FetchKind.OK, status=status, body=body.encode(), elapsed_s=elapsed)
+
+
+def _frames() -> list[HostSample]:
+    splitter = FrameSplitter()
+    frames: list[HostSample] = []
+    for line in (DATA / "host" / "frames-serving.txt").read_text().splitlines():
+        frame = splitter.feed(line)
+        if frame is not None:
+            frames.append(parse_frame(frame))
+    return frames
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def feed(app: SparkApp, clock: Clock) -> None:
+    """Thirty seconds of a small fleet: spark1 (with host state) and spark2 serving, spark3 refusing
+    connections, spark4 its tensor-parallel worker."""
+    state = app.state
+    steady = scenario_scrapes("mtp2-steady")
+    poor = scenario_scrapes("mtp3-poor-pos2")
+    gpu = gb10_nvidia_exporter_page()
+    version = '{"version": "0.33.0"}'
+    refused = HttpResult(url="u", kind=FetchKind.REFUSED, error="connection refused")
+    frames = _frames()
+    for second in range(0, 30, 2):
+        t = clock.t = float(second)
+        state.apply(
+            NodeObservation(
+                node="spark1",
+                t=t,
+                wall=1e9 + t,
+                vllm=(VllmObservation("gptoss", _ok("u"), _ok("u", steady[second]), _ok("u", version)),),
+                gpu_exporter=_ok("g", gpu),
+                services=(("parakeet-asr", _ok("s")),),
+            )
+        )
+        state.apply(
+            NodeObservation(
+                node="spark2",
+                t=t,
+                wall=1e9 + t,
+                vllm=(VllmObservation("gemma4", _ok("u"), _ok("u", poor[second]), _ok("u", version)),),
+                gpu_exporter=_ok("g", gpu),
+            )
+        )
+        state.apply(
+            NodeObservation(node="spark3", t=t, wall=1e9 + t, vllm=(VllmObservation("qwen235", refused, refused),))
+        )
+        state.apply(NodeObservation(node="spark4", t=t, wall=1e9 + t, vllm=(VllmObservation("qwen235", None, None),)))
+        state.apply_host(HostUpdate("spark1", t, sample=frames[(second // 2) % len(frames)]))
+        app.refresh_views()
+    clock.t = NOW
+
+
+def fed_app(keymap: dict[str, str] | None = None, **options: object) -> SparkApp:
+    """An app that collects nothing, frozen at NOW, holding ``feed``'s thirty seconds; ``keymap`` is
+    the config's ``[keymap]``."""
+    clock = Clock()
+    spec = fleet_spec()
+    if keymap is not None:
+        spec = spec.model_copy(update={"keymap": keymap})
+    app = make_app(spec, collect=False, clock=clock, **options)
+    feed(app, clock)
+    return app
+
+
+def fire_node_down(app: SparkApp) -> None:
+    """Move a ``fed_app`` past the node-down rule's 30 s: spark3 has refused connections since the
+    start, so its alert fires (the other nodes' polls keep finishing)."""
+    for t in (NOW + 40, NOW + 75):
+        app.clock.t = t  # type: ignore[attr-defined]
+        for node in ("spark1", "spark2", "spark3", "spark4"):
+            app.state.nodes[node].last_t = t
+        app.refresh_views()

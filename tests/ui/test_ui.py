@@ -1,0 +1,424 @@
+"""The dashboard with Pilot: navigation, filter, themes, pause, resize, help, stale nodes."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from textual.widgets import Markdown, RichLog, Static
+
+from sparktui.actions.plans import Refusal, plan_action
+from sparktui.model.logbuffer import LogBuffer
+from sparktui.model.specs import KioskSpec
+from sparktui.model.status import State
+from sparktui.ui.actions_ui import ConfirmAction
+from sparktui.ui.alerts_screen import AlertsScreen
+from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
+from sparktui.ui.help_screen import HelpScreen
+from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
+from sparktui.ui.kiosk_screen import KioskScreen
+from sparktui.ui.node_screen import NodeScreen
+from sparktui.ui.table import RowTable
+from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
+
+
+def _table(app: SparkApp) -> RowTable:
+    return app.screen.query_one("#fleet", RowTable)
+
+
+def _plain(widget: Static) -> str:
+    """What a panel shows, as plain text."""
+    console = Console(width=150, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def _row_labels(app: SparkApp) -> list[str]:
+    table = _table(app)
+    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+
+async def test_fleet_screen_lists_every_node_with_the_worker_under_its_head() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert _row_labels(app) == ["spark1", "spark2", "spark3", "└ spark4"]
+        summary = str(app.screen.query_one("#summary", Static).content)
+        assert "4 nodes" in summary and "2 up" in summary and "2 down" in summary
+        banner = str(app.screen.query_one("#banner", Static).content)
+        assert "spark3 DOWN: qwen235: /health connection refused" in banner
+
+
+async def test_enter_opens_the_node_and_escape_returns() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark2"
+        title = str(app.screen.query_one("#title", Static).content)
+        assert title.startswith("spark2 (192.168.1.12)")
+        await pilot.press("right")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark3"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("1")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark1"
+
+
+async def test_node_screen_shows_the_numbers_of_the_model() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        view = next(v for v in app.views if v.name == "spark1")
+        rates = view.instances[0].rates
+        assert rates is not None and rates.spec_decode is not None
+        spec_panel = _plain(screen.query_one("#spec", Static))
+        assert f"mean length {rates.spec_decode.mean_acceptance_length:.2f}" in spec_panel
+        assert "89%" in spec_panel and "63%" in spec_panel  # position 1, conditional
+        assert "total 121.7 GiB" in _plain(screen.query_one("#memory", Static))
+        assert "docker vllm_gptoss: running" in _plain(screen.query_one("#requests", Static))
+
+
+async def test_filter_keeps_matching_rows_and_escape_clears_it() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("slash", *"down")
+        await pilot.pause()
+        assert _row_labels(app) == ["spark3", "└ spark4"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(_row_labels(app)) == 4
+
+
+async def test_t_cycles_the_themes_and_the_palette_follows() -> None:
+    app = fed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.theme == "spark-dark"
+        dark_ok = app.colours["status-ok"]
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.theme == "spark-light"
+        assert app.colours["status-ok"] != dark_ok
+        await pilot.press("t", "t")
+        await pilot.pause()
+        assert app.theme == "spark-dark"
+
+
+async def test_pause_freezes_the_screen_while_collection_goes_on() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("p")
+        await pilot.pause()
+        assert "PAUSED" in str(app.screen.query_one("#summary", Static).content)
+        before = _table(app).get_row_at(0)
+        app.clock.t = NOW + 100  # type: ignore[attr-defined]  # time passes: every node goes stale
+        app.refresh_views()
+        await pilot.pause()
+        assert _table(app).get_row_at(0) == before
+        assert app.views[0].status.state is State.STALE  # the model moved on
+        await pilot.press("p")
+        await pilot.pause()
+        assert "stale" in str(_table(app).get_row_at(0)[1])
+
+
+async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
+    app = fed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        narrow = [c.label for c in _table(app).columns]
+        assert narrow == ["Node", "Status", "Gen t/s", "Run/Wait", "KV", "TTFT p90", "Find", "Age"]
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        wide = [c.label for c in _table(app).columns]
+        assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 15
+        assert len(_row_labels(app)) == 4
+
+
+async def test_help_shows_the_key_reference_and_closes_with_escape() -> None:
+    app = fed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert app.screen.query_one(Markdown).source == keys_markdown()  # what docs/keys.md holds
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_stale_nodes_are_shown_and_bannered() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.clock.t = NOW + 60  # type: ignore[attr-defined]
+        app.refresh_views()
+        await pilot.pause()
+        assert all("stale" in str(_table(app).get_row_at(i)[1]) for i in range(4))
+        assert "STALE" in str(app.screen.query_one("#banner", Static).content)
+
+
+async def test_kiosk_refuses_every_key_palette_and_click() -> None:
+    app = fed_app(kiosk=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, KioskScreen)
+        theme = app.theme
+        for key in ("q", "ctrl+q", "ctrl+c", "t", "p", "enter", "question_mark", "slash", "1", "ctrl+p", "escape"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, KioskScreen), key  # no screen opened, nothing quit
+        await pilot.click("#tile-spark1")
+        await pilot.pause()
+        assert isinstance(app.screen, KioskScreen)
+        assert app.theme == theme and not app.paused and app.is_running
+        for action in ("quit", "cycle_theme", "toggle_pause", "help", "command_palette", *RECOVERY_ACTIONS):
+            assert app.check_action(action, ()) is False, action
+
+
+async def test_kiosk_rotates_pages_and_banners_down_nodes() -> None:
+    app = fed_app(kiosk=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, KioskScreen)
+        banner = screen.query_one("#kiosk-banner", Static)
+        assert banner.has_class("shown") and "spark3 DOWN" in str(banner.content)
+        screen.rotate()
+        await pilot.pause()
+        assert screen.page == 1 and screen.query_one("#kiosk-node").has_class("shown")
+        assert "spark1" in str(screen.query_one("#node-title", Static).content)
+        for _ in range(4):
+            screen.rotate()
+        assert screen.page == 0  # fleet, then four nodes, then the fleet again
+        offsets = set()
+        for _ in range(4):
+            screen.shift()
+            offsets.add((screen.styles.offset.x.value, screen.styles.offset.y.value))
+        assert len(offsets) == 4  # the picture moves against burn-in
+
+
+async def test_kiosk_unlock_key_leaves_for_the_read_only_dashboard() -> None:
+    spec = fleet_spec().model_copy(update={"kiosk": KioskSpec(unlock_key="ctrl+u")})
+    clock = Clock()
+    app = make_app(spec, collect=False, clock=clock, kiosk=True)
+    feed(app, clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("ctrl+u")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert not app.kiosk and app.read_only
+        for action in RECOVERY_ACTIONS:
+            assert app.check_action(action, ()) is False
+
+
+async def test_findings_show_on_the_fleet_row_and_the_node_screen() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        table = _table(app)
+        spark2 = table.get_row_at(1)
+        assert str(spark2[-2]) == "1 ▲"  # one finding, a warning
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        panel = _plain(app.screen.query_one("#findings", Static))
+        assert "Findings (1)" in panel
+        assert "draft position 2 (the last of 3) accepted in 0.163 of drafts" in panel
+        assert "fix: " in panel
+
+
+async def test_command_palette_opens_a_node_by_name() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"open node spark2")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark2"
+
+
+async def test_read_only_refuses_the_action_keys_in_the_app_and_the_runner() -> None:
+    app = fed_app(read_only=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for key in ("r", "d", "k", "w"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, FleetScreen), key  # no confirmation was offered
+        plan = plan_action("warmup", app.fleet, "spark1", views=app.views)
+        assert not isinstance(plan, Refusal)
+        result = await app.actions.run(plan)
+        assert result.outcome.value == "refused"
+
+
+async def test_action_key_asks_for_confirmation_naming_the_exact_command() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("down", "r")  # spark2, whose vLLM runs as vllm-gemma4.service
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmAction)
+        assert "sudo -n systemctl restart vllm-gemma4.service" in app.screen.plan.commands
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.action_results == []
+
+
+async def test_findings_and_drift_screens_open_with_their_keys() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, FindingsScreen)
+        shown = " ".join(_plain(s) for s in app.screen.query(Static))
+        assert "Active findings (1)" in shown and "spark2" in shown
+        await pilot.press("escape", "v")
+        await pilot.pause()
+        assert isinstance(app.screen, DriftScreen)
+        assert {(row.node, row.instance) for row in app.screen.report.rows} >= {
+            ("spark1", "gptoss"),
+            ("spark2", "gemma4"),
+        }
+
+
+async def test_log_view_highlights_failure_signature_lines() -> None:
+    app = fed_app()
+    buffer = LogBuffer()
+    buffer.append(None, "INFO Starting vLLM API server on http://0.0.0.0:8000")
+    buffer.append(
+        None,
+        "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    )
+    app.monitor.log_buffers["spark1"] = {"gptoss": buffer}  # nothing streamed in this test
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("enter", "l")
+        await pilot.pause()
+        log = app.screen.query_one("#log", RichLog)
+        assert len(log.lines) == 2
+        styles = [{str(segment.style) for segment in strip} for strip in log.lines]
+        crit = app.colours["status-crit"].lower()
+        assert not any(crit in style.lower() for style in styles[0])
+        assert any(crit in style.lower() for style in styles[1])
+
+
+async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
+    app = fed_app()
+    fire_node_down(app)
+    assert any(a.node == "spark3" and a.name == "node-down" for a in app.alerts.active())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        banner = str(app.screen.query_one("#banner", Static).content)
+        assert "alerts: CRIT spark3 node-down" in banner
+        await pilot.press("exclamation_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, AlertsScreen)
+        await pilot.press("down", "s")
+        await pilot.pause()
+        assert all("spark3 node-down" not in line for line in app.alert_banner())
+
+
+async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> None:
+    """Freshness: a new observation reaches the screen within a frame, not at the next tick."""
+    import re
+
+    from sparktui.model.observations import NodeObservation, VllmObservation
+    from tests.support.fixture_fleet import scenario_scrapes
+    from tests.support.ui_data import _ok
+
+    clock = Clock()
+    hourly = fleet_spec().model_copy(update={"poll_interval_s": 3600.0})  # the render tick never comes again
+    app = make_app(hourly, collect=False, clock=clock)
+    feed(app, clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert _row_labels(app)[0] == "spark1"
+        reqs = [c.key for c in _table(app).columns].index("reqs")
+        before = str(_table(app).get_row_at(0)[reqs])
+        assert before.startswith("7/")
+        body = re.sub(r"(vllm:num_requests_running\{[^}]*\}) [0-9.]+", r"\1 23.0", scenario_scrapes("mtp2-steady")[29])
+        clock.t = NOW + 1
+        app.observation(
+            NodeObservation(
+                node="spark1",
+                t=clock.t,
+                wall=1e9 + clock.t,
+                vllm=(VllmObservation("gptoss", _ok("u"), _ok("u", body)),),
+            )
+        )
+        await pilot.pause(0.2)
+        assert str(_table(app).get_row_at(0)[reqs]).startswith("23/")
+        assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were
+
+
+async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        updated: list[str] = []
+        original = Static.update
+
+        def counting(self: Static, *args: object, **kwargs: object) -> None:
+            updated.append(self.id or "")
+            original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Static, "update", counting)
+        app.refresh_views(force=True)  # the same data again: nothing to redraw
+        assert updated == []
+        app.theme = "spark-light"  # new colours: every panel again
+        await pilot.pause()
+        assert {"title", "latency", "spec", "memory", "gpu"} <= set(updated)
+
+
+async def test_a_node_screen_reopened_is_the_kept_one_and_the_least_recent_is_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(SparkApp, "NODE_SCREENS_KEPT", 2)
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await pilot.pause()
+        first = app.screen
+        assert isinstance(first, NodeScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+        app.open_node("spark1")
+        await pilot.pause()
+        again: object = app.screen
+        assert again is first  # not composed again
+        await pilot.press("escape")
+        for name in ("spark2", "spark3"):
+            app.open_node(name)
+            await pilot.pause()
+            await pilot.press("escape")
+        installed = [n for n in ("spark1", "spark2", "spark3") if app.is_screen_installed(f"node:{n}")]
+        assert installed == ["spark2", "spark3"]  # spark1, opened least recently, was let go
+
+
+async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    from sparktui.ui import app as app_module
+
+    frozen: list[str] = []
+    monkeypatch.setattr(app_module, "FREEZE_AFTER_S", 0.05)
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append("freeze"))
+    for freeze_gc in (False, True):
+        clock = Clock()
+        app = make_app(fleet_spec(), collect=False, clock=clock, freeze_gc=freeze_gc)
+        feed(app, clock)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(0.3)
+        assert frozen == (["freeze"] if freeze_gc else [])

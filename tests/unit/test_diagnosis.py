@@ -1,0 +1,993 @@
+"""The diagnosis engine (pure): every catalogue rule against its evidence and a near miss, hysteresis,
+threshold overrides, odd input, and the docs table.
+
+Node views come from the real model: a ``FleetState`` fed with scrapes from tests/data/vllm-0.33, host
+frames from tests/data/host and log lines from tests/data/diagnosis/cases.toml, as ``test_status.py``
+does. Times: ``t`` is the poll loop's clock in seconds; the wall clock is ``WALL0 + t``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import EllipsisType
+from typing import Any
+
+import pytest
+
+from sparktui.config import load_catalogue, parse_config
+from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, catalogue_markdown, parse_catalogue
+from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.host import FrameSplitter, HostSample, parse_frame
+from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.status import State
+from tests.conftest import DATA
+from tests.support.fixture_fleet import scenario_scrapes
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGUE = load_catalogue()
+CASES: list[dict[str, Any]] = tomllib.loads((DATA / "diagnosis" / "cases.toml").read_text())["case"]
+WALL0 = 1780137000.0  # 2026-05-30 10:30:00 UTC
+MTP2 = scenario_scrapes("mtp2-steady")
+MTP3 = scenario_scrapes("mtp3-poor-pos2")
+FRESH = scenario_scrapes("restart")[5]  # a server whose engine became ready a second ago
+
+# The rows of shared/reference/spark-failures.md, in its order; the data file must carry every one.
+CATALOGUE_ROWS = (
+    "page-cache-blocks-start",
+    "launch-readiness",
+    "oom-during-load",
+    "drop-caches-denied",
+    "shm-leftovers",
+    "stale-workers",
+    "exec-not-found",
+    "crash-loop",
+    "worker-port-in-use",
+    "fork-shm-ringbuffer",
+    "patch-applied-twice",
+    "mamba-block-size",
+    "serve-twice",
+    "cuda-compat-unavailable",
+    "unknown-env-var",
+    "model-type-unknown",
+    "gated-download",
+    "fp4-garbage",
+    "tool-choice-400",
+    "draft-model-path",
+    "spec-position-collapse",
+    "enforce-eager",
+    "compile-config-ignored",
+    "chunked-prefill-ssm",
+    "cold-jit",
+    "engine-wedged",
+    "engine-dead",
+    "nccl-timeout",
+    "node-vanished",
+    "port-refused-loading",
+)
+ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra metric detectors
+
+SERVING = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "gptoss"
+port = 8000
+container = "vllm_gptoss"
+gpu_memory_utilization = 0.9
+"""
+
+# The two instances of tests/data/host/frame-incident.txt (context/002's reboot, context/001's loop).
+INCIDENT = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "ds4"
+port = 8000
+unit = "vllm-ds4-head.service"
+[[nodes.vllm]]
+name = "qwen"
+port = 8001
+container = "qwen36-35b"
+"""
+
+STALE = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "ds4w"
+port = 8000
+unit = "vllm-ds4-worker.service"
+"""
+
+
+# --- building evidence with the real model --------------------------------------------------------
+
+
+def ok(body: str = "", status: int = 200) -> HttpResult:
+    return HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.OK, status=status, body=body.encode())
+
+
+def refused() -> HttpResult:
+    return HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.REFUSED, error="connection refused")
+
+
+def timeout() -> HttpResult:
+    return HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.TIMEOUT, error="no answer within 2 s")
+
+
+def frames(name: str, replace: Mapping[str, str] | None = None) -> list[HostSample]:
+    text = (DATA / "host" / name).read_text()
+    for old, new in (replace or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    splitter = FrameSplitter()
+    return [parse_frame(f) for line in text.splitlines() if (f := splitter.feed(line)) is not None]
+
+
+def serving_sample(seq: int = 41) -> HostSample:
+    """frames-serving.txt's full frame (container vllm_gptoss running), as the seq-th frame."""
+    return dataclasses.replace(frames("frames-serving.txt")[0], seq=seq)
+
+
+def incident_sample(replace: Mapping[str, str] | None = None) -> HostSample:
+    (sample,) = frames("frame-incident.txt", replace)
+    return sample
+
+
+def edit(text: str, values: Mapping[str, float]) -> str:
+    """The scrape with every sample of the named series (any labels) set to a value."""
+    out = []
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        changed = not line.startswith("#") and name in values
+        out.append(f"{line.rsplit(' ', 1)[0]} {values[name]}" if changed else line)
+    return "\n".join(out) + "\n"
+
+
+def value_of(text: str, series: str) -> float:
+    (line,) = [line for line in text.splitlines() if line.startswith(series)]
+    return float(line.rsplit(" ", 1)[1])
+
+
+def with_value(text: str, series: str, value: float) -> str:
+    return (
+        "\n".join(
+            f"{line.rsplit(' ', 1)[0]} {value}" if line.startswith(series) else line for line in text.splitlines()
+        )
+        + "\n"
+    )
+
+
+# mtp2-steady's last scrape with nothing running: repeated, an instance that is UP and idle.
+IDLE = edit(MTP2[29], {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0})
+
+
+class Rig:
+    """One node in a real FleetState, its log buffers, and the engine evaluating it."""
+
+    def __init__(
+        self, config: str = SERVING, overrides: Mapping[str, float] | None = None, window_s: float = 60.0
+    ) -> None:
+        self.fleet = FleetState(parse_config(config, source="test.toml"))
+        self.name = next(iter(self.fleet.nodes))
+        self.engine = DiagnosisEngine(CATALOGUE, overrides)
+        self.window_s = window_s
+        self.logs: dict[str, LogBuffer] = {}
+        self.findings: tuple[Finding, ...] = ()
+
+    def poll(self, t: float, health: HttpResult | None, metrics: str | None = None, instance: str = "") -> None:
+        names = [instance] if instance else list(self.fleet.nodes[self.name].instances)
+        observed = tuple(VllmObservation(name, health, ok(metrics) if metrics is not None else None) for name in names)
+        self.fleet.apply(NodeObservation(node=self.name, t=t, wall=WALL0 + t, vllm=observed))
+
+    def host(self, t: float, sample: HostSample | None = None, problem: str | None = None) -> None:
+        self.fleet.apply_host(HostUpdate(self.name, t, sample=sample, problem=problem))
+
+    def log(self, instance: str, fmt: LogFormat, raw: list[str]) -> None:
+        buffer = self.logs.setdefault(instance, LogBuffer())
+        buffer.append_batch(parse_log_line(fmt, line) for line in raw)
+
+    def view(self, t: float) -> NodeView:
+        (view,) = [v for v in self.fleet.view(t, window_s=self.window_s) if v.name == self.name]
+        return view
+
+    def evaluate(self, t: float) -> tuple[Finding, ...]:
+        engine = self.engine
+        lines = {name: unread(buf, engine.cursor(self.name, name)) for name, buf in self.logs.items()}
+        intervals = last_intervals(self.fleet.nodes[self.name])
+        self.findings = engine.evaluate(self.view(t), lines, t, intervals)
+        return self.findings
+
+    def step(
+        self, t: float, health: HttpResult | None, metrics: str | None = None, sample: HostSample | None = None
+    ) -> tuple[Finding, ...]:
+        self.poll(t, health, metrics)
+        if sample is not None:
+            self.host(t, sample)
+        return self.evaluate(t)
+
+    def ids(self, instance: str | EllipsisType | None = ...) -> set[str]:
+        """Ids of the active findings (of one instance, None: the node's own)."""
+        return {f.id for f in self.findings if instance is ... or f.instance == instance}
+
+    def get(self, rule_id: str, instance: str | EllipsisType | None = ...) -> Finding:
+        found = [f for f in self.findings if f.id == rule_id and (instance is ... or f.instance == instance)]
+        assert found, f"{rule_id} not among {sorted(self.ids())}"
+        return found[0]
+
+
+def text_of(finding: Finding) -> str:
+    return "\n".join(finding.evidence)
+
+
+def healthy(rig: Rig, until: int = 3) -> None:
+    """A few normal polls: the instance serves mtp2-steady's traffic."""
+    for i in range(until):
+        rig.step(float(i), ok(), MTP2[i], serving_sample(41 + i))
+
+
+# --- the catalogue --------------------------------------------------------------------------------
+
+
+def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
+    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS)
+    assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
+
+
+@pytest.mark.parametrize("rule", CATALOGUE.rules, ids=lambda r: r.id)
+def test_every_rule_has_texts_a_known_action_and_thresholds(rule: Any) -> None:
+    assert rule.title and rule.explanation and rule.fix and rule.looks_at
+    assert rule.action is None or rule.action in ACTIONS
+    assert (rule.log is None) != (rule.detector is None)
+    needed = ("quiet_s", "healthy_s") if rule.log else ("open_after", "clear_after_s")
+    assert all(name in rule.params for name in needed)
+
+
+def test_actions_are_offered_where_the_catalogue_names_one() -> None:
+    actions = {rule.id: rule.action for rule in CATALOGUE.rules if rule.action}
+    assert actions == {
+        "page-cache-blocks-start": "drop-caches",
+        "launch-readiness": "drop-caches",
+        "shm-leftovers": "drop-caches",
+        "stale-workers": "kill-workers",
+        "worker-port-in-use": "kill-workers",
+        "cold-jit": "warmup",
+        "engine-wedged": "restart",
+        "engine-dead": "restart",
+        "nccl-timeout": "restart",
+    }
+
+
+def test_the_shipped_data_file_is_in_the_package_data() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "data/*.toml" in pyproject["tool"]["setuptools"]["package-data"]["sparktui"]
+
+
+# --- log rules: every case of cases.toml ----------------------------------------------------------
+
+
+LOG_CASES = [
+    pytest.param(case, id=f"{case['rule']}-{'match' if case['match'] else 'near-miss'}-{index}")
+    for index, case in enumerate(CASES)
+]
+
+
+@pytest.mark.parametrize("case", LOG_CASES)
+def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
+    rule = CATALOGUE.rule(case["rule"])
+    assert rule.log is not None, f"{rule.id} is not a log rule"
+    rig = Rig()
+    healthy(rig)
+    rig.log("gptoss", case["format"], case["lines"])
+    findings = rig.evaluate(3.0)
+    matched = [f for f in findings if f.id == rule.id]
+    if not case["match"]:
+        assert matched == []
+        return
+    (finding,) = matched
+    assert finding.instance == "gptoss" and finding.node == "spark1"
+    assert (finding.severity, finding.title, finding.fix, finding.action) == (
+        rule.severity,
+        rule.title,
+        rule.fix,
+        rule.action,
+    )
+    for raw in case["lines"]:
+        stamp, text = parse_log_line(case["format"], raw)
+        assert stamp is not None
+        shown = f"{stamp.isoformat(sep=' ', timespec='seconds')}  {text}"
+        assert shown in finding.evidence, f"{shown!r} not in {finding.evidence}"
+    assert [line.text for line in finding.lines][: len(case["lines"])] == [
+        parse_log_line(case["format"], raw)[1] for raw in case["lines"]
+    ]
+
+
+def test_the_page_cache_finding_shows_the_memory_behind_it() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=incident_sample())
+    (case,) = [c for c in CASES if c["rule"] == "page-cache-blocks-start" and c["format"] == "journal"]
+    rig.log("gptoss", "journal", case["lines"])
+    rig.evaluate(1.0)
+    evidence = text_of(rig.get("page-cache-blocks-start", "gptoss"))
+    # tests/data/host/README.md: MemAvailable 30.0 GiB, Cached − Shmem 90.0 GiB, leftovers 1.9 GiB
+    assert "MemAvailable 30.0 GiB of 121.7 GiB" in evidence
+    assert "page cache drop_caches can free (Cached − Shmem) 90.0 GiB" in evidence
+    assert "/dev/shm leftovers hold 1.9 GiB" in evidence
+    assert "(at 10:30:00 UTC)" in evidence  # the time of the poll the numbers come from
+
+
+# --- detector rules: a positive and a near miss each ----------------------------------------------
+
+DetectorCase = Callable[[], None]
+DETECTOR_CASES: dict[str, dict[bool, list[DetectorCase]]] = {}
+
+
+def detector_case(rule_id: str, match: bool) -> Callable[[DetectorCase], DetectorCase]:
+    def register(fn: DetectorCase) -> DetectorCase:
+        DETECTOR_CASES.setdefault(rule_id, {True: [], False: []})[match].append(fn)
+        return fn
+
+    return register
+
+
+@detector_case("launch-readiness", True)
+def launch_readiness_short() -> None:
+    # tests/data/host/frame-incident.txt: MemAvailable 30.0 GiB; 0.9 × 121.7 GiB needs 109.5 GiB
+    rig = Rig()
+    assert "launch-readiness" not in {f.id for f in rig.step(0.0, refused(), sample=incident_sample())}
+    rig.step(1.0, refused())
+    finding = rig.get("launch-readiness", "gptoss")
+    assert "needs 109.5 GiB (0.9 × 121.7 GiB MemTotal), 30.0 GiB available: short by 79.5 GiB" in text_of(finding)
+    assert finding.action == "drop-caches"
+
+
+@detector_case("launch-readiness", False)
+def launch_readiness_just_fits() -> None:
+    rig = Rig(SERVING.replace("gpu_memory_utilization = 0.9", "gpu_memory_utilization = 0.24"))
+    for t in range(3):  # 0.24 × 121.7 GiB = 29.2 GiB ≤ 30.0 GiB available
+        rig.step(float(t), refused(), sample=incident_sample())
+    assert "launch-readiness" not in rig.ids()
+
+
+@detector_case("shm-leftovers", True)
+def shm_leftovers_after_a_crash() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=incident_sample())
+    rig.step(1.0, refused())
+    finding = rig.get("shm-leftovers", None)
+    assert finding.action == "drop-caches"
+    assert "6 leftover entries in /dev/shm holding 1.9 GiB while no vLLM process runs" in text_of(finding)
+    assert "psm_2b7e41f0 (100.0 MiB)" in text_of(finding)
+
+
+@detector_case("shm-leftovers", False)
+def shm_in_use_by_a_running_vllm() -> None:
+    rig = Rig()
+    healthy(rig, 4)  # frames-serving: vLLM processes run, so its /dev/shm entries are in use
+    assert "shm-leftovers" not in rig.ids()
+
+
+@detector_case("stale-workers", True)
+def stale_workers_of_a_stopped_unit() -> None:
+    rig = Rig(STALE)
+    (sample,) = frames("frame-stale-workers.txt")
+    rig.step(0.0, refused(), sample=sample)
+    rig.step(1.0, refused())
+    finding = rig.get("stale-workers", None)
+    assert finding.action == "kill-workers"
+    evidence = text_of(finding)
+    assert "1 VLLM::Worker process alive while vllm-ds4-worker.service is inactive" in evidence
+    assert "pid 5120 (parent 1): VLLM::Worker_TP0_EP0" in evidence
+
+
+@detector_case("stale-workers", False)
+def workers_of_a_running_unit() -> None:
+    rig = Rig(STALE)
+    (sample,) = frames(
+        "frame-stale-workers.txt", {"ActiveState=inactive\nSubState=dead": "ActiveState=active\nSubState=running"}
+    )
+    for t in range(3):
+        rig.step(float(t), refused(), sample=sample)
+    assert "stale-workers" not in rig.ids()
+
+
+@detector_case("exec-not-found", True)
+def exec_not_found_status_127() -> None:
+    rig = Rig(INCIDENT)
+    rig.step(0.0, refused(), sample=incident_sample())
+    finding = rig.get("exec-not-found", "ds4")
+    evidence = text_of(finding)
+    assert "vllm-ds4-head.service is activating (auto-restart), exit status 127, 14 restarts" in evidence
+    assert "ExecStart runs /home/milo/vllm-scripts/vllm-head-090.sh, which does not exist on the node" in evidence
+    assert finding.action is None
+    # The unit also restarts in a loop, but the specific finding says why: crash-loop is suppressed.
+    assert "crash-loop" not in rig.ids("ds4")
+
+
+@detector_case("exec-not-found", False)
+def exit_status_1_is_not_a_missing_program() -> None:
+    rig = Rig(INCIDENT)
+    sample = incident_sample({"ExecMainStatus=127": "ExecMainStatus=1", "ExecPathExists=no": "ExecPathExists=yes"})
+    rig.step(0.0, refused(), sample=sample)
+    assert "exec-not-found" not in rig.ids()
+    assert "crash-loop" in rig.ids("ds4")  # a crash loop all the same
+
+
+@detector_case("crash-loop", True)
+def crash_loop_of_a_restarting_container() -> None:
+    rig = Rig(INCIDENT)
+    rig.poll(0.0, refused())
+    rig.host(0.0, incident_sample())
+    # context/001: the container's command repeats `vllm serve`; each attempt dies at argument parsing.
+    rig.log(
+        "qwen",
+        "docker",
+        ["2026-05-30T08:29:41.2Z INFO 05-30 08:29:41 [api_server.py:1287] vLLM API server version 0.20.1"],
+    )
+    rig.log("qwen", "docker", ["2026-05-30T08:29:41.5Z vllm: error: unrecognized arguments: serve"])
+    rig.evaluate(0.0)
+    finding = rig.get("crash-loop", "qwen")
+    evidence = text_of(finding)
+    assert "qwen36-35b is restarting: 23 restarts, last exit status 2" in evidence
+    assert (
+        "first error of the last attempt: 2026-05-30 08:29:41+00:00  vllm: error: unrecognized arguments: serve"
+        in evidence
+    )
+    assert [line.text for line in finding.lines] == ["vllm: error: unrecognized arguments: serve"]
+    assert "serve-twice" in rig.ids("qwen")
+
+
+@detector_case("crash-loop", True)
+def crash_loop_restarts_rising() -> None:
+    rig = Rig(INCIDENT)
+    for t, count in ((0.0, 0), (30.0, 1), (60.0, 2)):
+        sample = incident_sample({"Status=restarting\nRestartCount=23": f"Status=running\nRestartCount={count}"})
+        rig.step(t, refused(), sample=sample)
+    assert "+2 since 10:30:00 UTC" in text_of(rig.get("crash-loop", "qwen"))
+
+
+@detector_case("crash-loop", False)
+def two_restarts_long_ago_is_not_a_loop() -> None:
+    rig = Rig(INCIDENT)
+    sample = incident_sample({"Status=restarting\nRestartCount=23": "Status=running\nRestartCount=2"})
+    for t in range(3):
+        rig.step(float(t), ok(), MTP2[t], sample)
+    assert "crash-loop" not in rig.ids("qwen")
+
+
+@detector_case("engine-wedged", True)
+def wedged_after_five_polls_without_a_token() -> None:
+    rig = Rig()
+    # The same scrape again and again: 11 requests running, no token generated, /health 200.
+    for t in range(6):
+        rig.step(float(t), ok(), MTP2[0], serving_sample(41 + t))
+        assert ("engine-wedged" in rig.ids()) == (t == 5), t  # intervals from t=1: the 5th is at t=5
+    finding = rig.get("engine-wedged", "gptoss")
+    assert finding.action == "restart"
+    assert "11 running, 0 waiting at 10:30:05 UTC" in finding.evidence
+    assert "0 tokens generated over the last 1.0 s" in finding.evidence
+    assert "holding since 10:30:01 UTC (5 polls in a row)" in finding.evidence
+
+
+@detector_case("engine-wedged", False)
+def idle_engine_is_not_wedged() -> None:
+    rig = Rig()
+    idle = edit(MTP2[0], {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0})
+    for t in range(8):
+        rig.step(float(t), ok(), idle, serving_sample(41 + t))
+    assert "engine-wedged" not in rig.ids()
+
+
+@detector_case("engine-wedged", False)
+def four_polls_without_tokens_are_not_yet_wedged() -> None:
+    rig = Rig()
+    for t in range(5):
+        rig.step(float(t), ok(), MTP2[0])
+    assert "engine-wedged" not in rig.ids()
+
+
+def stretched(rig: Rig, spacing: float, first: int, last: int) -> float:
+    """mtp2-steady at 1 s spacing up to ``first``, then ``spacing`` s apart: the same tokens over a
+    longer time, i.e. decoding that much slower while the same requests run."""
+    t = 0.0
+    for i in range(last + 1):
+        if i > 0:
+            t += 1.0 if i < first else spacing
+        rig.step(t, ok(), MTP2[i], serving_sample(41 + i))
+    return t
+
+
+@detector_case("decode-stall", True)
+def decode_five_times_slower() -> None:
+    rig = Rig()
+    stretched(rig, 5.0, first=12, last=29)  # 11 polls to learn from, then 18 slow ones, 5 s apart
+    finding = rig.get("decode-stall", "gptoss")
+    assert "holding since" in text_of(finding) and "recent median" in text_of(finding)
+    assert "engine-wedged" not in rig.ids()
+
+
+@detector_case("decode-stall", False)
+def decode_a_third_slower_is_normal_variation() -> None:
+    rig = Rig()
+    stretched(rig, 1.5, first=12, last=29)
+    assert "decode-stall" not in rig.ids()
+
+
+@detector_case("spec-position-collapse", True)
+def last_position_under_the_catalogue_floor() -> None:
+    rig = Rig()
+    for t in range(4):  # mtp3-poor-pos2: position 2 accepted in about 0.16 of drafts
+        rig.step(float(t), ok(), MTP3[t], serving_sample(41 + t))
+    finding = rig.get("spec-position-collapse", "gptoss")
+    evidence = text_of(finding)
+    assert "draft position 2 (the last of 3) accepted in 0.154 of drafts" in evidence
+    assert "under the catalogue's 0.2" in evidence
+    assert "num_speculative_tokens = 3" in evidence
+
+
+@detector_case("spec-position-collapse", True)
+def last_position_under_half_its_own_baseline() -> None:
+    # The catalogue's floor lowered to 0.1, so only the baseline can fire: mtp2-steady's position 1
+    # (about 0.56) drops to 0.4 of its rate from scrape 15 on.
+    rig = Rig(overrides={"spec-position-collapse.min_acceptance": 0.1}, window_s=3.0)
+    series = (
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        '{engine="0",model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4",position="1"}'
+    )
+    base = value_of(MTP2[15], series)
+    for i in range(30):
+        text = MTP2[i]
+        if i > 15:
+            text = with_value(text, series, base + (value_of(text, series) - base) * 0.4)
+        rig.step(float(i), ok(), text, serving_sample(41 + i))
+    evidence = text_of(rig.get("spec-position-collapse", "gptoss"))
+    assert "draft position 1 (the last of 2)" in evidence
+    assert "under 0.5 × baseline" in evidence
+    assert "under the catalogue's" not in evidence
+
+
+@detector_case("spec-position-collapse", False)
+def healthy_mtp2_last_position() -> None:
+    rig = Rig()
+    for t in range(30):  # position 1 accepted in about 0.56 of drafts
+        rig.step(float(t), ok(), MTP2[t], serving_sample(41 + t))
+    assert "spec-position-collapse" not in rig.ids()
+
+
+def kv_scrapes(kv: float, preempting: bool) -> list[str]:
+    return [
+        edit(text, {"vllm:kv_cache_usage_perc": kv, "vllm:num_preemptions_total": 3.0 * i if preempting else 0.0})
+        for i, text in enumerate(MTP2)
+    ]
+
+
+@detector_case("kv-pressure", True)
+def kv_full_and_preempting() -> None:
+    rig = Rig()
+    for t, text in enumerate(kv_scrapes(0.95, preempting=True)[:4]):
+        rig.step(float(t), ok(), text, serving_sample(41 + t))
+    evidence = text_of(rig.get("kv-pressure", "gptoss"))
+    assert "KV cache 95% full at 10:30:03 UTC (threshold 90%)" in evidence
+    assert "3 preemptions over the last 1.0 s (3.00/s)" in evidence
+
+
+@detector_case("kv-pressure", False)
+def kv_just_under_the_threshold() -> None:
+    rig = Rig()
+    for t, text in enumerate(kv_scrapes(0.89, preempting=True)[:6]):
+        rig.step(float(t), ok(), text)
+    assert "kv-pressure" not in rig.ids()
+
+
+@detector_case("kv-pressure", False)
+def kv_full_without_preemptions() -> None:
+    rig = Rig()
+    for t, text in enumerate(kv_scrapes(0.95, preempting=False)[:6]):
+        rig.step(float(t), ok(), text)
+    assert "kv-pressure" not in rig.ids()
+
+
+def restart_then(rig: Rig, fresh: str) -> None:
+    """Serving, then refused while the container loads, then up again with ``fresh`` scrapes."""
+    healthy(rig, 2)
+    rig.step(2.0, refused(), sample=serving_sample(43))
+    assert rig.view(2.0).instances[0].status.state is State.LOADING
+    rig.step(40.0, refused(), sample=serving_sample(44))
+    rig.step(41.0, ok(), fresh, serving_sample(45))
+
+
+@detector_case("cold-jit", True)
+def cold_after_a_restart() -> None:
+    rig = Rig()
+    never = {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0}
+    cold = edit(FRESH, {**never, "vllm:generation_tokens_total": 0, "vllm:request_success_total": 0})
+    restart_then(rig, cold)
+    finding = rig.get("cold-jit", "gptoss")
+    assert finding.action == "warmup" and finding.severity is Severity.INFO
+    assert "no request finished and no token generated since the start" in finding.evidence
+    rig.step(42.0, ok(), cold)
+    assert "cold-jit" in rig.ids()
+    rig.step(43.0, ok(), FRESH)  # the first requests finish: warm
+    assert "cold-jit" not in rig.ids()
+    assert "cold-jit" in [f.id for f in rig.engine.history("spark1")]
+
+
+@detector_case("cold-jit", False)
+def served_right_after_the_restart() -> None:
+    rig = Rig()
+    restart_then(rig, FRESH)  # restart/scrape-005: 5 requests already finished
+    assert "cold-jit" not in rig.ids()
+
+
+@detector_case("engine-dead", True)
+def health_503_twice() -> None:
+    rig = Rig()
+    healthy(rig, 2)
+    rig.step(2.0, ok(status=503))
+    assert "engine-dead" not in rig.ids()
+    rig.step(3.0, ok(status=503))
+    finding = rig.get("engine-dead", "gptoss")
+    assert "gptoss: engine dead (/health 503) (at 10:30:03 UTC)" in finding.evidence
+    assert finding.action == "restart"
+
+
+@detector_case("engine-dead", False)
+def health_500_is_not_engine_dead() -> None:
+    rig = Rig()
+    for t in range(3):
+        rig.step(float(t), ok(status=500))
+    assert "engine-dead" not in rig.ids()
+
+
+@detector_case("node-vanished", True)
+def http_and_ssh_die_together() -> None:
+    rig = Rig()
+    healthy(rig, 3)
+    for t in (3.0, 4.0):
+        rig.poll(t, timeout())
+        rig.host(t, problem="ssh: spark1 (10.0.0.1:22): connection lost")
+        rig.evaluate(t)
+    evidence = text_of(rig.get("node-vanished", None))
+    assert "HTTP unanswered since 10:30:03 UTC: gptoss: /health no answer within 2 s" in evidence
+    assert "SSH failing since 10:30:03 UTC: ssh: spark1 (10.0.0.1:22): connection lost" in evidence
+
+
+@detector_case("node-vanished", True)
+def http_dies_and_the_sampler_falls_silent() -> None:
+    rig = Rig()
+    healthy(rig, 3)  # the last host sample arrives at t=2
+    for t in range(3, 20):
+        rig.step(float(t), timeout())
+    assert "no host sample for 17 s" in text_of(rig.get("node-vanished", None))
+
+
+@detector_case("node-vanished", False)
+def http_dies_but_ssh_still_answers() -> None:
+    rig = Rig()
+    healthy(rig, 3)
+    for t in range(3, 20):
+        rig.step(float(t), timeout(), sample=serving_sample(41 + t))
+    assert "node-vanished" not in rig.ids()
+
+
+@detector_case("port-refused-loading", True)
+def refused_while_the_container_runs() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=serving_sample())
+    finding = rig.get("port-refused-loading", "gptoss")
+    assert finding.severity is Severity.INFO
+    assert "gptoss: loading for 2h19m: vllm_gptoss is running, the port is not open yet (at 10:30:00 UTC)" in text_of(
+        finding
+    )
+
+
+@detector_case("port-refused-loading", False)
+def refused_while_the_container_is_stopped() -> None:
+    rig = Rig()
+    stopped = frames("frames-serving.txt", {"Status=running": "Status=exited"})[0]
+    rig.step(0.0, refused(), sample=stopped)
+    assert "port-refused-loading" not in rig.ids()
+
+
+DETECTOR_CALLS = [
+    pytest.param(fn, id=f"{rule_id}-{'match' if match else 'near-miss'}-{fn.__name__}")
+    for rule_id, by_match in DETECTOR_CASES.items()
+    for match, fns in by_match.items()
+    for fn in fns
+]
+
+
+@pytest.mark.parametrize("case", DETECTOR_CALLS)
+def test_detector_rule_against_its_evidence(case: DetectorCase) -> None:
+    case()
+
+
+def test_every_rule_has_evidence_that_matches_and_a_near_miss_that_does_not() -> None:
+    covered: dict[str, set[bool]] = {}
+    for case in CASES:
+        covered.setdefault(case["rule"], set()).add(bool(case["match"]))
+    for rule_id, by_match in DETECTOR_CASES.items():
+        covered.setdefault(rule_id, set()).update(m for m, fns in by_match.items() if fns)
+    missing = {rule.id: {True, False} - covered.get(rule.id, set()) for rule in CATALOGUE.rules}
+    assert {rule_id: gap for rule_id, gap in missing.items() if gap} == {}
+    assert set(covered) <= set(CATALOGUE.ids)
+
+
+# --- hysteresis and lifetimes ---------------------------------------------------------------------
+
+
+def test_a_detector_finding_opens_after_open_after_survives_one_healthy_poll_and_clears_after_clear_after() -> None:
+    rig = Rig()  # engine-dead: open_after 2, clear_after_s 10
+    healthy(rig, 2)
+    rig.step(2.0, ok(status=503))
+    assert "engine-dead" not in rig.ids()
+    rig.step(3.0, ok(status=503))
+    opened = rig.get("engine-dead", "gptoss")
+    assert opened.opened_at == 3.0 and opened.active
+    rig.step(4.0, ok(), MTP2[4])  # one healthy poll: still open
+    assert "engine-dead" in rig.ids()
+    rig.step(5.0, ok(status=503))  # failing again: the clock for clearing starts over
+    for t in range(6, 16):
+        rig.step(float(t), ok(), MTP2[t])
+        assert "engine-dead" in rig.ids(), t
+    rig.step(16.0, ok(), MTP2[16])  # healthy for 10 s since t=6
+    assert "engine-dead" not in rig.ids()
+    (cleared,) = [f for f in rig.engine.history("spark1") if f.id == "engine-dead"]
+    assert (cleared.opened_at, cleared.last_seen, cleared.cleared_at) == (3.0, 5.0, 16.0)
+    assert not cleared.active
+    assert rig.engine.active("spark1") == ()
+
+
+def lines_of(rule_id: str) -> tuple[LogFormat, list[str]]:
+    case = next(c for c in CASES if c["rule"] == rule_id and c["match"])
+    return case["format"], case["lines"]
+
+
+def test_an_attempt_log_finding_clears_once_the_instance_has_been_up_for_healthy_s() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=serving_sample())  # loading
+    rig.log("gptoss", *lines_of("mamba-block-size"))
+    rig.step(1.0, refused())
+    assert "mamba-block-size" in rig.ids()
+    for t in range(2, 123):  # fixed and started again: UP from t=2
+        rig.step(float(t), ok(), IDLE)
+        assert ("mamba-block-size" in rig.ids()) == (t < 122), t
+    (cleared,) = [f for f in rig.engine.history() if f.id == "mamba-block-size"]
+    assert (cleared.opened_at, cleared.cleared_at) == (1.0, 122.0)
+    assert cleared.lines[0].text.startswith("AssertionError: In Mamba cache align mode")
+
+
+def test_an_attempt_log_finding_of_a_stopped_instance_clears_after_quiet_s() -> None:
+    rig = Rig(overrides={"serve-twice.quiet_s": 300})
+    rig.step(0.0, refused())
+    rig.log("gptoss", "docker", ["2026-05-20T11:00:02Z vllm: error: unrecognized arguments: serve"])
+    rig.step(1.0, refused())
+    assert "serve-twice" in rig.ids()
+    rig.step(300.0, refused())
+    assert "serve-twice" in rig.ids()
+    rig.step(301.0, refused())
+    assert "serve-twice" not in rig.ids()
+
+
+ENFORCE_EAGER = (
+    "2026-05-28T10:00:20Z INFO [core.py:93] Initializing a V1 LLM engine (v0.20.1) with config: enforce_eager=True"
+)
+API_START = "2026-05-28T10:00:01Z INFO [api_server.py:1287] vLLM API server version 0.20.1"
+FRESH_IDLE = edit(FRESH, {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0})
+
+
+def test_a_process_log_finding_lasts_as_long_as_the_process_and_clears_after_a_clean_restart() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=serving_sample())
+    rig.log("gptoss", "docker", [API_START, ENFORCE_EAGER])
+    rig.step(1.0, refused())
+    for t in range(2, 600, 50):  # serving for ten minutes: the launch flag is still in effect
+        rig.step(float(t), ok(), IDLE)
+        assert "enforce-eager" in rig.ids(), t
+    rig.step(600.0, refused(), sample=serving_sample(50))  # restarted without the flag
+    rig.log("gptoss", "docker", [API_START.replace("10:00:01", "10:10:01")])
+    rig.step(601.0, refused())
+    rig.step(640.0, ok(), FRESH_IDLE)
+    rig.step(759.0, ok(), FRESH_IDLE)
+    assert "enforce-eager" in rig.ids()
+    rig.step(760.0, ok(), FRESH_IDLE)  # UP for healthy_s (120 s) since t=640
+    assert "enforce-eager" not in rig.ids()
+    assert "enforce-eager" in [f.id for f in rig.engine.history()]
+
+
+def test_a_process_log_finding_stays_when_the_restarted_process_logs_it_again() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=serving_sample())
+    rig.log("gptoss", "docker", [API_START, ENFORCE_EAGER])
+    rig.step(1.0, refused())
+    rig.step(2.0, ok(), IDLE)
+    rig.step(100.0, refused())
+    rig.log("gptoss", "docker", [API_START, ENFORCE_EAGER])
+    rig.step(101.0, refused())
+    for t in range(140, 400, 20):
+        rig.step(float(t), ok(), FRESH_IDLE)
+    finding = rig.get("enforce-eager", "gptoss")
+    assert "2 matches since 10:30:01 UTC" in finding.evidence
+    assert len(finding.lines) == 2
+
+
+def test_a_log_line_fed_twice_is_scanned_once() -> None:
+    rig = Rig()
+    healthy(rig, 1)
+    rig.log("gptoss", "docker", [ENFORCE_EAGER])
+    lines = rig.logs["gptoss"].tail(1)
+    view = rig.view(1.0)
+    rig.engine.evaluate(view, {"gptoss": lines}, 1.0)
+    (finding,) = rig.engine.evaluate(view, {"gptoss": lines}, 2.0)
+    assert "matches" not in text_of(finding)
+    assert rig.engine.cursor("spark1", "gptoss") == 1
+
+
+def test_unread_returns_only_lines_past_the_cursor_of_a_full_buffer() -> None:
+    buffer = LogBuffer(max_lines=10_000)
+    buffer.append_batch((None, f"line {i}") for i in range(12_000))
+    assert unread(buffer, 11_995) == buffer.tail(5)
+    assert unread(buffer, 12_000) == []
+    assert len(unread(buffer, 0)) == 10_000  # older lines were dropped: what is held
+
+
+def test_cleared_findings_are_kept_in_a_bounded_history() -> None:
+    rig = Rig()
+    rig.engine = DiagnosisEngine(CATALOGUE, history_limit=3)
+    for cycle in range(5):
+        t = cycle * 100.0
+        rig.step(t, ok(status=503))
+        rig.step(t + 1, ok(status=503))
+        rig.step(t + 20, ok(), IDLE)
+        rig.step(t + 30, ok(), IDLE)
+    history = rig.engine.history("spark1")
+    assert [f.opened_at for f in history] == [201.0, 301.0, 401.0]
+
+
+# --- thresholds from the config -------------------------------------------------------------------
+
+
+def test_threshold_overrides_change_the_outcome() -> None:
+    rig = Rig(overrides={"engine-wedged.open_after": 8})
+    for t in range(8):
+        rig.step(float(t), ok(), MTP2[0])
+    assert "engine-wedged" not in rig.ids()
+    rig.step(8.0, ok(), MTP2[0])
+    assert "engine-wedged" in rig.ids()
+
+    rig = Rig(overrides={"spec-position-collapse.min_acceptance": 0.15})
+    for t in range(6):
+        rig.step(float(t), ok(), MTP3[t])
+    assert "spec-position-collapse" not in rig.ids()
+
+    rig = Rig(overrides={"kv-pressure.kv_usage_min": 0.85})
+    for t, text in enumerate(kv_scrapes(0.89, preempting=True)[:4]):
+        rig.step(float(t), ok(), text)
+    assert "kv-pressure" in rig.ids()
+
+
+def test_the_catalogue_is_unchanged_by_an_engine_with_overrides() -> None:
+    DiagnosisEngine(CATALOGUE, {"engine-wedged.open_after": 8})
+    assert CATALOGUE.rule("engine-wedged").param("open_after") == 5.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"engine-wedge.open_after": 3}, "diagnosis threshold 'engine-wedge.open_after': there is no rule"),
+        (
+            {"engine-wedged.polls": 3},
+            "rule 'engine-wedged' has no parameter 'polls' (it has clear_after_s, open_after)",
+        ),
+        ({"engine-wedged.open_after": -1}, "must be a number ≥ 0 (got -1)"),
+        ({"engine-wedged.open_after": True}, "must be a number ≥ 0 (got True)"),
+        ({"open_after": 3}, "write it as '<rule id>.<parameter>'"),
+    ],
+)
+def test_bad_overrides_name_the_key(overrides: Mapping[str, float], message: str) -> None:
+    with pytest.raises(CatalogueError) as raised:
+        DiagnosisEngine(CATALOGUE, overrides)
+    assert message in str(raised.value)
+
+
+# --- the data file is checked when it loads -------------------------------------------------------
+
+DATA_FILE = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "any = ['NV_ERR_NO_MEMORY',",
+            "any = ['NV_ERR_NO_MEMORY(',",
+            "rule 'oom-during-load' log.any[0]: bad regular expression",
+        ),
+        ('name = "launch-not-ready"', 'name = "launch-unready"', "rule 'launch-readiness' detector: 'name' must be"),
+        ('severity = "warn"\ntitle = "vLLM would', 'severity = "high"\ntitle = "vLLM would', "'severity' must be"),
+        ('id = "oom-during-load"', 'id = "page-cache-blocks-start"', "the id is used twice"),
+        ("min_entries = 1.0", "min_entrys = 1.0", "unknown key 'min_entrys'"),
+        ('action = "warmup"', 'action = "reboot"', "'action' must be one of"),
+        ('lifetime = "process"\n\n[[rule]]\nid = "tool', 'lifetime = "forever"\n\n[[rule]]\nid = "tool', "'lifetime'"),
+        (
+            "(?i:mamba page size",
+            "(?i)(?:mamba page size",
+            "rule 'chunked-prefill-ssm' log.all[1]: bad regular expression",
+        ),
+    ],
+)
+def test_catalogue_errors_name_the_rule_and_the_key(old: str, new: str, message: str) -> None:
+    assert old in DATA_FILE
+    with pytest.raises(CatalogueError) as raised:
+        parse_catalogue(DATA_FILE.replace(old, new, 1), source="failures.toml")
+    assert message in str(raised.value)
+    assert str(raised.value).startswith("failures.toml: ")
+
+
+# --- odd input ------------------------------------------------------------------------------------
+
+
+def test_the_engine_never_raises_on_odd_input() -> None:
+    rig = Rig(INCIDENT)
+    engine = rig.engine
+    before_poll = rig.view(0.0)  # nothing polled: UNKNOWN, no rates, no host
+    assert engine.evaluate(before_poll, None, 0.0) == ()
+    assert engine.evaluate(before_poll, {}, 0.0, {}) == ()
+    assert engine.evaluate(before_poll, {"ds4": [], "nobody": []}, 1.0, {"ds4": None, "ghost": None}) == ()
+    buffer = LogBuffer()
+    buffer.append(None, "vllm: error: unrecognized arguments: serve")  # no timestamp
+    buffer.mark_gap()
+    buffer.append(datetime(2026, 5, 30, tzinfo=UTC), "")
+    buffer.append(datetime(2026, 5, 30, tzinfo=UTC), "x" * 20_000)
+    found = engine.evaluate(before_poll, {"nobody": list(buffer)}, 2.0)
+    assert [f.id for f in found] == ["serve-twice"]
+    assert found[0].evidence[0] == "(no time)  vllm: error: unrecognized arguments: serve"
+    # Fields the model leaves None, odd numbers, an empty node.
+    (instance, _) = before_poll.instances
+    odd_instance = dataclasses.replace(instance, running=-1.0, waiting=None, kv_usage=float("nan"))
+    odd = dataclasses.replace(before_poll, instances=(odd_instance,), polled_wall=1e300, host_state=None)
+    engine.evaluate(odd, None, 3.0)
+    engine.evaluate(dataclasses.replace(before_poll, instances=(), services=()), None, 4.0)
+    # A real view with every source failing at once, rates from a counter reset, intervals missing.
+    rig.poll(5.0, timeout(), "garbage")
+    rig.host(5.0, problem="ssh: spark1: host key is not trusted")
+    rig.evaluate(5.0)
+    rig.poll(6.0, ok(), FRESH)
+    rig.poll(7.0, ok(), MTP2[0])
+    engine.evaluate(rig.view(7.0), None, 7.0)
+    assert engine.problems == ()
+
+
+# --- the docs -------------------------------------------------------------------------------------
+
+DOC = ROOT / "docs" / "diagnosis.md"
+START, END = "<!-- catalogue:start -->", "<!-- catalogue:end -->"
+
+
+def test_the_docs_table_matches_the_data_file() -> None:
+    text = DOC.read_text()
+    table = text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
+    assert table == catalogue_markdown(CATALOGUE), (
+        "docs/diagnosis.md is out of date: replace the table between the markers with "
+        "sparktui.diagnosis.engine.catalogue_markdown(load_catalogue())"
+    )
+
+
+def test_every_detector_the_catalogue_may_name_has_an_implementation() -> None:
+    from sparktui.diagnosis.catalogue import DETECTOR_SIGNATURES
+    from sparktui.diagnosis.engine import DETECTORS
+
+    assert set(DETECTORS) == set(DETECTOR_SIGNATURES)
+    assert all((d.node is None) != (d.instance is None) for d in DETECTORS.values())
