@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparktui.config import catalogue_for
-from sparktui.diagnosis.alerts import AlertEngine, AlertEvent, AlertState, alert_rules, firing_now
+from sparktui.diagnosis.alerts import AlertEvent, AlertState, alert_rules, firing_now
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals
 from sparktui.model.fleet import FleetState, NodeView
@@ -92,28 +92,6 @@ class Watcher:
         self._problems_logged: set[str] = set()
         self._sinks_failed: set[tuple[int, str]] = set()
 
-    # --- what the core knows ------------------------------------------------------------------------
-
-    @property
-    def views(self) -> tuple[NodeView, ...]:
-        return self.monitor.views
-
-    @property
-    def findings(self) -> dict[str, tuple[Finding, ...]]:
-        return self.monitor.findings
-
-    @property
-    def alerts(self) -> AlertEngine:
-        return self.monitor.alerts
-
-    @property
-    def diagnosis(self) -> DiagnosisEngine:
-        return self.monitor.diagnosis
-
-    @property
-    def ticks(self) -> int:
-        return self.monitor.ticks
-
     # --- FleetSink: what the source collects goes to the core ----------------------------------------
 
     def reset(self) -> None:
@@ -171,7 +149,7 @@ class Watcher:
         return events
 
     def _log_problems(self) -> None:
-        for problem in self.diagnosis.problems:
+        for problem in self.monitor.diagnosis.problems:
             if problem not in self._problems_logged:
                 self._problems_logged.add(problem)
                 self.log("err", event="diagnosis-error", error=problem)
@@ -193,7 +171,7 @@ class Watcher:
             "info",
             event="start",
             nodes=len(self.fleet.nodes),
-            rules=len(self.alerts.rules),
+            rules=len(self.monitor.alerts.rules),
             notifiers=",".join(f"{n.name}({n.kind})" for n in self.hub.notifiers) or "none",
             interval_s=f"{interval:g}",
             config=self.fleet.source,
@@ -231,7 +209,7 @@ class Watcher:
                     task.cancel()
             await asyncio.gather(collect, *([stopper] if stopper else []), return_exceptions=True)
             await self.hub.close(drain_s)
-            self.log("info", event="stop", ticks=self.ticks, firing=len(self.alerts.active()))
+            self.log("info", event="stop", ticks=self.monitor.ticks, firing=len(self.monitor.alerts.active()))
         return code
 
     def _safe_tick(self) -> None:

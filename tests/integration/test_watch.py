@@ -159,12 +159,12 @@ async def test_node_down_fires_once_after_for_s_and_resolves_once_in_every_forma
     watcher = Watcher(spec, out=out, clock=lambda: demo.now, source=SteppedDemo(demo, spec, until_s=150.0))
     assert await asyncio.wait_for(watcher.run(drain_s=5.0), 60.0) == 0
 
-    (alert,) = watcher.alerts.history()
+    (alert,) = watcher.monitor.alerts.history()
     assert (alert.name, alert.node) == ("node-down", "spark2")
     assert alert.since >= demo.started_at + 20.0
     assert alert.fired_at - alert.since >= 10.0, "fired before its minimum duration"
     assert alert.resolved_at is not None and alert.resolved_at >= demo.started_at + 125.0
-    assert watcher.alerts.active() == ()
+    assert watcher.monitor.alerts.active() == ()
 
     # Logged once each, in the journald-friendly form: level word first, key=value pairs, no colour.
     (fired,) = lines_of(out, event="firing")
@@ -257,7 +257,7 @@ async def test_a_slow_and_a_dead_notifier_delay_no_poll_and_no_tick(receiver: Re
 
         async def sample_ticks() -> None:
             while True:
-                ticks.append((time.monotonic(), watcher.ticks))
+                ticks.append((time.monotonic(), watcher.monitor.ticks))
                 await asyncio.sleep(0.1)
 
         sampler = asyncio.create_task(sample_ticks())
