@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.sshd"]
+pytest_plugins = ["tests.support.sshd", "tests.support.vllm_server"]
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data"
 VLLM_FIXTURES = DATA / "vllm-0.33"
 TIERS = ("unit", "integration", "ui", "snapshots", "e2e")
 SSHD_FIXTURES = frozenset({"sshd", "sshd_factory", "fresh_sshd"})
+VLLM_FIXTURES_NEEDED = frozenset({"real_vllm", "tiny_model"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,5 +28,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = item.path.relative_to(TESTS).parts[0]
         if tier in TIERS:
             item.add_marker(tier)
-        if SSHD_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SSHD_FIXTURES & fixtures:
             item.add_marker("sshd")
+        if VLLM_FIXTURES_NEEDED & fixtures:
+            item.add_marker("vllm")
