@@ -611,11 +611,6 @@ class DiagnosisEngine:
         found = memory.instances.get(instance) if memory is not None else None
         return found.cursor if found is not None else 0
 
-    def reset_log(self, node: str, instance: str) -> None:
-        """The instance's log starts again from seq 0 (a new LogBuffer): lines below the cursor are
-        skipped as already scanned, so a new buffer needs this."""
-        self._memory(node).instance(instance).cursor = 0
-
     @property
     def problems(self) -> tuple[str, ...]:
         """Rules that failed to evaluate (a bug, never the node's fault), newest last."""
