@@ -27,9 +27,23 @@ def spark_app(app: object) -> SparkApp:
 class SparkScreen(Screen[ResultType]):
     """A full screen of the dashboard."""
 
+    _ready = False  # set by the screen's on_mount, once its widgets are composed and mounted
+
     @property
     def spark(self) -> SparkApp:
         return spark_app(self.app)
+
+    @property
+    def drawable(self) -> bool:
+        """Its widgets are there to query and update: mounted, and neither the screen nor the app is
+        being torn down. A render tick or a screen's own timer can fire between ``switch_screen`` and
+        mount, and while the app shuts down (the children are removed before the timers stop)."""
+        return (
+            self._ready
+            and self.app.is_running
+            and self.is_attached
+            and not (self._closing or self._closed or self._pruning)
+        )
 
 
 class SparkModal(ModalScreen[ResultType]):

@@ -86,7 +86,6 @@ class FleetScreen(SparkScreen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._ready = False  # widgets composed and mounted: safe to update
         self._columns: tuple[Column, ...] = ()
         self._filter = ""
         self._order: list[str] = []
@@ -198,7 +197,7 @@ class FleetScreen(SparkScreen[None]):
     def update_views(self, views: Sequence[NodeView], changed: frozenset[str] | None = None) -> None:
         """Draw ``views``; with ``changed``, only those nodes' rows are worked out again (the others
         keep their cells until the next full update)."""
-        if not self._ready:  # the render tick can land between switch_screen and mount
+        if not self.drawable:
             return
         rows = self._rows(views)
         self._order = [key for key, *_ in rows]

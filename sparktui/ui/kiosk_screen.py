@@ -99,7 +99,6 @@ class KioskScreen(SparkScreen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._ready = False  # widgets composed and mounted: safe to update
         self.page = 0  # 0: the fleet; n: the nth node
         self._shift = 0
 
@@ -140,7 +139,7 @@ class KioskScreen(SparkScreen[None]):
         self.styles.offset = SHIFTS[self._shift]
 
     def update_views(self, views: Sequence[NodeView]) -> None:
-        if not self._ready:  # the render tick can land between switch_screen and mount
+        if not self.drawable:
             return
         app = self.spark
         colours = app.colours

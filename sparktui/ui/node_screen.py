@@ -164,7 +164,6 @@ class NodeScreen(SparkScreen[None]):
 
     def __init__(self, node: str) -> None:
         super().__init__()
-        self._ready = False  # widgets composed and mounted: safe to update
         self.node = node
         self._log_seq: dict[str, int] = {}  # instance -> next log line to show
         self._shown: dict[str, object] = {}  # panel -> the key of what it shows (see _put)
@@ -206,7 +205,7 @@ class NodeScreen(SparkScreen[None]):
 
     def update_views(self, views: Sequence[NodeView], changed: frozenset[str] | None = None) -> None:
         """Draw this node's view (``changed``: the nodes just observed, unused here: one node is shown)."""
-        if not self._ready:  # the render tick can land between switch_screen and mount
+        if not self.drawable:
             return
         view = self._view(views)
         if view is None:

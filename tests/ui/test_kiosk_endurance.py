@@ -364,3 +364,25 @@ async def test_the_rotation_timer_runs_on_its_own() -> None:
         await pilot.pause(app.fleet.kiosk.rotate_s + 0.5)
         assert screen.page == 1
         assert str(screen.query_one("#node-title", Static).content).startswith("spark1")
+
+
+async def test_a_render_tick_while_the_app_shuts_down_draws_nothing() -> None:
+    """Shutting down, Textual removes the screens' widgets before it stops the app's timers: a render
+    tick (or the kiosk's rotation) that fires in between must leave the screen alone, not raise
+    ``NoMatches`` (seen in CI, under load)."""
+    app, source = _kiosk_app(rotate_s=3)
+    ticked: list[bool] = []
+    async with app.run_test(size=(160, 48)):
+        await source.tick()
+        screen = _kiosk(app)
+        close_all = app._close_all
+
+        async def widgets_gone_then_a_tick() -> None:
+            await screen.remove_children()
+            app.refresh_views()
+            screen.rotate()
+            ticked.append(True)
+            await close_all()
+
+        app._close_all = widgets_gone_then_a_tick  # type: ignore[method-assign]
+    assert ticked == [True]
