@@ -18,6 +18,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         default=1.0,
         help="seconds between the two scrapes used for rates (default 1)",
     )
+    check.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="send no canary (a 1-token completion to an instance that is up but generated nothing)",
+    )
     check.add_argument("--alerts", action="store_true", help="judge the alert rules once (exit 0 none, 1 warn, 2 crit)")
     return check
 
@@ -26,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.config)
     if fleet is None:
         return EXIT_CONFIG
-    found = collect_state(fleet, args.interval)
+    found = collect_state(fleet, args.interval, canary=not args.no_canary)
     if found is None:
         return EXIT_CONFIG
     state, now = found

@@ -36,9 +36,10 @@ def load_fleet(path: Path | None) -> FleetSpec | None:
         return None
 
 
-def collect_state(fleet: FleetSpec, interval_s: float) -> tuple[FleetState, float] | None:
+def collect_state(fleet: FleetSpec, interval_s: float, canary: bool = True) -> tuple[FleetState, float] | None:
     """The fleet's state for ``snapshot`` and ``check``: read from Prometheus once when configured, else
-    polled twice ``interval_s`` apart; None after one line on stderr when Prometheus fails."""
+    polled twice ``interval_s`` apart, with a canary to each instance that is up but moved no token
+    (unless not ``canary``); None after one line on stderr when Prometheus fails."""
     import asyncio
 
     if fleet.prometheus is not None:
@@ -51,4 +52,4 @@ def collect_state(fleet: FleetSpec, interval_s: float) -> tuple[FleetState, floa
             return None
     from sparktui.headless.snapshot import collect
 
-    return asyncio.run(collect(fleet, polls=2, interval_s=max(0.0, interval_s)))
+    return asyncio.run(collect(fleet, polls=2, interval_s=max(0.0, interval_s), canary=canary))

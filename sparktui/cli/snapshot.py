@@ -12,6 +12,11 @@ from sparktui.cli.common import EXIT_CONFIG, collect_state, load_fleet
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     snap = sub.add_parser("snapshot", help="scrape every node twice and print every number (headless)")
     snap.add_argument("--json", action="store_true", help="print JSON instead of text")
+    snap.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="send no canary (a 1-token completion to an instance that is up but generated nothing)",
+    )
     snap.add_argument("--interval", type=float, default=2.0, help="seconds between the two scrapes (default 2)")
     snap.add_argument(
         "--compare",
@@ -36,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.headless import compare
 
         return compare.main(fleet, args.window)
-    found = collect_state(fleet, args.interval)
+    found = collect_state(fleet, args.interval, canary=not args.no_canary)
     if found is None:
         return EXIT_CONFIG
     from sparktui.headless.snapshot import render_snapshot, views_json

@@ -318,6 +318,17 @@ def _requests_without_tokens(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _Ins
         return None
     if inst.status.state not in SERVING:
         return _NO
+    canary = inst.canary
+    if canary is not None and canary.wedged and canary.last is not None:
+        # Idle, or its requests hidden: only a request tells, and the canary got no answer.
+        return _Check(
+            True,
+            (
+                f"canary sent at {ctx.at(canary.last.sent_t)}: a 1-token completion, no answer ({canary.last.problem})",
+                "no token generated since",
+                f"/health answers 200 ({inst.status.state.value})",
+            ),
+        )
     if inst.running is None and inst.waiting is None:
         return None
     running, waiting = inst.running or 0.0, inst.waiting or 0.0

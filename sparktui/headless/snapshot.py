@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Iterable
 
+from sparktui.model.canary import canary_text
 from sparktui.model.derive import LatencySummary, VllmRates
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
@@ -23,14 +24,26 @@ from sparktui.model.units import (
     fmt_tokens,
     to_jsonable,
 )
+from sparktui.sources.canary import CanarySender
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
 
 
-async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[FleetState, float]:
+def one_shot_canaries(fleet: FleetSpec, wanted: bool = True) -> FleetSpec:
+    """``fleet`` with its canary fitted to a one-shot command: one canary to each instance that answers
+    ``/health`` 200 but generated no token between the command's scrapes (the command's whole window
+    is its idle time), sent after them; none at all when not ``wanted``."""
+    if not wanted:
+        return fleet.model_copy(update={"canary": fleet.canary.model_copy(update={"enabled": False})})
+    return fleet.model_copy(update={"canary": fleet.canary.model_copy(update={"idle_s": 1e-6, "interval_s": 0.0})})
+
+
+async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bool = False) -> tuple[FleetState, float]:
     """Poll every node ``polls`` times, ``interval_s`` apart, while host state streams in; return the
-    state and the time of the end."""
+    state and the time of the end. With ``canary``, an instance that is up but moved no token over the
+    polls gets a canary (``one_shot_canaries``), and one more poll takes the answers in."""
+    fleet = one_shot_canaries(fleet, canary and fleet.canary.enabled)
     state = FleetState(fleet)
     hosted = [node for node in fleet.nodes if wants_host_state(node)]
     # Host state: connect, run the sampler, take its first frame (or the reason there is none).
@@ -45,12 +58,23 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[Flee
     tasks = [asyncio.create_task(HostCollector(node, fleet).run(on_host)) for node in hosted]
     try:
         async with make_poll_client(fleet_origins(fleet)) as client:
-            poller = FleetPoller(fleet, client)
-            for index in range(polls):
-                if index:
-                    await asyncio.sleep(interval_s)
-                for observation in await poller.poll_all():
-                    state.apply(observation)
+            canaries = CanarySender(fleet)
+            try:
+                poller = FleetPoller(fleet, client, canaries=canaries)
+                for index in range(polls):
+                    if index:
+                        await asyncio.sleep(interval_s)
+                    observations = await poller.poll_all()
+                    for observation in observations:
+                        state.apply(observation)
+                for observation in observations:
+                    poller.send_canaries(state, observation)
+                if canaries.in_flight:
+                    await canaries.wait()
+                    for observation in await poller.poll_all():
+                        state.apply(observation)
+            finally:
+                await canaries.aclose()
         if hosted:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(heard.wait(), max(0.0, deadline - time.monotonic()))
@@ -143,6 +167,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
         f"KV cache {fmt_pct(view.kv_usage)} of {fmt_tokens(view.kv_capacity_tokens)} tokens"
     )
     lines.extend(_rates_lines(view.rates))
+    if view.canary is not None:
+        lines.append(f"    {canary_text(view.canary)}")
     return lines
 
 

@@ -30,7 +30,7 @@ from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEvent, AlertState, alert_rules, firing_now
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals
-from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -119,6 +119,9 @@ class Watcher:
             self._errors_logged[(node, message)] = now
             self.log("err", node=node, event="collect-error", error=message)
         self._forward("error", node, exc)
+
+    def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
+        return self.monitor.canaries_due(node, t)
 
     def _forward(self, method: str, *args: object) -> None:
         """Hand what was collected to the extra sinks (a recorder); one that fails is reported once."""

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from sparktui.model.canary import CanaryClock, CanaryView, judge
 from sparktui.model.derive import VllmRates
 from sparktui.model.exporters import GpuReading, gpu_reading
 from sparktui.model.host import (
@@ -33,7 +34,7 @@ from sparktui.model.memory import (
 )
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import ParseError, PromParser, looks_truncated
-from sparktui.model.specs import FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
+from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.vllm import WANTED, normalise
@@ -61,6 +62,15 @@ class InstanceView:
     rates: VllmRates | None
     launch: LaunchReadiness | None
     service: ServiceState | None = None  # its systemd unit or container, from the host sampler
+    canary: CanaryView | None = None  # None: canaries are off for it (or it serves no HTTP)
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryOrder:
+    """A canary to send now: to which instance, asking for which served model (None: not known yet)."""
+
+    instance: str
+    model: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +120,8 @@ def _json_field(body: bytes) -> object:
 class InstanceState:
     """What is known about one vLLM instance, updated poll by poll."""
 
-    def __init__(self, spec: VllmSpec, max_age_s: float) -> None:
+    def __init__(self, spec: VllmSpec, max_age_s: float, canary: CanarySpec | None = None) -> None:
+        """``canary``: the fleet's canary settings (None, or off for this instance: no canary)."""
         self.spec = spec
         self.parser = PromParser(keep=WANTED.__contains__)
         self.tracker = VllmTracker(max_age_s=max_age_s)
@@ -124,6 +135,9 @@ class InstanceState:
         self.last_progress_t: float | None = None
         self.service: ServiceState | None = None  # from the host sampler, when known
         self.service_age_s: float | None = None  # how long the service has been in its state
+        wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None
+        self.canary_spec = canary if wanted else None
+        self.canary = CanaryClock(canary.idle_s, canary.interval_s) if canary is not None and wanted else None
 
     def apply(self, obs: VllmObservation, t: float) -> None:
         if obs.health is not None:
@@ -137,6 +151,20 @@ class InstanceState:
                 self.version = found["version"]
         if obs.models is not None:
             self._apply_models(obs.models)
+        if obs.canary is not None and self.canary is not None:
+            clock = self.canary
+            # Live, the clock knows when it sent the canary; a replayed result carries only its time.
+            sent_t = clock.sent_t if clock.in_flight and clock.sent_t is not None else t - obs.canary.elapsed_s
+            clock.done(judge(obs.canary, sent_t, t))
+
+    def canary_due(self, t: float) -> CanaryOrder | None:
+        """A canary for this instance if one is due at ``t`` (``CanaryClock.due``), marked as sent."""
+        clock = self.canary
+        healthy = self.health is not None and self.health.ok
+        if clock is None or not clock.due(t, healthy):
+            return None
+        clock.send(t)
+        return CanaryOrder(self.spec.name, self.served_models[0] if self.served_models else None)
 
     def _apply_metrics(self, result: HttpResult, t: float) -> None:
         if not result.answered:
@@ -159,6 +187,10 @@ class InstanceState:
         self.tracker.observe(t, scrape)
         if before is None or self._made_progress():
             self.last_progress_t = t
+        if self.canary is not None:
+            interval = self.tracker.last_interval_rates() if before is not None else None
+            generated = interval.generation_tokens_per_s if interval is not None else None
+            self.canary.scraped(t, generated is not None and generated > 0)
 
     def _made_progress(self) -> bool:
         rates = self.tracker.last_interval_rates()
@@ -265,7 +297,15 @@ class InstanceState:
         running = self._running()
         if running and self.last_progress_t is not None and t - self.last_progress_t >= WEDGED_AFTER_S:
             problems.append(f"wedged: {running:.0f} running, no token generated for {t - self.last_progress_t:.0f} s")
+        elif self.canary is not None and self.canary.wedged():
+            problems.append(self._canary_problem(t))
         return problems
+
+    def _canary_problem(self, t: float) -> str:
+        assert self.canary is not None and self.canary_spec is not None
+        idle = self.canary.idle_for(t)
+        quiet = f", no token for {idle:.0f} s" if idle is not None else ""
+        return f"wedged: the canary (a 1-token completion) got no answer within {self.canary_spec.timeout_s:g} s{quiet}"
 
     def view(
         self,
@@ -314,6 +354,7 @@ class InstanceState:
             rates=rates if fresh else None,
             launch=launch,
             service=self.service,
+            canary=self.canary.view() if self.canary is not None else None,
         )
 
 
@@ -356,7 +397,7 @@ class NodeState:
     def __init__(self, spec: NodeSpec, fleet: FleetSpec, max_age_s: float) -> None:
         self.spec = spec
         self.fleet = fleet
-        self.instances = {v.name: InstanceState(v, max_age_s) for v in spec.vllm}
+        self.instances = {v.name: InstanceState(v, max_age_s, fleet.canary) for v in spec.vllm}
         self.services: dict[str, HttpResult] = {}
         self.gpu_result: HttpResult | None = None
         self.gpu: GpuReading | None = None
@@ -607,6 +648,15 @@ class FleetState:
         node = self.nodes.get(update.node)
         if node is not None:
             node.apply_host(update)
+
+    def canaries_due(self, node: str, t: float) -> tuple[CanaryOrder, ...]:
+        """The canaries to send to ``node``'s instances at ``t``, each marked as sent: the caller sends
+        them and hands each result back in a later ``VllmObservation.canary``."""
+        found = self.nodes.get(node)
+        if found is None:
+            return ()
+        orders = (instance.canary_due(t) for instance in found.instances.values())
+        return tuple(order for order in orders if order is not None)
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
         heads = self._heads(now, window_s)

@@ -56,6 +56,7 @@ class VllmObservation:
     metrics: HttpResult | None
     version: HttpResult | None = None
     models: HttpResult | None = None
+    canary: HttpResult | None = None  # a canary completion that finished since the last poll
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,6 +286,7 @@ class VllmSpec(_Spec):
     role: Role = "single"
     job: Name | None = None
     metrics_filter: Flag = True
+    canary: Flag = True  # send a 1-token completion when idle to prove the engine alive ([canary])
 
     @property
     def base_url(self) -> str | None:
@@ -534,6 +535,17 @@ def _check_key(value: str) -> str:
 
 
 KeyName = Annotated[str, AfterValidator(_check_key)]
+
+
+class CanarySpec(_Spec):
+    """The canary (docs/diagnosis.md): one completion of ``max_tokens`` 1 sent to an instance that says
+    it is up while no token has moved for ``idle_s``; no answer within ``timeout_s`` is a wedge."""
+
+    enabled: Flag = True  # off: no instance gets one (an instance's own ``canary = false`` turns off one)
+    idle_s: Num = Field(30.0, ge=5, le=86400)  # no token moved for this long: a canary is due
+    interval_s: Num = Field(30.0, ge=5, le=86400)  # never more than one per instance in this time
+    timeout_s: Num = Field(10.0, gt=0, le=600)  # no answer by then while /health says 200: wedged
+    prompt: str = Field("Hi", min_length=1, max_length=200)
 
 
 class KioskSpec(_Spec):
@@ -946,6 +958,7 @@ class FleetSpec(_Spec):
     max_body_bytes: Count = Field(8 * 1024 * 1024, ge=64 * 1024)
     thresholds: Thresholds = Thresholds()
     kiosk: KioskSpec = KioskSpec()
+    canary: CanarySpec = CanarySpec()
     keymap: dict[str, KeyName] = Field(default_factory=dict)  # binding id -> key (docs/keys.md lists ids)
     prometheus: PrometheusSpec | None = None  # metrics from a Prometheus server (docs/prometheus.md)
     # Required, unless [prometheus] is given: then the nodes may be discovered from it.

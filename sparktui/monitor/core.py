@@ -23,7 +23,7 @@ from typing import Protocol
 from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
-from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState, NodeView
+from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, CanaryOrder, FleetState, NodeView
 from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -109,6 +109,10 @@ class Monitor:
     def error(self, node: str, exc: Exception) -> None:
         """Keep the error's one line (``errors``, the newest ``MAX_ERRORS``)."""
         self.errors.append(f"{node}: {collect_error_text(exc)}")
+
+    def canaries_due(self, node: str, t: float) -> tuple[CanaryOrder, ...]:
+        """The canaries a live source should send to ``node`` now (``FleetState.canaries_due``)."""
+        return self.state.canaries_due(node, t)
 
     # --- the tick -------------------------------------------------------------------------------------
 

@@ -289,7 +289,7 @@ def _observation_parts(obs: NodeObservation) -> tuple[dict[str, Any], list[tuple
                 "name": v.name,
                 **{
                     part: _result_json(getattr(v, part), f"v/{v.name}/{part}", bodies)
-                    for part in ("health", "metrics", "version", "models")
+                    for part in ("health", "metrics", "version", "models", "canary")
                 },
             }
         )
@@ -312,6 +312,7 @@ def _observation_from_parts(node: str, t: float, meta: Mapping[str, Any], bodies
             metrics=_result_from_json(v.get("metrics"), bodies),
             version=_result_from_json(v.get("version"), bodies),
             models=_result_from_json(v.get("models"), bodies),
+            canary=_result_from_json(v.get("canary"), bodies),
         )
         for v in meta["vllm"]
     )

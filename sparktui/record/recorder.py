@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparktui.diagnosis.engine import Finding
+from sparktui.model.fleet import CanaryOrder
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -300,6 +301,13 @@ class Tee:
     def error(self, node: str, exc: Exception) -> None:
         for sink in self.sinks:
             sink.error(node, exc)
+
+    def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
+        """The first sink that plans canaries decides (the consumer; a recorder only records)."""
+        from sparktui.sources.canary import CanaryPlanner  # only a live source asks: keep sources unloaded
+
+        planner = next((s for s in self.sinks if isinstance(s, CanaryPlanner)), None)
+        return planner.canaries_due(node, t) if planner is not None else ()
 
 
 class Teed:

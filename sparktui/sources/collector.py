@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.vllm import wanted_sample_names
+from sparktui.sources.canary import CanarySender, auth_headers
 from sparktui.sources.http import FetchClient, fetch
 
 METRICS_FILTER = {"name[]": list(wanted_sample_names())}
@@ -48,8 +49,12 @@ class Backoff:
 
 
 class _InstancePoller:
-    def __init__(self, spec: VllmSpec, fleet: FleetSpec, clock: Clock) -> None:
+    def __init__(
+        self, spec: VllmSpec, fleet: FleetSpec, clock: Clock, node: str = "", canaries: CanarySender | None = None
+    ) -> None:
         self.spec = spec
+        self.node = node
+        self.canaries = canaries
         self.clock = clock
         self.metrics_url: str | None = None
         self.fleet = fleet
@@ -59,17 +64,14 @@ class _InstancePoller:
         self.need_models = True
         self.was_healthy = False
 
-    def _headers(self) -> dict[str, str]:
-        key = self.spec.api_key
-        return {"Authorization": f"Bearer {key.get_secret_value()}"} if key is not None else {}
-
     async def poll(self, client: FetchClient) -> VllmObservation:
         base = self.spec.base_url
         if base is None:  # a tensor-parallel worker serves no HTTP
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
+        canary = self.canaries.take(self.node, self.spec.name) if self.canaries is not None else None
         now = self.clock()
         if not self.backoff.due(now):
-            return VllmObservation(name=self.spec.name, health=None, metrics=None)
+            return VllmObservation(name=self.spec.name, health=None, metrics=None, canary=canary)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
         if self.metrics_url is None:  # built once: the filter has sixty query parameters to encode
@@ -89,7 +91,7 @@ class _InstancePoller:
                     f"{base}/v1/models",
                     timeout_s=timeout,
                     max_bytes=1024 * 1024,
-                    headers=self._headers(),
+                    headers=auth_headers(self.spec),
                 )
             )
         results = await asyncio.gather(*calls)
@@ -105,17 +107,22 @@ class _InstancePoller:
         if healthy and not self.was_healthy:  # came (back) up: a restart may have changed both
             self.need_version = self.need_models = True
         self.was_healthy = healthy
-        return VllmObservation(name=self.spec.name, health=health, metrics=metrics, version=version, models=models)
+        return VllmObservation(
+            name=self.spec.name, health=health, metrics=metrics, version=version, models=models, canary=canary
+        )
 
 
 class NodeCollector:
     """Everything HTTP about one node. ``poll()`` never raises and ends within about ``timeout_s``."""
 
-    def __init__(self, node: NodeSpec, fleet: FleetSpec, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, node: NodeSpec, fleet: FleetSpec, clock: Clock = time.monotonic, canaries: CanarySender | None = None
+    ) -> None:
+        """``canaries``: where the node's canary results wait for the next poll (None: no canaries)."""
         self.node = node
         self.fleet = fleet
         self.clock = clock
-        self._instances = [_InstancePoller(spec, fleet, clock) for spec in node.vllm]
+        self._instances = [_InstancePoller(spec, fleet, clock, node.name, canaries) for spec in node.vllm]
         interval = fleet.poll_interval_s
         self._backoffs: dict[str, Backoff] = {}
         self._interval = interval

@@ -13,6 +13,7 @@ cancellation). ``fetch`` takes either client:
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 from collections.abc import Iterable, Mapping
@@ -125,6 +126,34 @@ async def fetch(
     """GET ``url``; the whole exchange (connect, headers, body) must finish within ``timeout_s``."""
     if isinstance(client, PollClient):
         return await _fetch_http1(client.http1, str(url), timeout_s, max_bytes, headers)
+    return await _exchange(client, "GET", url, timeout_s=timeout_s, max_bytes=max_bytes, headers=headers)
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    url: str,
+    payload: Mapping[str, object],
+    *,
+    timeout_s: float,
+    max_bytes: int,
+    headers: Mapping[str, str] | None = None,
+) -> HttpResult:
+    """POST ``payload`` as JSON to ``url``, under the same deadline, cap and one-line reasons as ``fetch``."""
+    body = json.dumps(payload).encode()
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    return await _exchange(client, "POST", url, timeout_s=timeout_s, max_bytes=max_bytes, headers=sent, content=body)
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str | httpx.URL,
+    *,
+    timeout_s: float,
+    max_bytes: int,
+    headers: Mapping[str, str] | None = None,
+    content: bytes | None = None,
+) -> HttpResult:
     started = time.perf_counter()
     shown = str(url)
 
@@ -149,7 +178,7 @@ async def fetch(
     per_op = httpx.Timeout(timeout_s)
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("GET", url, headers=headers, timeout=per_op) as response:
+            async with client.stream(method, url, headers=headers, timeout=per_op, content=content) as response:
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                     return result(

@@ -16,6 +16,7 @@ from typing import Protocol
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.sources.canary import CanaryPlanner, CanarySender
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
 from sparktui.sources.logs import BATCH_MAX_LINES, LogStream
@@ -84,8 +85,16 @@ class LiveFleet:
                 await ssh.close()
 
     async def _http(self, sink: FleetSink) -> None:
-        async with make_poll_client(fleet_origins(self.fleet)) as client:
-            await FleetPoller(self.fleet, client, clock=self.clock).run(sink.observation, sink.error)
+        # A sink that plans canaries (the monitor core behind the dashboard or ``watch``) gets them sent.
+        planner = sink if isinstance(sink, CanaryPlanner) else None
+        canaries = CanarySender(self.fleet) if planner is not None else None
+        try:
+            async with make_poll_client(fleet_origins(self.fleet)) as client:
+                poller = FleetPoller(self.fleet, client, clock=self.clock, canaries=canaries)
+                await poller.run(sink.observation, sink.error, planner)
+        finally:
+            if canaries is not None:
+                await canaries.aclose()
 
     @staticmethod
     async def _guarded(node: str, work: object, sink: FleetSink) -> None:

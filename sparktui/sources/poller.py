@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.sources.canary import CanaryPlanner, CanarySender
 from sparktui.sources.collector import Clock, NodeCollector
 from sparktui.sources.http import FetchClient, origin_of
 
@@ -29,25 +30,40 @@ POLL_GROUP = 8  # nodes polled together; the groups are spread over the interval
 
 
 class FleetPoller:
-    def __init__(self, fleet: FleetSpec, client: FetchClient, clock: Clock = time.monotonic) -> None:
-        """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own."""
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        client: FetchClient,
+        clock: Clock = time.monotonic,
+        canaries: CanarySender | None = None,
+    ) -> None:
+        """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own.
+        ``canaries``: sends the canaries a planner orders (``run``'s ``planner``) and hands their
+        results to the next polls."""
         self.fleet = fleet
         self.client = client
-        self.collectors = [NodeCollector(node, fleet, clock) for node in fleet.nodes]
+        self.canaries = canaries
+        self.collectors = [NodeCollector(node, fleet, clock, canaries) for node in fleet.nodes]
 
     async def poll_all(self) -> list[NodeObservation]:
         """One poll of every node, concurrently (for the headless commands)."""
         return list(await asyncio.gather(*(c.poll(self.client) for c in self.collectors)))
 
+    def send_canaries(self, planner: CanaryPlanner, observation: NodeObservation) -> None:
+        """Ask ``planner`` which of the node's canaries are due now that it saw ``observation``, and send them."""
+        if self.canaries is not None:
+            self.canaries.send(observation.node, planner.canaries_due(observation.node, observation.t))
+
     async def run(
         self,
         on_observation: Callable[[NodeObservation], None],
         on_error: Callable[[str, Exception], None] | None = None,
+        planner: CanaryPlanner | None = None,
     ) -> None:
         """Poll every node forever, each in its own loop; cancel to stop.
 
         ``on_error`` hears of an exception from a poll or from ``on_observation`` (a bug); the loop
-        goes on.
+        goes on. ``planner`` (with ``canaries``) is asked after each observation which canaries to send.
         """
         async with asyncio.TaskGroup() as group:
             count = len(self.collectors)
@@ -58,7 +74,7 @@ class FleetPoller:
                 # back together and are drawn in one frame (a frame per node costs more than the
                 # polls), while a large fleet's parsing does not all land at once.
                 offset = self.fleet.poll_interval_s * (index // POLL_GROUP) / groups
-                group.create_task(self._loop(collector, on_observation, on_error, offset))
+                group.create_task(self._loop(collector, on_observation, on_error, offset, planner))
 
     async def _loop(
         self,
@@ -66,12 +82,16 @@ class FleetPoller:
         on_observation: Callable[[NodeObservation], None],
         on_error: Callable[[str, Exception], None] | None,
         offset_s: float = 0.0,
+        planner: CanaryPlanner | None = None,
     ) -> None:
         interval = self.fleet.poll_interval_s
         next_at = time.monotonic() + offset_s - interval  # the first poll now, then at offset + k × interval
         while True:
             try:
-                on_observation(await collector.poll(self.client))
+                observation = await collector.poll(self.client)
+                on_observation(observation)
+                if planner is not None:
+                    self.send_canaries(planner, observation)
             except Exception as exc:  # a bug must not stop this node's polling, nor the others'
                 if on_error is not None:
                     on_error(collector.node.name, exc)

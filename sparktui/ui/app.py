@@ -21,7 +21,7 @@ from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEngine
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding
 from sparktui.model.drift import drift_report
-from sparktui.model.fleet import FleetState, NodeView
+from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
 from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -201,6 +201,9 @@ class SparkApp(App[None]):
     def error(self, node: str, exc: Exception) -> None:
         self.monitor.error(node, exc)
         self.notify(f"{node}: {collect_error_text(exc)}", severity="error")
+
+    def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
+        return self.monitor.canaries_due(node, t)
 
     async def on_unmount(self) -> None:
         await self.actions.close()

@@ -15,6 +15,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, RichLog, Sparkline, Static
 
+from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
@@ -300,6 +301,10 @@ class NodeScreen(SparkScreen[None]):
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""
             text.append(f"{service.manager} {service.name}: {service.state}{restarts}\n")
+        if instance.canary is not None:
+            colours = self.spark.colours
+            style = colours["status-crit"] if instance.canary.wedged else ""
+            text.append(canary_text(instance.canary) + "\n", style=style)
         if instance.launch is not None:
             text.append(f"launch readiness: {instance.launch.reason}\n")
         self._put("#requests", text)

@@ -15,6 +15,7 @@ from sparktui.model.specs import (
     AlertRuleSpec,
     ExporterSpec,
     FleetSpec,
+    CanarySpec,
     KioskSpec,
     NodeSpec,
     NotifierSpec,
@@ -86,7 +87,7 @@ def test_docs_show_the_example_file_and_document_every_key() -> None:
     last_block = docs.rsplit("```toml\n", 1)[1].split("```", 1)[0]
     assert last_block == EXAMPLE.read_text(encoding="utf-8")
     loader_only = {"api_key", "source", "token", "bearer_token", "password"}
-    models = (FleetSpec, Thresholds, KioskSpec, NodeSpec, SshSpec, VllmSpec, ExporterSpec, ServiceSpec)
+    models = (FleetSpec, Thresholds, KioskSpec, CanarySpec, NodeSpec, SshSpec, VllmSpec, ExporterSpec, ServiceSpec)
     for model in (*models, AlertRuleSpec, NotifierSpec, PrometheusSpec):
         for key in set(model.model_fields) - loader_only:
             assert f"| `{key}` |" in docs, f"{model.__name__}.{key} is not documented in docs/config.md"

@@ -1,0 +1,138 @@
+"""The canary: one tiny completion that proves an idle engine still generates.
+
+An engine core that hangs while idle is invisible to every poll: ``/health`` and ``/metrics`` answer
+200 at once from the API process, the numbers freeze, and a request sent now waits for ever without
+showing up in ``num_requests_running`` or ``num_requests_waiting`` (seen on the real engine with its
+core stopped; ``docs/diagnosis.md``). Only a request tells. So when an instance says it is up and no
+token has moved for ``CanarySpec.idle_s``, sparktui sends one completion of ``max_tokens`` 1 with a
+deadline; an answer proves the engine alive and gives its TTFT (with one token to generate, the answer
+*is* the first token), a timeout while ``/health`` says 200 is the evidence of a wedge.
+
+This module is the pure half: when a canary is due, and what its answer means. The sender is
+``sparktui.sources.canary``; its result comes back as ``VllmObservation.canary`` and is kept here.
+
+Rules (``CanaryClock.due``):
+
+- never while tokens are moving: a token in the last ``idle_s`` already proves liveness;
+- only while the instance answers ``/health`` 200 (a down engine is down, not wedged);
+- never while one is in flight, and never twice within ``interval_s``;
+- not at all when the instance's ``canary = false`` or ``[canary] enabled = false``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparktui.model.observations import FetchKind, HttpResult
+
+CANARY_MAX_TOKENS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryResult:
+    """One canary's outcome. ``ttft_s``: the answer's time (it carries the one token asked for);
+    ``timed_out``: no answer within the deadline; ``problem``: why it failed, one line (None: it answered)."""
+
+    sent_t: float
+    done_t: float
+    ttft_s: float | None
+    timed_out: bool
+    problem: str | None
+
+    @property
+    def answered(self) -> bool:
+        return self.problem is None
+
+
+def judge(result: HttpResult, sent_t: float, done_t: float) -> CanaryResult:
+    """What the POST's ``result`` says of the engine. Only a 2xx answer with a completion in it proves
+    the engine generated; an HTTP error proves the API process lives but not the engine, and is shown
+    as a problem, not as a wedge; only no answer at all within the deadline is a wedge's evidence."""
+    if result.kind is FetchKind.TIMEOUT:
+        return CanaryResult(sent_t, done_t, None, True, result.problem())
+    if not result.answered:
+        return CanaryResult(sent_t, done_t, None, False, result.problem())
+    if not result.ok:
+        return CanaryResult(sent_t, done_t, None, False, f"HTTP {result.status}")
+    if b'"choices"' not in result.body:
+        return CanaryResult(sent_t, done_t, None, False, "the answer is not a completion")
+    return CanaryResult(sent_t, done_t, result.elapsed_s, False, None)
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryView:
+    """What the screen and the headless commands show of an instance's canary."""
+
+    sent: int  # canaries sent to this instance since sparktui started
+    in_flight: bool
+    last: CanaryResult | None
+    wedged: bool  # the last canary timed out while /health said 200, and no token moved since
+
+
+class CanaryClock:
+    """One instance's canary bookkeeping: when tokens last moved, what was sent, what came back."""
+
+    def __init__(self, idle_s: float, interval_s: float) -> None:
+        self.idle_s = idle_s
+        self.interval_s = interval_s
+        self.tokens_moved_t: float | None = None  # the last scrape that showed the token count rise
+        self.first_seen_t: float | None = None  # the first scrape: the idle time counts from here
+        self.sent = 0
+        self.sent_t: float | None = None
+        self.in_flight = False
+        self.last: CanaryResult | None = None
+
+    def scraped(self, t: float, tokens_moved: bool) -> None:
+        """A scrape at ``t``; ``tokens_moved``: the generation counter rose since the one before."""
+        if self.first_seen_t is None:
+            self.first_seen_t = t
+        if tokens_moved:
+            self.tokens_moved_t = t
+
+    def idle_for(self, t: float) -> float | None:
+        """Seconds since a token last moved (or since the first scrape), None before any scrape."""
+        since = self.tokens_moved_t if self.tokens_moved_t is not None else self.first_seen_t
+        return None if since is None else t - since
+
+    def due(self, t: float, healthy: bool) -> bool:
+        """Whether a canary should go out at ``t`` (the rules in the module docstring)."""
+        if not healthy or self.in_flight:
+            return False
+        idle = self.idle_for(t)
+        if idle is None or idle < self.idle_s:
+            return False
+        return self.sent_t is None or t - self.sent_t >= self.interval_s
+
+    def send(self, t: float) -> None:
+        """The canary went out at ``t``."""
+        self.sent += 1
+        self.sent_t = t
+        self.in_flight = True
+
+    def done(self, result: CanaryResult) -> None:
+        self.in_flight = False
+        self.last = result
+
+    def wedged(self) -> bool:
+        """The last canary got no answer in time, and no token has moved since it was sent."""
+        last = self.last
+        if last is None or not last.timed_out:
+            return False
+        return self.tokens_moved_t is None or self.tokens_moved_t <= last.sent_t
+
+    def view(self) -> CanaryView:
+        return CanaryView(sent=self.sent, in_flight=self.in_flight, last=self.last, wedged=self.wedged())
+
+
+def canary_text(view: CanaryView) -> str:
+    """One line for the screen and ``snapshot``: how many were sent, and what the last one got."""
+    sent = f"{view.sent} sent"
+    if view.in_flight:
+        return f"canary: {sent}, one waiting for its answer"
+    last = view.last
+    if last is None:
+        return "canary: none sent yet" if not view.sent else f"canary: {sent}"
+    if last.answered and last.ttft_s is not None:
+        return f"canary: {sent}, last answered in {last.ttft_s * 1000:.0f} ms (TTFT of 1 token)"
+    verdict = "wedged" if view.wedged else "failed"
+    return f"canary: {sent}, last {verdict}: {last.problem}"
