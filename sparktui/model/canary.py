@@ -110,6 +110,10 @@ class CanaryClock:
         self.in_flight = True
 
     def done(self, result: CanaryResult) -> None:
+        """Its result came back. One that was not sent from here (a recording's, replayed) counts too."""
+        if not self.in_flight:
+            self.sent += 1
+            self.sent_t = result.sent_t
         self.in_flight = False
         self.last = result
 

@@ -13,9 +13,9 @@ from pydantic import ValidationError
 from sparktui.config import ConfigError, default_config_path, load_config, parse_config
 from sparktui.model.specs import (
     AlertRuleSpec,
+    CanarySpec,
     ExporterSpec,
     FleetSpec,
-    CanarySpec,
     KioskSpec,
     NodeSpec,
     NotifierSpec,

@@ -1,0 +1,144 @@
+"""The canary against the real engine: an engine core stopped while idle (SIGSTOP) keeps ``/health`` and
+``/metrics`` at 200 with every number frozen, and a new request hangs without showing up anywhere; only
+the canary's unanswered request tells. With sparktui's default canary settings, the dashboard, ``watch``
+and ``check`` all report the instance wedged within 60 s, and clear it once the core runs again.
+
+Both tests stop the session's server's engine core and let it run again before they end (the other
+real-vLLM tests share that server)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sparktui.config import parse_config
+from sparktui.diagnosis.engine import Finding
+from sparktui.headless.watch import Watcher
+from sparktui.model.specs import FleetSpec
+from sparktui.model.status import State
+from sparktui.ui.app import make_app
+from tests.support.vllm_server import SERVED_NAME, VllmServer
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.vllm
+ROOT = Path(__file__).resolve().parents[2]
+FOUND_WITHIN_S = 60.0  # issue 16: with the defaults, a wedge while idle is found within 60 s
+CLEAR_WITHIN_S = 150.0  # the next canary (interval_s 30) answers, then the finding's clear_after_s (30)
+
+
+def config_toml(server: VllmServer) -> str:
+    """The real server as a node, with every canary setting left at its default."""
+    return (
+        "poll_interval_s = 1.0\n"
+        f'[[nodes]]\nname = "cpu1"\nhost = "127.0.0.1"\n[nodes.ssh]\nenabled = false\n'
+        f'[[nodes.vllm]]\nname = "{SERVED_NAME}"\nport = {server.port}\n'
+    )
+
+
+@contextlib.contextmanager
+def stopped_core(server: VllmServer) -> Iterator[psutil.Process]:
+    """The engine core stopped (SIGSTOP) for the block, running again after it whatever happens."""
+    core = server.engine_core()
+    assert core is not None, "no VLLM::EngineCore child"
+    core.suspend()
+    try:
+        yield core
+    finally:
+        core.resume()
+
+
+async def run_check(config: Path) -> tuple[int, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sparktui", "--config", str(config), "check",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def test_check_sends_a_canary_to_an_idle_engine_and_says_wedged_when_it_gets_no_answer(
+    real_vllm: VllmServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text(config_toml(real_vllm))
+    code, out = await run_check(config)
+    assert (code, out) == (0, "1 node: 1 up\n")  # idle and alive: the canary answered
+    with stopped_core(real_vllm):
+        code, out = await run_check(config)
+    assert code == 1, out
+    assert "cpu1: degraded: tiny: wedged: the canary (a 1-token completion) got no answer within 10 s" in out
+    code, out = await run_check(config)
+    assert (code, out) == (0, "1 node: 1 up\n")
+
+
+async def test_the_dashboard_and_watch_find_an_idle_wedge_within_60_s_and_clear_it_after_resume(
+    real_vllm: VllmServer,
+) -> None:
+    fleet: FleetSpec = parse_config(config_toml(real_vllm), source="real-vllm.toml")
+    out = io.StringIO()
+    watcher = Watcher(fleet, out=out)
+    app = make_app(fleet)
+    stop = asyncio.Event()
+
+    def wedged(findings: Mapping[str, tuple[Finding, ...]]) -> bool:
+        return any(f.id == "engine-wedged" for f in findings.get("cpu1", ()))
+
+    def status() -> str:
+        return f"watch: {watcher.monitor.findings}, app: {app.monitor.findings}\n{out.getvalue()[-2000:]}"
+
+    async with app.run_test(size=(160, 48)):
+        watching = asyncio.create_task(watcher.run(stop=stop, drain_s=1.0))
+        try:
+            await wait_until(
+                lambda: all(
+                    m.views and m.views[0].instances[0].status.state is State.UP for m in (watcher.monitor, app.monitor)
+                ),
+                60.0,
+                what="the instance up in the dashboard and in watch",
+                detail=status,
+            )
+            with stopped_core(real_vllm):
+                stopped_at = time.monotonic()
+                await wait_until(
+                    lambda: wedged(watcher.monitor.findings) and wedged(app.monitor.findings),
+                    FOUND_WITHIN_S,
+                    what="engine-wedged in the dashboard and in watch",
+                    detail=status,
+                    interval_s=0.2,
+                )
+                found_after = time.monotonic() - stopped_at
+                (view,) = app.monitor.views
+                (instance,) = view.instances
+                assert instance.canary is not None and instance.canary.wedged
+                assert any("wedged: the canary" in reason for reason in instance.status.reasons)
+                await wait_until(
+                    lambda: "alert=engine-wedged event=firing" in out.getvalue(),
+                    30.0,
+                    what="watch's engine-wedged alert",
+                    detail=status,
+                )
+            await wait_until(
+                lambda: not wedged(watcher.monitor.findings) and not wedged(app.monitor.findings),
+                CLEAR_WITHIN_S,
+                what="engine-wedged cleared after the core resumed",
+                detail=status,
+                interval_s=0.5,
+            )
+        finally:
+            stop.set()
+            assert await watching == 0
+    assert found_after < FOUND_WITHIN_S
+    assert "alert=engine-wedged event=resolved" in out.getvalue()
+    assert app.monitor.views[0].instances[0].canary is not None
+    assert app.monitor.views[0].instances[0].canary.sent >= 2  # one unanswered, one answered after resume
