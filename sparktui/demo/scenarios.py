@@ -42,6 +42,14 @@ async def _wedge_spark1(fleet: DemoFleet) -> None:
     fleet.node("spark1").instances[0].engine.state = EngineState.WEDGED
 
 
+async def _quiet_spark1(fleet: DemoFleet) -> None:
+    fleet.node("spark1").instances[0].engine.load_factor = 0.0  # its users go home
+
+
+async def _resume_spark1(fleet: DemoFleet) -> None:
+    fleet.node("spark1").instances[0].engine.resume()
+
+
 async def _collapse_last_position(fleet: DemoFleet) -> None:
     engine = fleet.node("spark2").instances[0].engine
     engine.acceptance_factor = (0.92, 0.84, 0.74, 0.12)
@@ -235,8 +243,18 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("healthy", "every node serving its normal workload", ()),
         Scenario(
             "wedged",
-            "spark1's engine hangs at 15 s: /health stays 200, requests stay running, no token moves",
+            "spark1's engine hangs at 15 s: /health stays 200, the gauges freeze, no token moves",
             (Event(15.0, "spark1 engine wedged", _wedge_spark1),),
+        ),
+        Scenario(
+            "wedged-idle",
+            "spark1 goes quiet at 5 s and its engine hangs at 60 s while idle: no number moves, only the "
+            "canary's unanswered request tells; it runs again at 180 s",
+            (
+                Event(5.0, "spark1 goes quiet", _quiet_spark1),
+                Event(60.0, "spark1 engine wedged while idle", _wedge_spark1),
+                Event(180.0, "spark1 engine runs again", _resume_spark1),
+            ),
         ),
         Scenario(
             "spec-degradation",
@@ -258,7 +276,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "engine-dead",
-            "spark3's engine core dies at 10 s: /health answers 503, /metrics freezes",
+            "spark3's engine core dies at 10 s: /health answers 503 for a second, then the API server exits "
+            "and its manager restarts it",
             (Event(10.0, "spark3 engine core died", _kill_engine_spark3),),
         ),
         Scenario(

@@ -38,6 +38,9 @@ Manager = Literal["systemd", "docker"]
 VLLM_VERSION = "0.33.0"
 SYSTEMD_RESTART_SEC = 10.0
 DOCKER_RESTART_MAX_S = 60.0
+# A dead engine core: the API server answers /health 503 for about this long, then exits (seen on the
+# real engine, vLLM 0.32's CPU build, with its EngineCore killed) and its manager restarts it.
+API_EXIT_AFTER_DEAD_S = 1.0
 VENV = "/home/spark/vllm/.venv"
 SITE = f"{VENV}/lib/python3.12/site-packages/vllm"
 RING_BUFFER_BYTES = 100 * MIB  # vLLM's shm MessageQueue: max_chunk_bytes 10 MiB x 10 chunks
@@ -137,6 +140,7 @@ class VllmService:
         self.shim_pid = host.spawn_pid() if manager == "docker" else 1
         self.shm_names: list[str] = []
         self.engine_dead_logged = False
+        self.dead_since: float | None = None  # when the engine core died (the API server exits soon after)
         self.last_log_at = 0.0
         self.last_throughput = (0.0, 0.0)
         self.seen_request_id = engine.next_id
@@ -366,6 +370,7 @@ class VllmService:
         self.engine.stop()
         self.phase = Phase.STOPPED
         self.attempt = None
+        self.dead_since = None
         self.exit_status = 0
         self.main_pid = self.core_pid = self.worker_pid = 0
         if self.manager == "systemd":
@@ -404,6 +409,7 @@ class VllmService:
         self.engine.stop()
         self.phase = Phase.STOPPED
         self.attempt = None
+        self.dead_since = None
         self.main_pid = self.core_pid = self.worker_pid = 0
         self.shm_names = []
         self.clients_back_at = None
@@ -452,6 +458,7 @@ class VllmService:
         self.phase = Phase.RUNNING
         self.exit_status = 0
         self.engine_dead_logged = False
+        self.dead_since = None
         self._spawn(self.clock.epoch)
         self.stats.reset()
         self.on_process_start()
@@ -616,6 +623,7 @@ class VllmService:
         """The main process died: segments stay in /dev/shm, the manager schedules a restart."""
         self.engine.stop()
         self.attempt = None
+        self.dead_since = None
         self.shm_names = []  # left behind: nobody unlinks them
         self.exit_status = status
         self.main_pid = self.core_pid = self.worker_pid = 0
@@ -645,6 +653,12 @@ class VllmService:
                     f"({api}) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
                     "See stack trace (above) for the root cause.",
                 )
+        if engine.state is EngineState.DEAD:
+            if self.dead_since is None:
+                self.dead_since = now
+            elif now - self.dead_since >= API_EXIT_AFTER_DEAD_S:
+                self._crash(status=1, reason="exited")  # the API server follows its engine core
+                return
         if self.clients_back_at is not None and now >= self.clients_back_at:
             self.clients_back_at = None
             engine.load_factor = 1.0

@@ -118,7 +118,7 @@ class EngineState(StrEnum):
     UP = "up"
     LOADING = "loading"  # process starting: the port refuses connections
     DEAD = "dead"  # engine core died: /health 503, /metrics frozen
-    WEDGED = "wedged"  # /health 200, no step ever finishes
+    WEDGED = "wedged"  # engine core stopped: /health 200, every gauge frozen, new requests in none of them
     STOPPED = "stopped"  # no process: connection refused
 
 
@@ -176,6 +176,9 @@ class Engine:
     acceptance_factor: tuple[float, ...] | None = None  # overrides conditional acceptance (scenarios)
     waiting: deque[Request] = field(default_factory=deque)
     running: list[Request] = field(default_factory=list)
+    # Accepted by the API server while the engine core is stopped: the core publishes the gauges, so a
+    # request sent to a wedged engine is in neither running nor waiting (seen on the real engine).
+    hidden: deque[Request] = field(default_factory=deque)
     next_id: int = 0
     arrival_debt: float = 0.0
     next_gap: float = 1.0
@@ -207,7 +210,17 @@ class Engine:
         return Request(self.next_id, self.now, prompt, cached, limit, max(1, target))
 
     def submit(self, request: Request) -> None:
-        self.waiting.append(request)
+        if self.state is EngineState.WEDGED:
+            self.hidden.append(request)
+        else:
+            self.waiting.append(request)
+
+    def resume(self) -> None:
+        """A wedged engine core runs again (SIGCONT): what was sent meanwhile reaches the scheduler."""
+        if self.state is EngineState.WEDGED:
+            self.state = EngineState.UP
+            self.waiting.extend(self.hidden)
+            self.hidden.clear()
 
     # --- the engine -----------------------------------------------------------------------------
 
@@ -230,6 +243,8 @@ class Engine:
             self._run(dt)
         elif self.state is EngineState.WEDGED:
             self._arrivals(dt)
+            self.now = end
+            return  # the core publishes the gauges: stopped, they keep their last values
         self.now = end
         self._publish_gauges()
 
@@ -407,9 +422,10 @@ class Engine:
 
     def _abort_all(self) -> None:
         """The process is gone: every request is lost (a waiting HTTP client gets an abort)."""
-        lost = [*self.waiting, *self.running]
+        lost = [*self.waiting, *self.running, *self.hidden]
         self.waiting.clear()
         self.running.clear()
+        self.hidden.clear()
         for request in lost:
             if request.on_finish is not None:
                 request.on_finish("abort")
