@@ -122,6 +122,10 @@ class HttpServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             return
+        except asyncio.CancelledError:
+            # Shut down while a request hangs (a wedged engine's): end quietly. Python 3.11's stream
+            # server logs "Exception in callback" for a connection task that ends cancelled.
+            return
         finally:
             self._connections.discard(writer)
             writer.close()

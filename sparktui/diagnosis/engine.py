@@ -46,6 +46,7 @@ MAX_EVIDENCE_CHARS = 1000  # of one evidence line
 DEFAULT_HISTORY = 200  # cleared findings kept per node
 MEMORY_TREND_S = 120.0  # how far back "MemAvailable fell …" looks
 MAX_PROBLEMS = 50
+START_WOBBLE_S = 1.0  # a service start time that moved by less is the same start (read through two clocks)
 
 # --- findings --------------------------------------------------------------------------------------
 
@@ -324,7 +325,7 @@ def _requests_without_tokens(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _Ins
         return _Check(
             True,
             (
-                f"canary sent at {ctx.at(canary.last.sent_t)}: a 1-token completion, no answer ({canary.last.problem})",
+                f"a canary (1-token completion) sent at {ctx.at(canary.last.sent_t)}: {canary.last.problem}",
                 "no token generated since",
                 f"/health answers 200 ({inst.status.state.value})",
             ),
@@ -695,7 +696,10 @@ class DiagnosisEngine:
         im.reset_seen = reset
         began = inst.service.started_epoch if inst.service is not None else None
         if began is not None:
-            if im.service_started is not None and began != im.service_started:
+            # systemd's start time comes as boot time + a monotonic offset, and the boot time as the
+            # remote clock minus /proc/uptime read a moment apart: it wobbles by milliseconds from
+            # frame to frame. A new process starts seconds later than the old one did.
+            if im.service_started is not None and abs(began - im.service_started) > START_WOBBLE_S:
                 started = True
             im.service_started = began
         if not serving:

@@ -67,6 +67,8 @@ class CanaryView:
     in_flight: bool
     last: CanaryResult | None
     wedged: bool  # the last canary timed out while /health said 200, and no token moved since
+    quiet_s: float | None = None  # seconds since a token last moved (None: no scrape yet)
+    idle_s: float | None = None  # the quiet time after which a canary goes out
 
 
 class CanaryClock:
@@ -124,8 +126,15 @@ class CanaryClock:
             return False
         return self.tokens_moved_t is None or self.tokens_moved_t <= last.sent_t
 
-    def view(self) -> CanaryView:
-        return CanaryView(sent=self.sent, in_flight=self.in_flight, last=self.last, wedged=self.wedged())
+    def view(self, t: float) -> CanaryView:
+        return CanaryView(
+            sent=self.sent,
+            in_flight=self.in_flight,
+            last=self.last,
+            wedged=self.wedged(),
+            quiet_s=self.idle_for(t),
+            idle_s=self.idle_s,
+        )
 
 
 def canary_text(view: CanaryView) -> str:
@@ -135,7 +144,10 @@ def canary_text(view: CanaryView) -> str:
         return f"canary: {sent}, one waiting for its answer"
     last = view.last
     if last is None:
-        return "canary: none sent yet" if not view.sent else f"canary: {sent}"
+        quiet, idle = view.quiet_s, view.idle_s
+        if quiet is not None and idle is not None and quiet < idle:
+            return f"canary: none needed while tokens move (one after {idle:g} s without a token)"
+        return "canary: none sent yet"
     if last.answered and last.ttft_s is not None:
         return f"canary: {sent}, last answered in {last.ttft_s * 1000:.0f} ms (TTFT of 1 token)"
     verdict = "wedged" if view.wedged else "failed"

@@ -354,7 +354,7 @@ class InstanceState:
             rates=rates if fresh else None,
             launch=launch,
             service=self.service,
-            canary=self.canary.view() if self.canary is not None else None,
+            canary=self.canary.view(t) if self.canary is not None else None,
         )
 
 

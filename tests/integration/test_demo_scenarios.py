@@ -15,6 +15,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.status import State
+from sparktui.sources.canary import CanarySender
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 
@@ -102,7 +103,6 @@ async def test_node_down_then_back_after_its_model_loads(stepper: Stepper) -> No
 async def test_dead_engine_is_down_and_takes_its_worker_down(stepper: Stepper) -> None:
     views = await stepper.run_until(14.0)
     assert views["spark3"].status.state is State.DOWN
-    assert "qwen235: engine dead (/health 503)" in views["spark3"].status.reasons
     worker = views["spark4"].instances[0]
     assert worker.status.state is State.DOWN
     assert worker.status.reasons == ("qwen235: worker of spark3/qwen235, which is down",)
@@ -118,3 +118,68 @@ async def test_restart_refuses_while_loading_and_counts_from_zero_after(stepper:
     whole = stepper.state.nodes["spark1"].instances["qwen36"].tracker.rates()  # since the first poll
     assert whole is not None and whole.reset
     assert whole.generation_tokens_per_s is not None and whole.generation_tokens_per_s > 0
+
+
+@pytest.mark.parametrize("stepper", ["wedged"], indirect=True)
+async def test_a_wedged_engine_freezes_its_gauges_and_hides_new_requests_like_the_real_one(stepper: Stepper) -> None:
+    await stepper.run_until(14.0)
+    engine = stepper.fleet.node("spark1").instances[0].engine
+    await stepper.run_until(16.0)  # wedged at 15 s
+    frozen = stepper.state.nodes["spark1"].instances["qwen36"].tracker.latest
+    assert frozen is not None
+    await stepper.run_until(40.0)
+    latest = stepper.state.nodes["spark1"].instances["qwen36"].tracker.latest
+    assert latest is not None
+    (before,), (after,) = frozen.models.values(), latest.models.values()
+    assert (after.running, after.waiting, after.kv_usage_max) == (before.running, before.waiting, before.kv_usage_max)
+    assert engine.hidden, "the workload kept sending: those requests wait unseen, in no gauge"
+
+
+@pytest.mark.parametrize("stepper", ["engine-dead"], indirect=True)
+async def test_a_dead_engine_answers_503_for_a_second_then_its_server_exits_and_is_restarted(stepper: Stepper) -> None:
+    views = await stepper.run_until(11.0, dt=0.5)
+    assert "qwen235: engine dead (/health 503)" in views["spark3"].status.reasons
+    views = await stepper.run_until(13.0, dt=0.5)
+    assert views["spark3"].status.state is State.DOWN
+    assert "qwen235: /health connection refused" in views["spark3"].status.reasons
+    service = stepper.fleet.node("spark3").instances[0].service
+    assert service.manager == "docker" and service.restarts == 1  # exited; docker restarted it at once
+    views = await stepper.run_until(200.0)
+    assert views["spark3"].status.state is State.UP  # loaded again
+    assert service.restarts == 1
+
+
+async def test_an_engine_wedged_while_idle_is_found_by_the_canary_alone_and_clears_when_it_runs_again() -> None:
+    """Nothing moves in any number once spark1 is quiet, wedged or not: only the canary's request,
+    hanging unseen in the wedged engine, tells the two apart."""
+    fleet = DemoFleet(seed=21, scenario=SCENARIOS["wedged-idle"])
+    await fleet.start()
+    spec = parse_config(fleet.config_toml() + "\n[canary]\ntimeout_s = 1\n", source="demo.toml")
+    state = FleetState(spec)
+    seen: list[tuple[float, bool, int]] = []  # (time, wedged, canaries sent)
+    try:
+        async with make_client() as client:
+            canaries = CanarySender(spec)
+            poller = FleetPoller(spec, client, clock=lambda: fleet.now, canaries=canaries)
+            try:
+                while fleet.elapsed < 240.0:
+                    await fleet.advance(1.0)
+                    for observation in await poller.poll_all():
+                        state.apply(observation)
+                        poller.send_canaries(state, observation)
+                    await canaries.wait()  # a stepped fleet: let each canary end before time moves on
+                    (view,) = [v for v in state.view(fleet.now, window_s=20.0) if v.name == "spark1"]
+                    canary = view.instances[0].canary
+                    assert canary is not None
+                    seen.append((fleet.elapsed, canary.wedged, canary.sent))
+            finally:
+                await canaries.aclose()
+    finally:
+        await fleet.stop()
+    wedged_at = [t for t, wedged, _ in seen if wedged]
+    assert wedged_at, seen[-5:]
+    assert 60.0 < wedged_at[0] <= 60.0 + 30.0 + 2.0  # the next canary after the wedge (idle_s 30)
+    assert max(wedged_at) < 180.0 + 30.0 + 2.0  # after resume(), the next canary answers
+    assert not seen[-1][1]
+    assert seen[-1][2] >= 4  # a canary every 30 s of quiet: counted
+    assert not any(wedged for t, wedged, _ in seen if t < 60.0)  # quiet is not wedged

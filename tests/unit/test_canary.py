@@ -104,7 +104,7 @@ def test_a_canary_answered_proves_the_engine_alive_and_gives_its_ttft() -> None:
     clock.send(10.0)
     clock.done(result)
     assert not clock.wedged()
-    assert canary_text(clock.view()) == "canary: 1 sent, last answered in 42 ms (TTFT of 1 token)"
+    assert canary_text(clock.view(10.5)) == "canary: 1 sent, last answered in 42 ms (TTFT of 1 token)"
 
 
 def test_an_http_error_is_a_failed_canary_not_a_wedge() -> None:
@@ -177,7 +177,7 @@ def test_the_engine_wedged_finding_opens_on_an_unanswered_canary_with_its_eviden
             opened = t
             evidence = found[0].evidence
     assert opened == 45, evidence  # open_after: 5 evaluations in a row
-    assert any("canary sent at" in line and "no answer within 10 s" in line for line in evidence)
+    assert any("canary (1-token completion) sent at" in line and "no answer within 10 s" in line for line in evidence)
     assert any("/health answers 200" in line for line in evidence)
     # A canary that answers: the condition is false; the finding clears after clear_after_s (30 s).
     state.canaries_due("spark1", 80.0)
@@ -189,3 +189,13 @@ def test_the_engine_wedged_finding_opens_on_an_unanswered_canary_with_its_eviden
     observe(state, 112.0, IDLE)
     (node,) = state.view(112.0, window_s=None)
     assert not any(f.id == "engine-wedged" and f.instance == "qwen" for f in engine.evaluate(node, None, 112.0))
+
+
+def test_the_canary_line_says_why_none_was_sent() -> None:
+    clock = CanaryClock(idle_s=30.0, interval_s=30.0)
+    assert canary_text(clock.view(0.0)) == "canary: none sent yet"  # nothing scraped yet
+    clock.scraped(0.0, tokens_moved=True)
+    assert canary_text(clock.view(5.0)) == "canary: none needed while tokens move (one after 30 s without a token)"
+    assert canary_text(clock.view(31.0)) == "canary: none sent yet"
+    clock.send(31.0)
+    assert canary_text(clock.view(32.0)) == "canary: 1 sent, one waiting for its answer"

@@ -631,6 +631,25 @@ def served_right_after_the_restart() -> None:
     assert "cold-jit" not in rig.ids()
 
 
+@detector_case("cold-jit", False)
+def a_quiet_instance_whose_start_time_wobbles_has_not_restarted() -> None:
+    """The unit's start time, read through two clocks, moves by milliseconds from frame to frame; an
+    instance that then sits idle is not a new, cold start (seen on the demo's quiet node)."""
+    rig = Rig()
+    healthy(rig, 3)
+    frozen = MTP2[2]
+    first = serving_sample(50)
+    services = first.services or {}
+    for i in range(4, 200):
+        wobble = 0.01 * (i % 3 - 1)
+        moved = {
+            name: dataclasses.replace(service, started_epoch=(service.started_epoch or 0.0) + wobble)
+            for name, service in services.items()
+        }
+        rig.step(float(i), ok(), frozen, dataclasses.replace(first, seq=50 + i, services=moved))
+        assert "cold-jit" not in rig.ids(), i
+
+
 @detector_case("engine-dead", True)
 def health_503_twice() -> None:
     rig = Rig()
