@@ -224,7 +224,7 @@ async def test_a_finding_alert_carries_the_finding_evidence_and_fix(receiver: Re
     finally:
         await demo.stop()
     # Fired while /health said 503; resolved once the API server exited and was restarted (a second).
-    request, *after = receiver.received("/hook")
+    request, *_resolved = receiver.received("/hook")
     body = request.json()
     assert isinstance(body, dict)
     assert (body["alert"], body["rule"], body["node"], body["instance"]) == ("engine-dead", "dead", "spark3", "qwen235")
