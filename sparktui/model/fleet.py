@@ -32,11 +32,11 @@ from sparktui.model.memory import (
     pressure_from_exposition,
 )
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.promtext import ParseError, PromParser, looks_truncated
+from sparktui.model.promtext import ParseError, PromParser, decode, looks_truncated
 from sparktui.model.specs import FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, normalise
+from sparktui.model.vllm import WANTED, ScrapeProblem, normalise
 
 GIB = 1024**3
 CRASH_LOOP_RESTARTS = 3  # restarts of a unit that is not running before we call it a crash loop
@@ -145,14 +145,23 @@ class InstanceState:
         if not result.ok:
             self.metrics_error = f"/metrics: HTTP {result.status}"
             return
-        text = result.text()
-        if looks_truncated(text):
-            self.metrics_error = "/metrics: body truncated (no final newline)"
-            return
+        text, truncated = "", False
         try:
+            text = decode(result.body)
+            truncated = looks_truncated(text)
             scrape = normalise(self.parser.parse(text))
         except ParseError as exc:
-            self.metrics_error = f"/metrics is not Prometheus text: {exc}"
+            # A body cut mid-line fails on its last line; one that fails earlier is not Prometheus text.
+            cut = truncated and exc.line_no == text.count("\n") + 1
+            self.metrics_error = (
+                "/metrics: body truncated (no final newline)" if cut else f"/metrics is not Prometheus text: {exc}"
+            )
+            return
+        except ScrapeProblem as exc:
+            self.metrics_error = f"/metrics: {exc}"
+            return
+        if truncated:
+            self.metrics_error = "/metrics: body truncated (no final newline)"
             return
         self.metrics_error = None
         before = self.tracker.latest

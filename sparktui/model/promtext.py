@@ -106,7 +106,8 @@ def _parse_labels(block: str) -> Labels | str:
     return MappingProxyType(labels)
 
 
-def _parse_value(text: str) -> float | None:
+def parse_number(text: str) -> float | None:
+    """A number as the exposition formats write it (``NaN`` and ``+Inf`` included), else None."""
     try:
         value = float(text)
     except ValueError:
@@ -233,7 +234,7 @@ class PromParser:
                 raise ParseError(line_no, "value is not a number", line) from None
             if "_" in number or not number.isascii():
                 raise ParseError(line_no, "value is not a number", line)
-            if len(rest) == 2 and _parse_value(rest[1]) is None:
+            if len(rest) == 2 and parse_number(rest[1]) is None:
                 raise ParseError(line_no, "timestamp is not a number", line)
             name, labels, series = parsed
             every_series.append(series)
@@ -280,9 +281,9 @@ def _split_exemplar(line: str) -> tuple[str, list[str]] | str | None:
     if not hash_ or not rest or len(rest) > 2 or not before[:1].isspace():
         return None
     ex = _EXEMPLAR_RE.match(exemplar)
-    if ex is None or isinstance(_parse_labels(ex.group(1)), str) or _parse_value(ex.group(2)) is None:
+    if ex is None or isinstance(_parse_labels(ex.group(1)), str) or parse_number(ex.group(2)) is None:
         return "malformed exemplar"
-    if ex.group(3) is not None and _parse_value(ex.group(3)) is None:
+    if ex.group(3) is not None and parse_number(ex.group(3)) is None:
         return "malformed exemplar"
     return m.group(0), rest
 
@@ -290,6 +291,21 @@ def _split_exemplar(line: str) -> tuple[str, list[str]] | str | None:
 def parse(text: str, keep: Callable[[str], bool] | None = None) -> Exposition:
     """Parse one exposition without a memo (tests, one-off use)."""
     return PromParser(keep).parse(text)
+
+
+def decode(body: bytes) -> str:
+    """A scrape's body as text: UTF-8, as both formats require, else a ``ParseError`` at the first bad
+    byte's line. A multi-byte character cut off at the very end is dropped (the body was truncated,
+    which ``looks_truncated`` then tells)."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data" and exc.start >= len(body) - 3:
+            return body[: exc.start].decode("utf-8")
+        line_no = body.count(b"\n", 0, exc.start) + 1
+        start = body.rfind(b"\n", 0, exc.start) + 1
+        line = body[start : start + 80].decode("utf-8", errors="replace").split("\n")[0]
+        raise ParseError(line_no, "not UTF-8 text", line) from None
 
 
 def looks_truncated(text: str) -> bool:
