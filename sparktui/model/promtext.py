@@ -36,8 +36,6 @@ _LABEL_RE = re.compile(r'\s*+([a-zA-Z_][a-zA-Z0-9_]*+)\s*+=\s*+"([^"\\\n]*+(?:\\
 _HEAD_RE = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*+(?:\{[^"}]*+(?:"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"[^"}]*+)*+\})?')
 # What follows the value of an OpenMetrics exemplar's ``#``: ``{labels} value [timestamp]``.
 _EXEMPLAR_RE = re.compile(r"\s*+\{(.*)\}\s++(\S++)(?:\s++(\S++))?\s*+\Z")
-_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-_ESCAPE_RE = re.compile(r"\\[\\\"n]")
 _METRIC_TYPES = frozenset(
     {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
 )
@@ -79,7 +77,13 @@ class Exposition:
 
 
 def _unescape(value: str) -> str:
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value) if "\\" in value else value
+    """Undo the format's three escapes (backslash, double quote, newline; others stay as written), in
+    C: split at the escaped backslashes, after which the other two cannot overlap. A regex with a
+    Python callback per escape took 0.7 s on 4 MB of escaped quotes."""
+    if "\\" not in value:
+        return value
+    parts = value.split("\\\\")
+    return "\\".join(part.replace('\\"', '"').replace("\\n", "\n") for part in parts)
 
 
 def _parse_labels(block: str) -> Labels | str:
@@ -87,11 +91,9 @@ def _parse_labels(block: str) -> Labels | str:
     labels: dict[str, str] = {}
     pos, end = 0, len(block)
     while pos < end:
-        if block[pos:].strip() == "":
-            break
         m = _LABEL_RE.match(block, pos)
         if m is None:
-            return "malformed labels"
+            return "malformed labels" if block[pos:].strip() else MappingProxyType(labels)
         if m.end(2) - m.start(2) > MAX_LABEL_VALUE:
             return f"label {m.group(1)} is over {MAX_LABEL_VALUE} characters"
         name = m.group(1)
@@ -174,8 +176,10 @@ class PromParser:
         return name, labels, series_text(name, labels)
 
     def _remember(self, head: str, parsed: _Head) -> None:
-        self._memo[head] = parsed
-        self._memo_chars += len(head)
+        # Full: the heads of this scrape are not kept (the memo starts again at the next scrape).
+        if len(self._memo) < self._memo_limit and self._memo_chars < self._memo_chars_limit:
+            self._memo[head] = parsed
+            self._memo_chars += len(head)
 
     def parse(self, text: str) -> Exposition:
         samples: dict[str, list[Sample]] = {}
@@ -183,7 +187,7 @@ class PromParser:
         every_series: list[str] = []  # checked for duplicates at the end: one set() beats a test per line
         keep = self._keep
         memo = self._memo
-        if len(memo) > self._memo_limit or self._memo_chars > self._memo_chars_limit:
+        if len(memo) >= self._memo_limit or self._memo_chars >= self._memo_chars_limit:
             memo.clear()
             self._memo_chars = 0
         lines = text.split("\n")

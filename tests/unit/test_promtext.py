@@ -193,3 +193,16 @@ def test_what_prometheus_refuses_is_a_parse_error_with_a_reason(text: str, reaso
 
 def test_blank_lines_after_eof_are_fine() -> None:
     assert parse("m 1\n# EOF\n\n").first_value("m") == 1.0
+
+
+def test_the_memo_of_heads_is_bounded_by_entries_and_by_characters() -> None:
+    by_entries = PromParser(memo_limit=100)
+    by_entries.parse("".join(f'm{{n="{i}"}} 1\n' for i in range(1_000)))
+    assert len(by_entries._memo) == 100
+    by_chars = PromParser(memo_chars=10_000)
+    value = "v" * 1_000
+    by_chars.parse("".join(f'm{{n="{i}",v="{value}"}} 1\n' for i in range(100)))
+    assert sum(len(head) for head in by_chars._memo) < 10_000 + 1_100
+    # Full: the next scrape starts a new memo, so heads that changed are remembered again.
+    by_entries.parse('m{n="new"} 1\n')
+    assert list(by_entries._memo) == ['m{n="new"}']
