@@ -61,6 +61,7 @@ class InstanceView:
     rates: VllmRates | None
     launch: LaunchReadiness | None
     service: ServiceState | None = None  # its systemd unit or container, from the host sampler
+    metrics_problem: str | None = None  # why its last /metrics answer was not used, also a status reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +324,7 @@ class InstanceState:
             rates=rates if fresh else None,
             launch=launch,
             service=self.service,
+            metrics_problem=self.metrics_error if self.spec.base_url is not None else None,
         )
 
 

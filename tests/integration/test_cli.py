@@ -96,6 +96,7 @@ def test_one_node_with_a_bad_bucket_bound_is_degraded_and_every_other_node_is_re
         check = _run(config, "check", "--interval", "0.1")
         snapshot = _run(config, "snapshot", "--interval", "0.1")
         snapshot_json = _run(config, "snapshot", "--json", "--interval", "0.1")
+        alerts = _run(config, "check", "--alerts", "--interval", "0.1")  # what `watch` would send
     finally:
         nodes[1].vllm.endpoint.faults = Faults()
     reason = "vllm: /metrics: bad bucket bound le='abc' in vllm:time_to_first_token_seconds_bucket"
@@ -109,6 +110,10 @@ def test_one_node_with_a_bad_bucket_bound_is_degraded_and_every_other_node_is_re
     payload = json.loads(snapshot_json.stdout)
     spark2 = next(n for n in payload["nodes"] if n["name"] == "spark2")
     assert spark2["status"] == {"state": "degraded", "reasons": [reason]}
+    assert alerts.returncode == 1, alerts.stderr
+    unreadable = "warn spark2/vllm metrics-unreadable: spark2/vllm /metrics cannot be read"
+    evidence = reason.removeprefix("vllm: ")
+    assert any(line.startswith(f"{unreadable} ({evidence})") for line in alerts.stdout.splitlines())
 
 
 def test_check_exits_two_when_a_node_is_down(fleet: tuple[list[FixtureNode], Path], tmp_path: Path) -> None:
