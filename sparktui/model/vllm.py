@@ -143,10 +143,8 @@ class CacheConfig:
         raw = self.labels.get(key)
         if raw is None or raw in ("None", ""):
             return None
-        try:
-            return float(raw)
-        except ValueError:
-            return None
+        number = parse_number(raw)
+        return number if number is not None and math.isfinite(number) else None  # "inf" is not a size
 
     @property
     def capacity_tokens(self) -> float | None:

@@ -117,3 +117,11 @@ def test_a_scrape_cut_inside_a_multibyte_character_is_a_truncated_body() -> None
     body = (SCRAPES[0] + 'vllm:x{a="é"} 1\n').encode()
     cut = body[: body.rindex("é".encode()) + 1]
     assert _reasons_after_bytes(cut) == ("qwen: /metrics: body truncated (no final newline)",)
+
+
+@pytest.mark.parametrize("blocks", ["inf", "NaN", "1_000", "lots"])
+def test_a_cache_config_size_that_is_not_a_finite_number_is_unknown(blocks: str) -> None:
+    text = re.sub(r'num_gpu_blocks="[^"]*"', f'num_gpu_blocks="{blocks}"', SCRAPES[0])
+    text = re.sub(r'kv_cache_size_tokens="[^"]*"', 'kv_cache_size_tokens="None"', text)
+    assert f'num_gpu_blocks="{blocks}"' in text
+    assert normalise(parse(text)).kv_capacity_tokens is None
