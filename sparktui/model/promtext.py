@@ -133,7 +133,11 @@ def _escape(value: str) -> str:
 
 
 def _shown(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """Remote text for a reason: control characters escaped (nothing may paint the terminal), cut short."""
+    shown = text[: limit + 1]
+    if not shown.isprintable():
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 # A parsed series head: its name, labels, and the series written canonically (for duplicates).

@@ -206,3 +206,11 @@ def test_the_memo_of_heads_is_bounded_by_entries_and_by_characters() -> None:
     # Full: the next scrape starts a new memo, so heads that changed are remembered again.
     by_entries.parse('m{n="new"} 1\n')
     assert list(by_entries._memo) == ['m{n="new"}']
+
+
+def test_a_duplicate_series_is_named_with_its_control_characters_escaped() -> None:
+    line = 'm{a="\x1b[31mred\x07"} 1\n'
+    with pytest.raises(ParseError) as caught:
+        parse(line + line)
+    assert caught.value.reason == 'duplicate series m{a="\\x1b[31mred\\x07"}'
+    assert "\x1b" not in str(caught.value)
