@@ -17,6 +17,7 @@ character, whatever the text holds). ``benchmarks/bench_parse.py`` measures it a
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -118,6 +119,11 @@ def parse_number(text: str) -> float | None:
     if "_" in text or not text.isascii():
         return None
     return value
+
+
+def _finite_number(text: str) -> bool:
+    number = parse_number(text)
+    return number is not None and math.isfinite(number)
 
 
 def series_text(name: str, labels: Labels) -> str:
@@ -242,7 +248,7 @@ class PromParser:
                 raise ParseError(line_no, "value is not a number", line) from None
             if "_" in number or not number.isascii():
                 raise ParseError(line_no, "value is not a number", line)
-            if len(rest) == 2 and parse_number(rest[1]) is None:
+            if len(rest) == 2 and not _finite_number(rest[1]):
                 raise ParseError(line_no, "timestamp is not a number", line)
             name, labels, series = parsed
             every_series.append(series)

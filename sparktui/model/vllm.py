@@ -79,7 +79,7 @@ def _finite(wire: str, series: list[Sample]) -> list[Sample]:
 
 def _bucket_bound(wire: str, le: str) -> float:
     bound = parse_number(le)
-    if bound is None or math.isnan(bound):
+    if bound is None or math.isnan(bound) or bound == -math.inf:  # +Inf is the last bucket; -Inf is none
         raise ScrapeProblem(f"bad bucket bound le={le[:40]!r} in {wire}")
     return bound
 

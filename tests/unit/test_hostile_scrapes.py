@@ -40,7 +40,7 @@ def _reasons_after_bytes(*bodies: bytes) -> tuple[str, ...]:
     return node.status.reasons
 
 
-@pytest.mark.parametrize("le", ["abc", "NaN", "1_0", ""])
+@pytest.mark.parametrize("le", ["abc", "NaN", "1_0", "", "-Inf"])
 def test_a_bucket_bound_that_is_not_a_number_is_a_scrape_problem(le: str) -> None:
     text = _edited('le="0.001"', f'le="{le}"')
     with pytest.raises(ScrapeProblem) as caught:

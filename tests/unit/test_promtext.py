@@ -179,6 +179,8 @@ def test_openmetrics_exemplars_are_accepted_and_dropped(line: str, value: float)
         ("m \u0661\u0662\n", "value is not a number"),  # Arabic-Indic digits: float() takes them
         ("m 1 17_00\n", "timestamp is not a number"),
         ("m 1 soon\n", "timestamp is not a number"),
+        ("m 1 NaN\n", "timestamp is not a number"),
+        ("m 1 +Inf\n", "timestamp is not a number"),
         ("m 1\n# EOF\nm2 2\n", "content after # EOF"),
         ('m 1 # {trace_id="x"}\n', "malformed exemplar"),
         ('m{le="1"} 1 # {trace_id="x"} nope\n', "malformed exemplar"),
