@@ -288,6 +288,12 @@ def _process_start(expo: Exposition) -> float | None:
 
 
 def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
+    # Finite values can still sum past the largest float over engines.
+    sums = {**acc.counters, "running": acc.running or 0.0, "waiting": acc.waiting or 0.0}
+    sums.update({f"{key}_bucket": sum(buckets.values()) + sum(totals) for key, (buckets, totals) in acc.hist.items()})
+    for key, value in sums.items():
+        if not math.isfinite(value):
+            raise ScrapeProblem(f"{key} of model {name[:60]!r} is out of range")
     histograms: dict[str, HistogramSample] = {}
     for key, (buckets, (total, count)) in acc.hist.items():
         bounds = tuple(sorted(buckets))

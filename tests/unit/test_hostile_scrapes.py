@@ -125,3 +125,10 @@ def test_a_cache_config_size_that_is_not_a_finite_number_is_unknown(blocks: str)
     text = re.sub(r'kv_cache_size_tokens="[^"]*"', 'kv_cache_size_tokens="None"', text)
     assert f'num_gpu_blocks="{blocks}"' in text
     assert normalise(parse(text)).kv_capacity_tokens is None
+
+
+def test_finite_values_that_sum_past_the_largest_float_are_a_scrape_problem() -> None:
+    engine1 = GENERATED.replace('engine="0"', 'engine="1"')
+    text = f"{GENERATED} 1.5e308\n{engine1} 1.5e308\n"
+    with pytest.raises(ScrapeProblem, match=r"generation_tokens of model 'RedHatAI/Qwen3.6-35B-A3B-NVFP4' is out"):
+        normalise(parse(text))
