@@ -207,6 +207,15 @@ METRICS: Mapping[str, Metric] = {
             "Check the {subject} service on {node} ({hint}) and restart it.",
         ),
         Metric(
+            "metrics_unreadable",
+            "instance",
+            "/metrics unreadable",
+            "condition",
+            _shown_flag,
+            "{subject} on {node} answers /metrics with something sparktui cannot use (the evidence says what): "
+            "check what serves that port, a proxy in front of it, or the vLLM version.",
+        ),
+        Metric(
             "launch_not_ready",
             "instance",
             "would not start now",
@@ -331,6 +340,11 @@ def _instance_sample(metric: str, view: NodeView, inst: InstanceView, rule: Aler
     if metric == "vllm_down":
         return Sample(_flag(inst.status.state is State.DOWN), evidence=_reasons(inst.status.reasons))
     serving = inst.status.state in SERVING
+    if metric == "metrics_unreadable":
+        if not serving:
+            return _UNKNOWN  # down: its own alert says so; /metrics was not asked
+        problem = inst.metrics_problem
+        return Sample(_flag(problem is not None), evidence=(problem,) if problem else ())
     if metric == "launch_not_ready":
         if serving:
             return Sample(0.0)
@@ -437,6 +451,8 @@ def _condition_summary(metric: str, where: str, firing: bool, node: NodeView) ->
         return f"no poll of {where} finished in time" if firing else f"{where} answers polls again"
     if metric in ("vllm_down", "service_down"):
         return f"{where} is down" if firing else f"{where} is no longer down"
+    if metric == "metrics_unreadable":
+        return f"{where} /metrics cannot be read" if firing else f"{where} /metrics is read again"
     return f"{where} would not start now: not enough free memory" if firing else f"{where} could start again"
 
 
@@ -544,6 +560,7 @@ def default_rules(thresholds: Thresholds | None = None) -> tuple[AlertRuleSpec, 
         AlertRuleSpec(name="node-down", metric="node_down", for_s=30.0, severity="crit"),
         AlertRuleSpec(name="node-stale", metric="node_stale", for_s=60.0),
         AlertRuleSpec(name="service-down", metric="service_down", for_s=60.0),
+        AlertRuleSpec(name="metrics-unreadable", metric="metrics_unreadable", for_s=60.0),
         AlertRuleSpec(
             name="kv-cache-full",
             metric="kv_usage",

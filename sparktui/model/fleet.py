@@ -33,11 +33,11 @@ from sparktui.model.memory import (
     pressure_from_exposition,
 )
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.promtext import ParseError, PromParser, looks_truncated
+from sparktui.model.promtext import ParseError, PromParser, decode, looks_truncated
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, normalise
+from sparktui.model.vllm import WANTED, ScrapeProblem, normalise
 
 GIB = 1024**3
 CRASH_LOOP_RESTARTS = 3  # restarts of a unit that is not running before we call it a crash loop
@@ -62,6 +62,7 @@ class InstanceView:
     rates: VllmRates | None
     launch: LaunchReadiness | None
     service: ServiceState | None = None  # its systemd unit or container, from the host sampler
+    metrics_problem: str | None = None  # why its last /metrics answer was not used, also a status reason
     canary: CanaryView | None = None  # None: canaries are off for it (or it serves no HTTP)
 
 
@@ -173,14 +174,23 @@ class InstanceState:
         if not result.ok:
             self.metrics_error = f"/metrics: HTTP {result.status}"
             return
-        text = result.text()
-        if looks_truncated(text):
-            self.metrics_error = "/metrics: body truncated (no final newline)"
-            return
+        text, truncated = "", False
         try:
+            text = decode(result.body)
+            truncated = looks_truncated(text)
             scrape = normalise(self.parser.parse(text))
         except ParseError as exc:
-            self.metrics_error = f"/metrics is not Prometheus text: {exc}"
+            # A body cut mid-line fails on its last line; one that fails earlier is not Prometheus text.
+            cut = truncated and exc.line_no == text.count("\n") + 1
+            self.metrics_error = (
+                "/metrics: body truncated (no final newline)" if cut else f"/metrics is not Prometheus text: {exc}"
+            )
+            return
+        except ScrapeProblem as exc:
+            self.metrics_error = f"/metrics: {exc}"
+            return
+        if truncated:
+            self.metrics_error = "/metrics: body truncated (no final newline)"
             return
         self.metrics_error = None
         before = self.tracker.latest
@@ -354,6 +364,7 @@ class InstanceState:
             rates=rates if fresh else None,
             launch=launch,
             service=self.service,
+            metrics_problem=self.metrics_error if self.spec.base_url is not None else None,
             canary=self.canary.view(t) if self.canary is not None else None,
         )
 

@@ -567,6 +567,7 @@ AlertMetric = Literal[
     "vllm_down",
     "service_down",
     "launch_not_ready",
+    "metrics_unreadable",
     "kv_usage",
     "waiting",
     "ttft_p90_s",
@@ -576,7 +577,9 @@ AlertMetric = Literal[
     "psi_some_avg10",
     "gpu_temp_c",
 ]
-CONDITION_METRICS = frozenset({"node_down", "node_stale", "vllm_down", "service_down", "launch_not_ready"})
+CONDITION_METRICS = frozenset(
+    {"node_down", "node_stale", "vllm_down", "service_down", "launch_not_ready", "metrics_unreadable"}
+)
 FINDING_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_FIX_CHARS = 300
 

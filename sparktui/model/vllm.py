@@ -3,14 +3,19 @@
 Every metric name and version fallback lives in the tables at the top of this module
 (``../shared/reference/vllm/metrics.md``). Engine series are summed over the ``engine`` label and kept
 apart by ``model_name``; per-engine KV usage is kept because the max over engines matters.
+
+A scrape that parses but cannot be read as numbers (a bucket bound that is not a number, ``NaN`` or
+``±Inf`` where a count or gauge is needed) raises ``ScrapeProblem``, one line naming the metric: the
+instance shows it as its reason, like a ``ParseError``, and no number from that scrape is used.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sparktui.model.promtext import Exposition
+from sparktui.model.promtext import Exposition, Sample, parse_number
 
 # Counters: logical key -> wire names, first present wins (newest name first).
 COUNTERS: Mapping[str, tuple[str, ...]] = {
@@ -57,6 +62,26 @@ CACHE_CONFIG = "vllm:cache_config_info"
 WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
 SLEEP_STATE = "vllm:engine_sleep_state"
 PROCESS_START = "process_start_time_seconds"
+
+
+class ScrapeProblem(ValueError):
+    """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
+
+
+def _finite(wire: str, series: list[Sample]) -> list[Sample]:
+    """``series`` when every value is a finite number, else ``ScrapeProblem`` naming ``wire``."""
+    for _labels, value in series:
+        if not math.isfinite(value):
+            shown = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+            raise ScrapeProblem(f"{shown} in {wire}")
+    return series
+
+
+def _bucket_bound(wire: str, le: str) -> float:
+    bound = parse_number(le)
+    if bound is None or math.isnan(bound) or bound == -math.inf:  # +Inf is the last bucket; -Inf is none
+        raise ScrapeProblem(f"bad bucket bound le={le[:40]!r} in {wire}")
+    return bound
 
 
 def wanted_sample_names() -> tuple[str, ...]:
@@ -118,10 +143,8 @@ class CacheConfig:
         raw = self.labels.get(key)
         if raw is None or raw in ("None", ""):
             return None
-        try:
-            return float(raw)
-        except ValueError:
-            return None
+        number = parse_number(raw)
+        return number if number is not None and math.isfinite(number) else None  # "inf" is not a size
 
     @property
     def capacity_tokens(self) -> float | None:
@@ -204,10 +227,10 @@ def normalise(expo: Exposition) -> VllmScrape:
     for key, wires in COUNTERS.items():
         wire = _first_present(expo, wires)
         if wire is not None:
-            for labels, value in expo.get(wire):
+            for labels, value in _finite(wire, expo.get(wire)):
                 model(labels).add_counter(key, value)
     for key, (wire, label) in LABELLED_COUNTERS.items():
-        for labels, value in expo.get(wire):
+        for labels, value in _finite(wire, expo.get(wire)):
             model(labels).add_counter(f"{key}:{labels.get(label, '')}", value)
 
     for key, bases in HISTOGRAMS.items():
@@ -215,34 +238,35 @@ def normalise(expo: Exposition) -> VllmScrape:
         if base is None:
             continue
         base = base[: -len("_count")]
-        for labels, value in expo.get(f"{base}_bucket"):
+        wire = f"{base}_bucket"
+        for labels, value in _finite(wire, expo.get(wire)):
             le = labels.get("le")
             if le is None:
                 continue
             buckets, _totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
-            bound = float(le)
+            bound = _bucket_bound(wire, le)
             buckets[bound] = buckets.get(bound, 0.0) + value
         for suffix, index in (("_sum", 0), ("_count", 1)):
-            for labels, value in expo.get(f"{base}{suffix}"):
+            for labels, value in _finite(f"{base}{suffix}", expo.get(f"{base}{suffix}")):
                 _buckets, totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
                 totals[index] += value
 
     running = _first_present(expo, GAUGES["running"])
-    for labels, value in expo.get(running) if running else ():
+    for labels, value in _finite(running, expo.get(running)) if running else ():
         acc = model(labels)
         acc.running = _gauge_sum(acc.running, value)
     waiting = _first_present(expo, GAUGES["waiting"])
-    for labels, value in expo.get(waiting) if waiting else ():
+    for labels, value in _finite(waiting, expo.get(waiting)) if waiting else ():
         acc = model(labels)
         acc.waiting = _gauge_sum(acc.waiting, value)
-    for labels, value in expo.get(WAITING_BY_REASON):
+    for labels, value in _finite(WAITING_BY_REASON, expo.get(WAITING_BY_REASON)):
         if labels.get("reason") == "capacity":
             acc = model(labels)
             acc.waiting_capacity = _gauge_sum(acc.waiting_capacity, value)
     kv = _first_present(expo, GAUGES["kv_usage"])
-    for labels, value in expo.get(kv) if kv else ():
+    for labels, value in _finite(kv, expo.get(kv)) if kv else ():
         model(labels).kv[labels.get("engine", "0")] = value
-    for labels, value in expo.get(SLEEP_STATE):
+    for labels, value in _finite(SLEEP_STATE, expo.get(SLEEP_STATE)):
         if labels.get("sleep_state") == "awake" and value == 0:
             model(labels).asleep = True
 
@@ -254,11 +278,22 @@ def normalise(expo: Exposition) -> VllmScrape:
     return VllmScrape(
         models={name: _freeze(name, acc) for name, acc in models.items()},
         cache_config=cache_config,
-        process_start=expo.first_value(PROCESS_START),
+        process_start=_process_start(expo),
     )
 
 
+def _process_start(expo: Exposition) -> float | None:
+    series = _finite(PROCESS_START, expo.get(PROCESS_START))
+    return series[0][1] if series else None
+
+
 def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
+    # Finite values can still sum past the largest float over engines.
+    sums = {**acc.counters, "running": acc.running or 0.0, "waiting": acc.waiting or 0.0}
+    sums.update({f"{key}_bucket": sum(buckets.values()) + sum(totals) for key, (buckets, totals) in acc.hist.items()})
+    for key, value in sums.items():
+        if not math.isfinite(value):
+            raise ScrapeProblem(f"{key} of model {name[:60]!r} is out of range")
     histograms: dict[str, HistogramSample] = {}
     for key, (buckets, (total, count)) in acc.hist.items():
         bounds = tuple(sorted(buckets))

@@ -212,7 +212,7 @@ async def _exchange(
     except httpx.RemoteProtocolError as exc:
         if "incomplete" in str(exc) or "without sending complete message body" in str(exc):
             return result(FetchKind.TRUNCATED, "body truncated: the connection closed mid-body")
-        return result(FetchKind.ERROR, f"protocol error: {_one_line(exc)}")
+        return result(FetchKind.ERROR, f"malformed HTTP response: {_one_line(exc)}")
     except httpx.DecodingError as exc:
         return result(FetchKind.ERROR, f"cannot decode the body: {_one_line(exc)}")
     except (httpx.HTTPError, OSError) as exc:
@@ -242,7 +242,7 @@ async def _fetch_http1(
     except http1.Truncated:
         kind, error = FetchKind.TRUNCATED, "body truncated: the connection closed mid-body"
     except http1.ProtocolError as exc:
-        kind, error = FetchKind.ERROR, f"protocol error: {exc}"
+        kind, error = FetchKind.ERROR, f"malformed HTTP response: {exc}"
     except http1.InvalidURL as exc:
         kind, error = FetchKind.ERROR, f"bad URL: {exc}"
     except (http1.HttpError, OSError) as exc:

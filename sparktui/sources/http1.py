@@ -234,6 +234,9 @@ class _Connection(asyncio.Protocol):
             if state == _HEAD:
                 end = buf.find(b"\r\n\r\n", self.scan_from)
                 if end < 0:
+                    # A head ended by bare LFs would never match: say so now, not at the deadline.
+                    if b"\n\n" in buf or b"\n\r\n" in buf:
+                        raise ProtocolError("header lines end in a bare LF, not CRLF")
                     if len(buf) > self.max_head:
                         raise ProtocolError(f"response headers are over the {self.max_head}-byte cap")
                     self.scan_from = max(0, len(buf) - 3)
@@ -311,6 +314,8 @@ class _Connection(asyncio.Protocol):
                 return
 
     def _on_head(self, head: bytes) -> None:
+        if b"\n" in head.replace(b"\r\n", b""):
+            raise ProtocolError("header lines end in a bare LF, not CRLF")
         lines = head.decode("latin-1").split("\r\n")
         version, _, rest = lines[0].partition(" ")
         code = rest[:3]

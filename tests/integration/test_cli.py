@@ -87,6 +87,35 @@ def test_check_exits_one_when_degraded_and_names_the_problem(fleet: tuple[list[F
     assert lines[-1] == "3 nodes: 1 degraded, 2 up"
 
 
+def test_one_node_with_a_bad_bucket_bound_is_degraded_and_every_other_node_is_reported(
+    fleet: tuple[list[FixtureNode], Path],
+) -> None:
+    nodes, config = fleet
+    nodes[1].vllm.endpoint.faults = Faults(metrics="bad-bucket-bound")
+    try:
+        check = _run(config, "check", "--interval", "0.1")
+        snapshot = _run(config, "snapshot", "--interval", "0.1")
+        snapshot_json = _run(config, "snapshot", "--json", "--interval", "0.1")
+        alerts = _run(config, "check", "--alerts", "--interval", "0.1")  # what `watch` would send
+    finally:
+        nodes[1].vllm.endpoint.faults = Faults()
+    reason = "vllm: /metrics: bad bucket bound le='abc' in vllm:time_to_first_token_seconds_bucket"
+    assert check.returncode == 1, check.stderr
+    assert check.stdout.strip().splitlines() == [f"spark2: degraded: {reason}", "3 nodes: 1 degraded, 2 up"]
+    assert snapshot.returncode == 0, snapshot.stderr
+    assert "spark2  (127.0.0.1)  degraded" in snapshot.stdout
+    assert f"! {reason}" in snapshot.stdout
+    for node in (nodes[0], nodes[2]):
+        assert f"{node.name}  (127.0.0.1)  up" in snapshot.stdout
+    payload = json.loads(snapshot_json.stdout)
+    spark2 = next(n for n in payload["nodes"] if n["name"] == "spark2")
+    assert spark2["status"] == {"state": "degraded", "reasons": [reason]}
+    assert alerts.returncode == 1, alerts.stderr
+    unreadable = "warn spark2/vllm metrics-unreadable: spark2/vllm /metrics cannot be read"
+    evidence = reason.removeprefix("vllm: ")
+    assert any(line.startswith(f"{unreadable} ({evidence})") for line in alerts.stdout.splitlines())
+
+
 def test_check_exits_two_when_a_node_is_down(fleet: tuple[list[FixtureNode], Path], tmp_path: Path) -> None:
     nodes, _config = fleet
     dead = fleet_config(nodes).replace(nodes[0].vllm.url, f"http://127.0.0.1:{free_port()}")

@@ -405,6 +405,27 @@ async def test_headers_over_the_cap_are_an_error_with_one_line(kind: str) -> Non
     assert result.error and "\n" not in result.error
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\nContent-Length: 4\n\n",
+        b"HTTP/1.1 200 OK\nContent-Length: 4\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 4\n\r\n",
+    ],
+    ids=["all-lf", "lf-status-line", "lf-before-blank-line"],
+)
+async def test_poll_client_bare_lf_head_is_a_malformed_response_not_a_timeout(head: bytes) -> None:
+    async def bare_lf(conn: RawConnection) -> None:
+        await conn.request()
+        await conn.send(head + b"body")
+        await conn.until_client_closes()
+
+    async with RawServer(bare_lf) as srv, make_poll_client() as client:
+        result = await get(client, f"{srv.url}/metrics", timeout_s=30)
+    assert result.kind is FetchKind.ERROR
+    assert result.problem() == "malformed HTTP response: header lines end in a bare LF, not CRLF"
+
+
 async def test_slow_drip_body_past_the_deadline_is_a_timeout(kind: str) -> None:
     sent: list[int] = []
 
@@ -543,7 +564,7 @@ async def test_poll_client_refuses_a_compressed_answer_it_did_not_ask_for() -> N
     async with RawServer(gzip_anyway) as srv, make_poll_client() as client:
         result = await get(client, f"{srv.url}/metrics")
     assert result.kind is FetchKind.ERROR
-    assert result.problem() == "protocol error: the answer is compressed (gzip), which was not asked for"
+    assert result.problem() == "malformed HTTP response: the answer is compressed (gzip), which was not asked for"
 
 
 # --- https: a real TLS server on 127.0.0.1 with a certificate made for the test ------------------------

@@ -461,7 +461,7 @@ def test_main_watches_for_the_given_time(tmp_path: Path, capsys: pytest.CaptureF
     )
     assert watch_cli.run(parser().parse_args(["--config", str(config), "watch", "--for", "1", "--journal", "no"])) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("info event=start nodes=1 rules=11 notifiers=none interval_s=0.2 config=")
+    assert lines[0].startswith("info event=start nodes=1 rules=12 notifiers=none interval_s=0.2 config=")
     assert lines[-1].startswith("info event=stop ticks=")
 
 

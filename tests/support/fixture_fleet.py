@@ -56,7 +56,7 @@ class Faults:
     """What a test can break. Everything is read at request time."""
 
     health_status: int = 200
-    metrics: str = "normal"  # normal | garbage | truncated | huge | slow | status500
+    metrics: str = "normal"  # normal | garbage | truncated | huge | slow | status500 | bad-bucket-bound
     models_status: int | None = None
     delay_s: float = 0.0
     drop_families: tuple[str, ...] = ()
@@ -157,6 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
             # Promise the whole body, send half, close: the client sees the connection end early.
             self._send(200, body[: len(body) // 2], METRICS_TYPE, length=len(body))
             self.close_connection = True
+        elif mode == "bad-bucket-bound":
+            self._send(200, body.replace(b'le="0.001"', b'le="abc"', 1), METRICS_TYPE)
         elif mode == "huge":
             self._send(200, body * 200, METRICS_TYPE)
         elif mode == "slow":

@@ -10,6 +10,7 @@ from textual.widgets import Markdown, RichLog, Static
 
 from sparktui.actions.plans import Refusal, plan_action
 from sparktui.model.logbuffer import LogBuffer
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
@@ -22,6 +23,7 @@ from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
+from tests.support.fixture_fleet import scenario_scrapes
 from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
 
 
@@ -422,3 +424,42 @@ async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_n
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause(0.3)
         assert frozen == (["freeze"] if freeze_gc else [])
+
+
+def _scrape_nan_on_spark2(app: SparkApp) -> str:
+    """spark2's next /metrics answer carries NaN KV usage; returns the reason its status should give."""
+    scrape = scenario_scrapes("mtp3-poor-pos2")[29]
+    bad = "\n".join(
+        f"{line.rsplit(' ', 1)[0]} NaN" if line.startswith("vllm:kv_cache_usage_perc{") else line
+        for line in scrape.split("\n")
+    )
+    ok = HttpResult(url="u", kind=FetchKind.OK, status=200, body=b"", elapsed_s=0.01)
+    metrics = HttpResult(url="u", kind=FetchKind.OK, status=200, body=bad.encode(), elapsed_s=0.01)
+    app.state.apply(
+        NodeObservation(node="spark2", t=NOW, wall=1e9 + NOW, vllm=(VllmObservation("gemma4", ok, metrics),))
+    )
+    app.refresh_views()
+    return "gemma4: /metrics: NaN in vllm:kv_cache_usage_perc"
+
+
+async def test_a_broken_scrape_shows_its_reason_on_the_node_in_the_dashboard() -> None:
+    app = fed_app()
+    reason = _scrape_nan_on_spark2(app)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("down")
+        await pilot.pause()
+        assert reason in _plain(app.screen.query_one("#detail", Static))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        assert reason in _plain(app.screen.query_one("#reasons", Static))
+
+
+async def test_a_broken_scrape_shows_its_reason_on_the_node_in_the_kiosk() -> None:
+    app = fed_app(kiosk=True)
+    reason = _scrape_nan_on_spark2(app)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, KioskScreen)
+        assert reason in _plain(app.screen.query_one("#tile-spark2 #head", Static))

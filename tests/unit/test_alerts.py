@@ -99,6 +99,7 @@ def test_default_rules_use_the_dashboard_thresholds() -> None:
         "node-down",
         "node-stale",
         "service-down",
+        "metrics-unreadable",
         "kv-cache-full",
         "requests-waiting",
         "ttft-slow",
@@ -331,6 +332,22 @@ def test_instance_and_service_conditions_have_their_own_subjects() -> None:
     assert (service.alert.instance, service.alert.severity) == ("parakeet", Severity.INFO)
     assert service.evidence == ("parakeet: connection refused",)
     assert "http://10.0.0.1:8765/health" in service.alert.fix
+
+
+def test_an_instance_whose_metrics_cannot_be_read_fires_with_the_reason_as_evidence() -> None:
+    rules = '[[alerts]]\nname = "unreadable"\nmetric = "metrics_unreadable"\nfor_s = 2.0\n'
+    rig = AlertRig(rules, UNIT_NODE)
+    bad = MTP2[1].replace('le="0.001"', 'le="abc"', 1)
+    assert rig.tick(0.0, ok(), MTP2[0]) == ()
+    assert rig.tick(1.0, ok(), bad) == ()  # held for 2 s first
+    (event,) = rig.tick(3.0, ok(), bad)
+    assert event.fired
+    assert event.alert.key == AlertKey("unreadable", "spark1", "qwen36")
+    assert event.summary == "spark1/qwen36 /metrics cannot be read"
+    assert event.evidence == ("/metrics: bad bucket bound le='abc' in vllm:time_to_first_token_seconds_bucket",)
+    (resolved,) = rig.tick(4.0, ok(), MTP2[2])
+    assert not resolved.fired
+    assert rig.tick(5.0, refused()) == (), "down is vllm_down's to say, not this rule's"
 
 
 def test_launch_not_ready_reads_launch_readiness_while_not_serving() -> None:
