@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import ClassVar
+from urllib.parse import quote, quote_plus
 
 from sparktui.diagnosis.alerts import AlertEvent, AlertState
 from sparktui.diagnosis.catalogue import Severity
@@ -139,6 +141,23 @@ def _slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def secret_forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Each secret as it is, and as a server may echo it back: percent-encoded (all of it, or all but
+    '/'), form-encoded (spaces as '+'), with upper- or lower-case hex; longest first, so a form is
+    replaced before a shorter form inside it."""
+    found: set[str] = set()
+    for secret in secrets:
+        if len(secret) < MIN_SECRET_CHARS:
+            continue
+        encoded = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), quote_plus(secret, safe="/")}
+        found |= encoded
+        found |= {_PERCENT_ESCAPE.sub(lambda m: m[0].lower(), form) for form in encoded}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
 # --- the notifiers ---------------------------------------------------------------------------------------
 
 
@@ -167,13 +186,14 @@ class Notifier:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def secrets(self) -> tuple[str, ...]:
-        """Every string that must never be shown: the token, the URL and its path."""
+        """Every string that must never be shown: the token, the URL and its path, each also in the
+        encoded forms a server may echo (``secret_forms``)."""
         found = [self.token or "", self.url]
         parsed = httpx.URL(self.url) if self.url else None
         if parsed is not None:
             found.append(parsed.raw_path.decode("ascii", "replace"))
             found.append(parsed.path)
-        return tuple(sorted({s for s in found if len(s) >= MIN_SECRET_CHARS and s != "/"}, key=len, reverse=True))
+        return secret_forms(s for s in found if s != "/")
 
     def redact(self, text: str) -> str:
         for secret in self.secrets():
@@ -238,8 +258,7 @@ class NtfyNotifier(Notifier):
 
     def secrets(self) -> tuple[str, ...]:
         # On a public server the topic name is what keeps strangers from reading the alerts.
-        extra = (self.topic,) if len(self.topic) >= MIN_SECRET_CHARS else ()
-        return tuple(sorted({*super().secrets(), *extra}, key=len, reverse=True))
+        return tuple(sorted({*super().secrets(), *secret_forms([self.topic])}, key=len, reverse=True))
 
 
 class TelegramNotifier(Notifier):
