@@ -115,15 +115,26 @@ def parse_config(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_syntax_error(source, exc, text)]) from None
+    except RecursionError:
+        raise ConfigError([_too_deep(source)]) from None
     errors = [f"{source}: {message}" for message in _drop_loader_only(data)]
     data["source"] = source
     try:
         fleet = FleetSpec.model_validate(data)
     except ValidationError as exc:
         errors.extend(f"{source}: {_describe(error)}" for error in _reportable(exc.errors()))
+    except RecursionError:
+        raise ConfigError([_too_deep(source)]) from None
     if errors:
         raise ConfigError(errors)
     return _resolve_files_and_secrets(fleet, source, env, base_dir)
+
+
+def _too_deep(source: str) -> str:
+    return (
+        f"{source}: arrays or tables are nested too deeply to read; "
+        "a sparktui config nests at most a few levels (docs/config.md)"
+    )
 
 
 # --- TOML syntax --------------------------------------------------------------------------------------
