@@ -150,6 +150,11 @@ def _check_http_url(
     return value
 
 
+# What a recording keeps of a notifier's URL: it validates (and, on the reserved .invalid domain, can
+# never be reached), so a recording reads back without the secret.
+REDACTED_URL = "https://redacted.invalid/"
+
+
 def check_notifier_url(value: str) -> str:
     """A notifier's URL, checked without echoing it: Slack and webhook URLs carry their token."""
     return _check_http_url(value, echo=False, credentials="give a token with token_env or token_file")
