@@ -33,6 +33,7 @@ from sparktui.model.memory import (
 )
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import ParseError, PromParser, looks_truncated
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
@@ -134,7 +135,7 @@ class InstanceState:
         if obs.version is not None and obs.version.ok:
             found = _json_field(obs.version.body)
             if isinstance(found, dict) and isinstance(found.get("version"), str):
-                self.version = found["version"]
+                self.version = safe_text(found["version"], LABEL_LIMIT)
         if obs.models is not None:
             self._apply_models(obs.models)
 
@@ -152,7 +153,7 @@ class InstanceState:
         try:
             scrape = normalise(self.parser.parse(text))
         except ParseError as exc:
-            self.metrics_error = f"/metrics is not Prometheus text: {exc}"
+            self.metrics_error = f"/metrics is not Prometheus text: {safe_text(str(exc))}"  # quotes the body
             return
         self.metrics_error = None
         before = self.tracker.latest
@@ -187,7 +188,7 @@ class InstanceState:
             return
         self.models_problem = None
         cards = [card for card in data if isinstance(card, dict)]
-        self.served_models = tuple(str(card.get("id")) for card in cards if card.get("id"))
+        self.served_models = tuple(safe_text(str(card.get("id")), LABEL_LIMIT) for card in cards if card.get("id"))
         lengths = [card.get("max_model_len") for card in cards]
         self.max_model_len = next((n for n in lengths if isinstance(n, int)), None)
 

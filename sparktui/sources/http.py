@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from sparktui.model.observations import FetchKind, HttpResult
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.sources import http1
 from sparktui.sources._httpx import httpx
 
@@ -142,8 +143,8 @@ async def fetch(
             status=status,
             body=body,
             elapsed_s=time.perf_counter() - started,
-            error=error,
-            content_type=content_type,
+            error=None if error is None else safe_text(error),  # may quote the server
+            content_type=None if content_type is None else safe_text(content_type, LABEL_LIMIT),
         )
 
     per_op = httpx.Timeout(timeout_s)
@@ -225,9 +226,10 @@ async def _fetch_http1(
             status=response.status,
             body=response.body,
             elapsed_s=time.perf_counter() - started,
-            content_type=response.headers.get("content-type"),
+            content_type=safe_text(response.headers.get("content-type") or "", LABEL_LIMIT) or None,
         )
-    return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=error)
+    # The error may quote the server (a malformed status line, a header): made safe to print here.
+    return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=safe_text(error))
 
 
 def _one_line(exc: BaseException) -> str:

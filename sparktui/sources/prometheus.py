@@ -42,6 +42,7 @@ from typing import Any
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import (
     ExporterSpec,
     FleetSpec,
@@ -188,7 +189,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _one_line_text(text: str) -> str:
     lines = text.strip().splitlines()
-    return lines[0][:300] if lines else ""
+    return safe_text(lines[0], 300) if lines else ""
 
 
 # --- answers → expositions -----------------------------------------------------------------------------

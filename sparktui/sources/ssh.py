@@ -30,6 +30,7 @@ from typing import Any
 
 import asyncssh
 
+from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import NodeSpec
 
 DEFAULT_MAX_COMMANDS = 4
@@ -96,6 +97,10 @@ class SshState(StrEnum):
 class SshProblem:
     kind: SshProblemKind
     message: str  # one line: the node, what happened, what to do
+
+    def __post_init__(self) -> None:
+        # The message may quote the server (a disconnect reason, a banner): made safe to print here.
+        object.__setattr__(self, "message", safe_text(self.message))
 
 
 @dataclass(frozen=True, slots=True)
