@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 import zlib
@@ -109,8 +110,11 @@ class RecordingStore:
         self.max_bytes = max_bytes
         existed = path.exists() and path.stat().st_size > 0
         try:
+            # What the fleet did, its logs and the config: for the owner only. SQLite gives the WAL and
+            # shared-memory files the database file's mode.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
             self.conn = _connect(path, read_only=False)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise RecordingError(f"{path}: cannot open for recording ({exc})") from None
         try:
             if existed:

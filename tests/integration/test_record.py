@@ -9,6 +9,7 @@ import io
 import json
 import random
 import sqlite3
+import stat
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -687,6 +688,22 @@ def test_a_recording_that_stored_redacted_notifier_urls_reads_back(tmp_path: Pat
         REDACTED_URL,
         None,
     ]
+
+
+def test_recordings_and_black_box_files_are_readable_by_their_owner_only(tmp_path: Path, umask_022: None) -> None:
+    clock = ManualClock(T0)
+    recorder = Recorder(tmp_path / "r.db", fleet_spec(), clock=clock)
+    record_fixture(recorder, clock, 5)
+    box = BlackBox(tmp_path / "box.db", fleet_spec(), 1.0, after_s=1.0, clock=clock, keyframe_s=20.0)
+    record_fixture(box, clock, 5, start=T0 + 5)
+    box.alert("spark2 down", node="spark2")
+    record_fixture(box, clock, 3, start=T0 + 10)
+    assert box.flush()
+    files = sorted(tmp_path.glob("*.db*"))  # the WAL and shared-memory files too, while open
+    assert {f.name for f in files} >= {"r.db", "r.db-wal", "box.db", "box.db-wal"}
+    assert {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in files} == {f.name: "0o600" for f in files}
+    recorder.close()
+    box.close()
 
 
 def test_record_options_make_a_recorder_or_a_black_box(tmp_path: Path) -> None:
