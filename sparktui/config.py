@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import ssl
 import tomllib
 import typing
 from collections.abc import Mapping, Sequence
@@ -425,9 +426,31 @@ def _resolve_files_and_secrets(
     errors.extend(_unknown_findings(fleet.alerts or (), source))
     errors.extend(_bad_diagnosis_thresholds(fleet.diagnosis, source))
     prometheus = _resolve_prometheus(fleet.prometheus, f"{source}: prometheus", env, base_dir, errors)
+    ca_file = _relative_to(fleet.ca_file, base_dir)
+    if ca_file is not None:
+        problem = _ca_file_problem(ca_file)
+        if problem is not None:
+            errors.append(f"{source}: ca_file: {problem}")
     if errors:
         raise ConfigError(errors)
-    return fleet.model_copy(update={"nodes": tuple(nodes), "notifiers": tuple(notifiers), "prometheus": prometheus})
+    return fleet.model_copy(
+        update={"nodes": tuple(nodes), "notifiers": tuple(notifiers), "prometheus": prometheus, "ca_file": ca_file}
+    )
+
+
+def _ca_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be the CA file for https, or None when it loads."""
+    if not path.exists():
+        return f"no such file: {path}"
+    if path.is_dir():
+        return f"{path} is a folder; give a PEM file of CA certificates"
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=path)
+    except PermissionError:
+        return f"cannot read {path}: permission denied"
+    except (ssl.SSLError, ValueError, OSError):
+        return f"{path} holds no PEM CA certificate (-----BEGIN CERTIFICATE-----)"
+    return None
 
 
 def _resolve_prometheus(

@@ -221,7 +221,7 @@ class ActionRunner:
         async with contextlib.AsyncExitStack() as stack:
             client = self._client
             if client is None and any(s.kind is not StepKind.COMMAND for s in plan.steps):
-                client = await stack.enter_async_context(make_client())
+                client = await stack.enter_async_context(make_client(ca_file=self.fleet.ca_file))
             current: tuple[int, Step, float] | None = None
             try:
                 async with asyncio.timeout(plan.timeout_s):

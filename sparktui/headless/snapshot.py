@@ -44,7 +44,7 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float) -> tuple[Flee
 
     tasks = [asyncio.create_task(HostCollector(node, fleet).run(on_host)) for node in hosted]
     try:
-        async with make_poll_client(fleet_origins(fleet)) as client:
+        async with make_poll_client(fleet_origins(fleet), ca_file=fleet.ca_file) as client:
             poller = FleetPoller(fleet, client)
             for index in range(polls):
                 if index:

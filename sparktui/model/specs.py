@@ -953,6 +953,7 @@ class FleetSpec(_Spec):
     timeout_s: Num = Field(2.0, gt=0, le=300)
     stale_after: Count = Field(3, ge=1, le=1000)  # poll intervals without fresh data before a value is stale
     max_body_bytes: Count = Field(8 * 1024 * 1024, ge=64 * 1024, le=MAX_BODY_BYTES)
+    ca_file: UserPath | None = None  # PEM CA certificates trusted for https, beside the system's
     thresholds: Thresholds = Thresholds()
     kiosk: KioskSpec = KioskSpec()
     keymap: dict[str, KeyName] = Field(default_factory=dict)  # binding id -> key (docs/keys.md lists ids)

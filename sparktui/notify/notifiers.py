@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import ClassVar
 from urllib.parse import quote, quote_plus
 
@@ -410,7 +411,9 @@ class NotifierHub:
         report: Report | None = None,
         queue_size: int = QUEUE_SIZE,
         wall: Callable[[], float] = time.time,
+        ca_file: Path | None = None,
     ) -> None:
+        self._ca_file = ca_file
         self._slots = [_Slot(make_notifier(spec), queue_size) for spec in specs]
         self._client = client
         self._own_client = client is None
@@ -438,7 +441,7 @@ class NotifierHub:
         if self._filter is not None:
             logging.getLogger("httpx").addFilter(self._filter)
         if self._slots and self._client is None:
-            self._client = make_client()
+            self._client = make_client(ca_file=self._ca_file)
         for slot in self._slots:
             slot.task = asyncio.create_task(self._worker(slot), name=f"notify-{slot.notifier.name}")
 

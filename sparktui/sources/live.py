@@ -84,7 +84,7 @@ class LiveFleet:
                 await ssh.close()
 
     async def _http(self, sink: FleetSink) -> None:
-        async with make_poll_client(fleet_origins(self.fleet)) as client:
+        async with make_poll_client(fleet_origins(self.fleet), ca_file=self.fleet.ca_file) as client:
             await FleetPoller(self.fleet, client, clock=self.clock).run(sink.observation, sink.error)
 
     @staticmethod

@@ -531,7 +531,7 @@ class PrometheusSource(LiveFleet):
             return
         origins = [origin_of(self.spec.url)]
         origins.extend(origin_of(s.url) for node in self.fleet.nodes for s in node.services)
-        async with make_client(origins) as client:
+        async with make_client(origins, ca_file=self.fleet.ca_file) as client:
             self.prometheus = PrometheusClient(self.spec, client, self.timeout_s)
             failing: str | None = None
             if self.backfill_s:
@@ -656,7 +656,8 @@ async def collect(
     deadline = time.monotonic() + max((n.ssh.connect_timeout_s for n in fleet.nodes), default=0.0) + 3.0
     task = asyncio.create_task(source.run(sink)) if hosted else None
     try:
-        async with make_client([origin_of(fleet.prometheus.url)] if fleet.prometheus else []) as client:
+        origins = [origin_of(fleet.prometheus.url)] if fleet.prometheus else []
+        async with make_client(origins, ca_file=fleet.ca_file) as client:
             observations = await source.backfill(window_s, client)
             observations += await source.refresh(client)
         for observation in sorted(observations, key=lambda o: o.t):
@@ -729,7 +730,7 @@ async def with_discovered_nodes(fleet: FleetSpec) -> FleetSpec:
     """The fleet itself, or, when it lists no node, the nodes found in Prometheus."""
     if fleet.nodes or fleet.prometheus is None:
         return fleet
-    async with make_client([origin_of(fleet.prometheus.url)]) as client:
+    async with make_client([origin_of(fleet.prometheus.url)], ca_file=fleet.ca_file) as client:
         nodes = await discover_nodes(fleet.prometheus, client, fleet.prometheus.timeout_s or 10.0)
     if not nodes:
         raise PrometheusError(

@@ -582,6 +582,20 @@ def test_a_config_nested_thousands_deep_is_one_line_naming_the_file(tmp_path: Pa
     ]
 
 
+def test_ca_file_is_read_relative_to_the_config_and_must_hold_a_certificate(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text('ca_file = "ca.pem"\n' + NODE, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert caught.value.errors == [f"{path}: ca_file: no such file: {tmp_path / 'ca.pem'}"]
+    (tmp_path / "ca.pem").write_text("not a certificate\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert caught.value.errors == [
+        f"{path}: ca_file: {tmp_path / 'ca.pem'} holds no PEM CA certificate (-----BEGIN CERTIFICATE-----)"
+    ]
+
+
 def test_a_folder_is_not_a_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path, env={})
