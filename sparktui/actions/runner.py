@@ -517,6 +517,23 @@ class ActionRunner:
             plan=plan if isinstance(plan, ActionPlan) else None,
         )
 
+    async def audit_refusal(
+        self, action: str, node: str | None, reason: str, *, plan: ActionPlan | Refusal | None = None, where: str
+    ) -> None:
+        """A ``refused`` line for an action refused before ``run`` (by the dashboard: read-only, the kiosk,
+        a plan that cannot be made, a busy node). ``where`` says what refused it."""
+        await self._audit(
+            lambda _message: None,
+            "refused",
+            action=action,
+            node=node,
+            target=[t.what for t in plan.targets] if isinstance(plan, ActionPlan) else [],
+            command=list(plan.commands) if isinstance(plan, ActionPlan) else [],
+            result=Outcome.REFUSED.value,
+            message=reason,
+            refused_by=where,
+        )
+
     async def _audit_step(
         self, plan: ActionPlan, action_id: str, result: StepResult, progress: ProgressCallback
     ) -> None:
