@@ -44,3 +44,12 @@ def safe_text(text: str, limit: int = DEFAULT_LIMIT) -> str:
     if len(cleaned) <= limit:
         return cleaned
     return cleaned[: max(0, limit - 1)] + ELLIPSIS if limit > 0 else ""
+
+
+def safe_lines(text: str, line_limit: int = LOG_LINE_LIMIT) -> str:
+    """Many lines (a command's output): each made safe by ``safe_text``, the line breaks and the tabs
+    between fields (``docker ps --format`` uses them) kept, a CR before a line break dropped."""
+    return "\n".join(
+        "\t".join(safe_text(field, line_limit) for field in line.removesuffix("\r").split("\t"))
+        for line in text.split("\n")
+    )

@@ -30,7 +30,7 @@ from typing import Any
 
 import asyncssh
 
-from sparktui.model.safe_text import safe_text
+from sparktui.model.safe_text import safe_lines, safe_text
 from sparktui.model.specs import NodeSpec
 
 DEFAULT_MAX_COMMANDS = 4
@@ -281,8 +281,9 @@ class NodeSsh:
                         )
                     return CommandResult(
                         exit_status=status if status is not None and status >= 0 else None,
-                        stdout=stdout,
-                        stderr=stderr,
+                        # What the node printed, made safe to show (an action's output is printed).
+                        stdout=safe_lines(stdout),
+                        stderr=safe_lines(stderr),
                         exit_signal=done.exit_signal[0] if done.exit_signal else None,
                         elapsed_s=time.monotonic() - started,
                     )

@@ -102,6 +102,12 @@ async def test_a_commands_output_is_capped_keeping_the_tail_and_saying_how_much_
     assert tail == printed[-MAX_COMMAND_OUTPUT:]
 
 
+async def test_a_commands_output_comes_back_without_escape_sequences(sshd: Sshd) -> None:
+    async with ssh_for(sshd) as ssh:
+        result = await ssh.run(r"printf 'a\tb\033]2;pwned\007\r\nc\033[2Jd\n'; printf 'e\033[31mf\n' >&2", timeout_s=5)
+    assert (result.stdout, result.stderr) == ("a\tb\ncd\n", "ef\n")
+
+
 async def test_commands_share_one_connection(sshd: Sshd) -> None:
     async with ssh_for(sshd) as ssh:
         await ssh.run("true", timeout_s=5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparktui.model.safe_text import safe_text
+from sparktui.model.safe_text import safe_lines, safe_text
 
 ESC = "\x1b"
 
@@ -41,3 +41,8 @@ def test_nothing_that_comes_out_can_drive_a_terminal() -> None:
     every_char = "".join(chr(c) for c in range(0x00, 0xA0)) * 3
     shown = safe_text(every_char, limit=10_000)
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in shown)
+
+
+def test_many_lines_keep_their_breaks_and_tabs_and_lose_the_rest() -> None:
+    sent = "vllm-a\tvllm/vllm-openai:v0.33\t\x1b]2;x\x07ok\r\nline two\x1b[2J\rstill two\n\x1b[31mred\x1b[0m\n"
+    assert safe_lines(sent) == "vllm-a\tvllm/vllm-openai:v0.33\tok\nline two still two\nred\n"
