@@ -268,7 +268,7 @@ async def test_every_action_refused_in_the_dashboard_is_audited(
 ) -> None:
     log = tmp_path / "audit.log"
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
-    app = fed_app(**{mode: True})
+    app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
         for key in ("r", "d", "k", "w"):
             await pilot.press(key)
