@@ -24,6 +24,7 @@ from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
+from sparktui.ui.themes import ThemeFileError, theme_from_toml
 from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
 from tests.support.wait import wait_until
 
@@ -446,3 +447,9 @@ async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_n
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause(0.3)
         assert frozen == (["freeze"] if freeze_gc else [])
+
+
+def test_a_theme_file_nested_thousands_deep_is_one_line_naming_it() -> None:
+    with pytest.raises(ThemeFileError) as caught:
+        theme_from_toml("x = " + "[" * 3000 + "]" * 3000, "deep.toml")
+    assert str(caught.value) == "deep.toml: arrays or tables are nested too deeply to read"
