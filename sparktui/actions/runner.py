@@ -614,7 +614,7 @@ async def _model_name(client: httpx.AsyncClient, warmup: Warmup) -> str | _Probl
     try:
         found = json.loads(answer.body)
         return str(found["data"][0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return _Problem(f"cannot learn the model name: {url} is not an OpenAI model list")
 
 
@@ -622,7 +622,7 @@ def _carries_token(data: str) -> bool:
     """Whether a streamed chunk carries generated text (content, reasoning or a tool call)."""
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     choices = chunk.get("choices") if isinstance(chunk, dict) else None
     if not isinstance(choices, list):

@@ -133,7 +133,7 @@ def _json(result: HttpResult | None) -> object:
         return None
     try:
         return json.loads(result.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
 
 

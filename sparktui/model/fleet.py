@@ -104,7 +104,7 @@ def _duration(seconds: float) -> str:
 def _json_field(body: bytes) -> object:
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
 
 

@@ -156,7 +156,7 @@ class PrometheusClient:
         try:
             # Parsed on the loop: a thread would hold the GIL as long (3 MB, ~25 ms, at 64 nodes).
             answer = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
             raise PrometheusError(f"{where}: HTTP {status}, and the answer is not Prometheus's JSON API") from None
         if not isinstance(answer, dict) or answer.get("status") != "success":
             error = answer.get("error") if isinstance(answer, dict) else None

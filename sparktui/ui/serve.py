@@ -390,7 +390,7 @@ async def _relay(websocket: web.WebSocketResponse, dashboard: Any) -> None:
             continue
         try:
             envelope = json.loads(message.data)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(envelope, list) or not envelope:
             continue
