@@ -27,6 +27,7 @@ from urllib.parse import quote, quote_plus
 
 from sparktui.diagnosis.alerts import AlertEvent, AlertState
 from sparktui.diagnosis.catalogue import Severity
+from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import NotifierSpec
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import _refused, make_client  # _refused: the poller's own test
@@ -212,8 +213,8 @@ class Notifier:
         raise NotifyError(self.redact(message), retry=status in (408, 429) or status >= 500, retry_after_s=retry_after)
 
     def _detail(self, response: httpx.Response) -> str:
-        text = " ".join(response.text.split())
-        return text[:MAX_QUOTED_CHARS]
+        # Quoted from the answer into the watch log and the status: made safe to print here.
+        return safe_text(" ".join(response.text.split()), MAX_QUOTED_CHARS)
 
 
 class WebhookNotifier(Notifier):
@@ -290,14 +291,14 @@ class TelegramNotifier(Notifier):
         answer = _json_object(response)
         description = answer.get("description")
         if isinstance(description, str):
-            return description[:MAX_QUOTED_CHARS]
+            return safe_text(description, MAX_QUOTED_CHARS)
         return super()._detail(response)
 
 
 def _json_object(response: httpx.Response) -> dict[str, object]:
     try:
         found = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}
 

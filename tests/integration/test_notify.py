@@ -434,6 +434,21 @@ async def test_a_token_echoed_percent_encoded_is_redacted_too(receiver: Receiver
     assert error == "HTTP 400: bad token token=*** *** *** ***"
 
 
+async def test_an_answer_quoted_in_an_error_cannot_drive_the_terminal(receiver: Receiver) -> None:
+    receiver.behaviour = Behaviour(status=400, body=b"bad\x1b]2;pwned\x07 request\x1b[2J\xc2\x9b1m here")
+    telegram = spec(kind="telegram", url=receiver.url, token_env="TG", chat_id=42)
+    telegram = telegram.model_copy(update={"token": parse_secret(BOT_TOKEN)})
+    deep = "[" * 100_000 + "]" * 100_000
+    reports = Reports()
+    await send([spec(kind="webhook", name="hook", url=f"{receiver.url}/hook")], event(), reports=reports)
+    receiver.behaviour = Behaviour(status=200, body=b'{"ok": false, "description": "no\\u001b[2J chat"}')
+    await send([telegram], event(), reports=reports)
+    receiver.behaviour = Behaviour(status=500, body=deep.encode())
+    await send([telegram], event(), reports=reports)
+    errors = [str(fields["error"]) for _, fields in reports.lines if "error" in fields]
+    assert errors == ["HTTP 400: bad request here", "Telegram refused: no chat", f"HTTP 500: {deep[:199]}…"]
+
+
 # --- the config -------------------------------------------------------------------------------------------
 
 
