@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import ssl
 import tomllib
 import typing
 from collections.abc import Mapping, Sequence
@@ -115,15 +116,26 @@ def parse_config(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_syntax_error(source, exc, text)]) from None
+    except RecursionError:
+        raise ConfigError([_too_deep(source)]) from None
     errors = [f"{source}: {message}" for message in _drop_loader_only(data)]
     data["source"] = source
     try:
         fleet = FleetSpec.model_validate(data)
     except ValidationError as exc:
         errors.extend(f"{source}: {_describe(error)}" for error in _reportable(exc.errors()))
+    except RecursionError:
+        raise ConfigError([_too_deep(source)]) from None
     if errors:
         raise ConfigError(errors)
     return _resolve_files_and_secrets(fleet, source, env, base_dir)
+
+
+def _too_deep(source: str) -> str:
+    return (
+        f"{source}: arrays or tables are nested too deeply to read; "
+        "a sparktui config nests at most a few levels (docs/config.md)"
+    )
 
 
 # --- TOML syntax --------------------------------------------------------------------------------------
@@ -414,9 +426,31 @@ def _resolve_files_and_secrets(
     errors.extend(_unknown_findings(fleet.alerts or (), source))
     errors.extend(_bad_diagnosis_thresholds(fleet.diagnosis, source))
     prometheus = _resolve_prometheus(fleet.prometheus, f"{source}: prometheus", env, base_dir, errors)
+    ca_file = _relative_to(fleet.ca_file, base_dir)
+    if ca_file is not None:
+        problem = _ca_file_problem(ca_file)
+        if problem is not None:
+            errors.append(f"{source}: ca_file: {problem}")
     if errors:
         raise ConfigError(errors)
-    return fleet.model_copy(update={"nodes": tuple(nodes), "notifiers": tuple(notifiers), "prometheus": prometheus})
+    return fleet.model_copy(
+        update={"nodes": tuple(nodes), "notifiers": tuple(notifiers), "prometheus": prometheus, "ca_file": ca_file}
+    )
+
+
+def _ca_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be the CA file for https, or None when it loads."""
+    if not path.exists():
+        return f"no such file: {path}"
+    if path.is_dir():
+        return f"{path} is a folder; give a PEM file of CA certificates"
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=path)
+    except PermissionError:
+        return f"cannot read {path}: permission denied"
+    except (ssl.SSLError, ValueError, OSError):
+        return f"{path} holds no PEM CA certificate (-----BEGIN CERTIFICATE-----)"
+    return None
 
 
 def _resolve_prometheus(

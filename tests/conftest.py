@@ -9,6 +9,8 @@ with its tier, and with what it needs beyond Python: ``sshd``, ``prometheus``, `
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("sshd")
         if VLLM_FIXTURES_NEEDED & fixtures:
             item.add_marker("vllm")
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask (files 0644 unless created otherwise), whatever the test run was started with."""
+    before = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(before)

@@ -221,7 +221,7 @@ class ActionRunner:
         async with contextlib.AsyncExitStack() as stack:
             client = self._client
             if client is None and any(s.kind is not StepKind.COMMAND for s in plan.steps):
-                client = await stack.enter_async_context(make_client())
+                client = await stack.enter_async_context(make_client(ca_file=self.fleet.ca_file))
             current: tuple[int, Step, float] | None = None
             try:
                 async with asyncio.timeout(plan.timeout_s):
@@ -517,6 +517,23 @@ class ActionRunner:
             plan=plan if isinstance(plan, ActionPlan) else None,
         )
 
+    async def audit_refusal(
+        self, action: str, node: str | None, reason: str, *, plan: ActionPlan | Refusal | None = None, where: str
+    ) -> None:
+        """A ``refused`` line for an action refused before ``run`` (by the dashboard: read-only, the kiosk,
+        a plan that cannot be made, a busy node). ``where`` says what refused it."""
+        await self._audit(
+            lambda _message: None,
+            "refused",
+            action=action,
+            node=node,
+            target=[t.what for t in plan.targets] if isinstance(plan, ActionPlan) else [],
+            command=list(plan.commands) if isinstance(plan, ActionPlan) else [],
+            result=Outcome.REFUSED.value,
+            message=reason,
+            refused_by=where,
+        )
+
     async def _audit_step(
         self, plan: ActionPlan, action_id: str, result: StepResult, progress: ProgressCallback
     ) -> None:
@@ -597,7 +614,7 @@ async def _model_name(client: httpx.AsyncClient, warmup: Warmup) -> str | _Probl
     try:
         found = json.loads(answer.body)
         return str(found["data"][0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return _Problem(f"cannot learn the model name: {url} is not an OpenAI model list")
 
 
@@ -605,7 +622,7 @@ def _carries_token(data: str) -> bool:
     """Whether a streamed chunk carries generated text (content, reasoning or a tool call)."""
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     choices = chunk.get("choices") if isinstance(chunk, dict) else None
     if not isinstance(choices, list):

@@ -12,8 +12,8 @@ DEFAULT_FONT_SIZE = 16
 
 SERVE_DESCRIPTION = """\
 Serve the dashboard in a browser (through textual-serve): each browser session runs its own dashboard
-on the configured fleet. Bound to anything but loopback it is read-only unless --allow-actions (which
-needs a token). With a token, the page is opened once as http://HOST:PORT/?token=TOKEN; after that a
+on the configured fleet. It is read-only unless --allow-actions, which needs a token (on loopback
+too). With a token, the page is opened once as http://HOST:PORT/?token=TOKEN; after that a
 cookie carries it. docs/kiosk.md has a wall-screen setup."""
 
 SERVE_EPILOG = """\
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-actions",
         action="store_true",
-        help="keep the recovery actions on a non-loopback address (needs a token; refused with --kiosk)",
+        help="let the sessions run recovery actions (needs a token, also on loopback; refused with --kiosk)",
     )
     token = parser.add_mutually_exclusive_group()
     token.add_argument("--token-file", type=Path, metavar="FILE", help="access token: the first line of FILE")

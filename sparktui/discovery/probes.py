@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sparktui.model.exporters import ExporterKind, detect
 from sparktui.model.observations import HttpResult
 from sparktui.model.promtext import ParseError, parse
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 
 # --- what is probed -----------------------------------------------------------------------------------
 
@@ -132,14 +133,15 @@ def _json(result: HttpResult | None) -> object:
         return None
     try:
         return json.loads(result.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
 
 
 def vllm_version(result: HttpResult | None) -> str | None:
     data = _json(result)
     version = data.get("version") if isinstance(data, dict) else None
-    return version if isinstance(version, str) and version else None
+    # Made safe here: init writes it into the config's comments (a newline could add a key).
+    return safe_text(version, LABEL_LIMIT) or None if isinstance(version, str) else None
 
 
 def model_ids(result: HttpResult | None) -> tuple[str, ...]:
@@ -147,7 +149,7 @@ def model_ids(result: HttpResult | None) -> tuple[str, ...]:
     cards = data.get("data") if isinstance(data, dict) else None
     if not isinstance(cards, list):
         return ()
-    return tuple(str(card["id"]) for card in cards if isinstance(card, dict) and card.get("id"))
+    return tuple(safe_text(str(card["id"]), LABEL_LIMIT) for card in cards if isinstance(card, dict) and card.get("id"))
 
 
 def exporter_kind(result: HttpResult | None) -> ExporterKind | None:

@@ -162,7 +162,7 @@ def parse_docker_inspect(text: str) -> list[ContainerInfo]:
     """Containers from ``docker inspect`` output (a JSON array; unreadable output gives none)."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(data, list):
         return []

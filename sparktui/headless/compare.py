@@ -217,7 +217,7 @@ async def compare(
         raise PrometheusError("snapshot --compare needs a [prometheus] table in the config (docs/prometheus.md)")
     state = FleetState(fleet)
     first_wall: float | None = None
-    async with make_poll_client(fleet_origins(fleet)) as client:
+    async with make_poll_client(fleet_origins(fleet), ca_file=fleet.ca_file) as client:
         poller = FleetPoller(fleet, client, clock=clock)
         started = clock()
         while True:
@@ -233,7 +233,7 @@ async def compare(
         for node in state.view(clock(), window_s=None)
         for instance in node.instances
     }
-    async with make_client([origin_of(spec.url)]) as prom_client:
+    async with make_client([origin_of(spec.url)], ca_file=fleet.ca_file) as prom_client:
         prometheus = PrometheusClient(spec, prom_client, spec.timeout_s or max(fleet.timeout_s, 10.0))
         theirs = await promql_numbers(
             prometheus, spec.targets(fleet.nodes), at=end_wall, window_s=end_wall - first_wall, selector=spec.selector

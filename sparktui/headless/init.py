@@ -159,12 +159,20 @@ def write_config(path: Path, text: str, *, force: bool) -> None:
     """Write the file; without ``force`` an existing file is never touched (raises FileExistsError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not force:
-        with path.open("x", encoding="utf-8") as handle:
-            handle.write(text)
+        _write_private(path, text)
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.unlink(missing_ok=True)
+    _write_private(tmp, text)
     tmp.replace(path)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Create ``path`` (it must not exist) readable by its owner only: the config names every host,
+    port, user and key file of the fleet."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:

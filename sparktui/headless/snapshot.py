@@ -57,7 +57,7 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bo
 
     tasks = [asyncio.create_task(HostCollector(node, fleet).run(on_host)) for node in hosted]
     try:
-        async with make_poll_client(fleet_origins(fleet)) as client:
+        async with make_poll_client(fleet_origins(fleet), ca_file=fleet.ca_file) as client:
             canaries = CanarySender(fleet)
             try:
                 poller = FleetPoller(fleet, client, canaries=canaries)

@@ -87,7 +87,7 @@ class Watcher:
         )
         self.source: FleetSource = source or fleet_source(fleet, clock=clock)
         self.extra_sinks = tuple(extra_sinks)
-        self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall)
+        self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall, ca_file=fleet.ca_file)
         self._errors_logged: dict[tuple[str, str], float] = {}
         self._problems_logged: set[str] = set()
         self._sinks_failed: set[tuple[int, str]] = set()

@@ -24,6 +24,7 @@ from enum import StrEnum
 
 from sparktui.model.memory import DGX_SPARK_MEM_TOTAL, DGX_SPARK_MEM_USED
 from sparktui.model.promtext import Exposition, Labels
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 
 MIB = 1024 * 1024
 MHZ = 1e6
@@ -200,10 +201,10 @@ def _gpu_name(expo: Exposition, kind: ExporterKind, key: str, labels: Labels) ->
     if kind is ExporterKind.NVIDIA_GPU_EXPORTER:
         for info, _ in expo.get(NVIDIA_INFO):
             if info.get("uuid", "") == key:
-                return info.get("name") or None
+                return safe_text(info.get("name") or "", LABEL_LIMIT) or None
         return None
     if kind is ExporterKind.DCGM:
-        return labels.get("modelName") or None
+        return safe_text(labels.get("modelName") or "", LABEL_LIMIT) or None
     return None
 
 
@@ -271,7 +272,9 @@ def gpu_reading(expo: Exposition, host_mem_total_bytes: float | None = None) -> 
     key = _choose_gpu(expo, kind, keys)
     if len(keys) > 1:
         what = "hosts" if kind is ExporterKind.DGX_SPARK else "GPUs"
-        problems.append(f"{len(keys)} {what} in this scrape; showing only {_GPU_KEY[kind]}={key}")
+        problems.append(
+            f"{len(keys)} {what} in this scrape; showing only {_GPU_KEY[kind]}={safe_text(key, LABEL_LIMIT)}"
+        )
 
     reader = _Reader(expo, kind, key)
     values = {field: reader.field(field) for field in READING_FIELDS}

@@ -34,6 +34,7 @@ from sparktui.model.memory import (
 )
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import ParseError, PromParser, decode, looks_truncated
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
@@ -114,7 +115,7 @@ def _duration(seconds: float) -> str:
 def _json_field(body: bytes) -> object:
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
 
 
@@ -149,7 +150,7 @@ class InstanceState:
         if obs.version is not None and obs.version.ok:
             found = _json_field(obs.version.body)
             if isinstance(found, dict) and isinstance(found.get("version"), str):
-                self.version = found["version"]
+                self.version = safe_text(found["version"], LABEL_LIMIT)
         if obs.models is not None:
             self._apply_models(obs.models)
         if obs.canary is not None and self.canary is not None:
@@ -183,11 +184,13 @@ class InstanceState:
             # A body cut mid-line fails on its last line; one that fails earlier is not Prometheus text.
             cut = truncated and exc.line_no == text.count("\n") + 1
             self.metrics_error = (
-                "/metrics: body truncated (no final newline)" if cut else f"/metrics is not Prometheus text: {exc}"
+                "/metrics: body truncated (no final newline)"
+                if cut
+                else f"/metrics is not Prometheus text: {safe_text(str(exc))}"
             )
             return
         except ScrapeProblem as exc:
-            self.metrics_error = f"/metrics: {exc}"
+            self.metrics_error = f"/metrics: {safe_text(str(exc))}"
             return
         if truncated:
             self.metrics_error = "/metrics: body truncated (no final newline)"
@@ -229,7 +232,7 @@ class InstanceState:
             return
         self.models_problem = None
         cards = [card for card in data if isinstance(card, dict)]
-        self.served_models = tuple(str(card.get("id")) for card in cards if card.get("id"))
+        self.served_models = tuple(safe_text(str(card.get("id")), LABEL_LIMIT) for card in cards if card.get("id"))
         lengths = [card.get("max_model_len") for card in cards]
         self.max_model_len = next((n for n in lengths if isinstance(n, int)), None)
 

@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from itertools import islice
 from typing import Literal
 
+from sparktui.model.safe_text import LOG_LINE_LIMIT, safe_text, strip_escape_sequences
+
 LogFormat = Literal["journal", "docker"]
 
 GAP_RECONNECTED = "— connection lost, reconnected —"
@@ -25,7 +27,6 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_LINE_CHARS = 16 * 1024
 
 # Colour and cursor escapes (a container run with a TTY, coloured loggers): dropped for search and display.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _ISO = (
     r"(?P<date>\d{4}-\d{2}-\d{2})T(?P<time>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}))?"
     r"(?P<tz>Z|[+-]\d{2}:?\d{2})"
@@ -50,14 +51,15 @@ class LogLine:
 
 def _clean(line: str) -> str:
     line = line.rstrip("\r\n")
-    return _ANSI.sub("", line) if "\x1b" in line else line
+    return strip_escape_sequences(line) if "\x1b" in line or "\x9b" in line or "\x9d" in line else line
 
 
 def _redrawn(text: str) -> str:
-    """A progress bar redrawn with carriage returns (tqdm while loading weights): what a terminal shows."""
-    if "\r" not in text:
-        return text
-    return next((part for part in reversed(text.split("\r")) if part), "")
+    """A progress bar redrawn with carriage returns (tqdm while loading weights): what a terminal shows;
+    then nothing that could drive the terminal it is shown on (``safe_text``)."""
+    if "\r" in text:
+        text = next((part for part in reversed(text.split("\r")) if part), "")
+    return safe_text(text, LOG_LINE_LIMIT)
 
 
 def _timestamp(match: re.Match[str]) -> datetime | None:

@@ -150,6 +150,11 @@ def _check_http_url(
     return value
 
 
+# What a recording keeps of a notifier's URL: it validates (and, on the reserved .invalid domain, can
+# never be reached), so a recording reads back without the secret.
+REDACTED_URL = "https://redacted.invalid/"
+
+
 def check_notifier_url(value: str) -> str:
     """A notifier's URL, checked without echoing it: Slack and webhook URLs carry their token."""
     return _check_http_url(value, echo=False, credentials="give a token with token_env or token_file")
@@ -207,6 +212,10 @@ Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
 Count = Annotated[int, Strict()]
 Num = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Flag = Annotated[bool, Strict()]
+
+# Upper bounds of options whose huge values would only hide a typo (docs/config.md lists every bound).
+MAX_BODY_BYTES = 256 * 1024 * 1024  # one answer held in memory while it is parsed
+MAX_HOLD_S = 7 * 86400  # an alert's for_s / clear_after_s
 UserPath = Annotated[Path, AfterValidator(_expand)]
 
 
@@ -223,13 +232,13 @@ class Thresholds(_Spec):
     """When a number turns from normal to warning (or critical) on the screen and in alerts."""
 
     kv_usage_warn: Num = Field(0.90, gt=0, le=1)
-    waiting_warn: Count = Field(8, ge=0)
-    ttft_p90_warn_s: Num = Field(10.0, gt=0)
-    preemptions_per_s_warn: Num = Field(0.05, ge=0)
-    mem_available_warn_gib: Num = Field(8.0, ge=0)
-    mem_available_crit_gib: Num = Field(4.0, ge=0)
-    service_latency_warn_s: Num = Field(1.0, gt=0)
-    gpu_temp_warn_c: Num = Field(85.0, gt=0)
+    waiting_warn: Count = Field(8, ge=0, le=1_000_000)
+    ttft_p90_warn_s: Num = Field(10.0, gt=0, le=3600)
+    preemptions_per_s_warn: Num = Field(0.05, ge=0, le=1_000_000)
+    mem_available_warn_gib: Num = Field(8.0, ge=0, le=1_000_000)
+    mem_available_crit_gib: Num = Field(4.0, ge=0, le=1_000_000)
+    service_latency_warn_s: Num = Field(1.0, gt=0, le=300)
+    gpu_temp_warn_c: Num = Field(85.0, gt=0, le=200)
 
     @model_validator(mode="after")
     def _crit_below_warn(self) -> Thresholds:
@@ -254,7 +263,7 @@ class SshSpec(_Spec):
     port: Port = 22
     key_file: UserPath | None = None  # None: the SSH agent and the default keys
     known_hosts: UserPath | None = None  # None: ~/.ssh/known_hosts
-    connect_timeout_s: Num = Field(5.0, gt=0)
+    connect_timeout_s: Num = Field(5.0, gt=0, le=300)
     enabled: Flag = True  # false: no host state, logs or actions over SSH for this node
 
     @field_validator("user")
@@ -396,7 +405,7 @@ class ServiceSpec(_Spec):
     port: Port | None = None  # shorthand: url becomes http://{node.host}:{port}{path}
     path: str | None = None  # with port; default /health (/api/tags for kind "ollama")
     expect_status: Count = Field(200, ge=100, le=599)
-    timeout_s: Num | None = Field(None, gt=0)  # None: the fleet's timeout_s
+    timeout_s: Num | None = Field(None, gt=0, le=300)  # None: the fleet's timeout_s
 
     @field_validator("url")
     @classmethod
@@ -551,9 +560,9 @@ class CanarySpec(_Spec):
 class KioskSpec(_Spec):
     """The read-only kiosk for a wall screen (``sparktui --kiosk``)."""
 
-    rotate_s: Num = Field(15.0, ge=3)  # seconds on each page: the fleet, then each node
+    rotate_s: Num = Field(15.0, ge=3, le=3600)  # seconds on each page: the fleet, then each node
     unlock_key: KeyName | None = None  # leaves the kiosk for the read-only dashboard; none: no key does
-    shift_every_s: Num = Field(180.0, ge=10)  # move the picture by a cell this often (burn-in)
+    shift_every_s: Num = Field(180.0, ge=10, le=86400)  # move the picture by a cell this often (burn-in)
 
 
 # --- alerts and notifiers -----------------------------------------------------------------------------
@@ -599,10 +608,10 @@ class AlertRuleSpec(_Spec):
     above: Num | None = None  # fires when the number is at or above this
     below: Num | None = None  # fires when the number is at or below this
     resolve_at: Num | None = None
-    for_s: Num = Field(0.0, ge=0)
-    clear_after_s: Num = Field(0.0, ge=0)
+    for_s: Num = Field(0.0, ge=0, le=MAX_HOLD_S)
+    clear_after_s: Num = Field(0.0, ge=0, le=MAX_HOLD_S)
     severity: SeverityName | None = None  # None: warn, or a finding's own severity
-    position: Count | None = Field(None, ge=0)  # position_acceptance: the draft position, from 0
+    position: Count | None = Field(None, ge=0, le=64)  # position_acceptance: the draft position, from 0
     nodes: tuple[Name, ...] = ()  # empty: every node
     fix: str | None = None  # one line; None: the metric's or the finding's own
 
@@ -956,9 +965,10 @@ class FleetSpec(_Spec):
     """The whole config file."""
 
     poll_interval_s: Num = Field(1.0, ge=0.1, le=3600)
-    timeout_s: Num = Field(2.0, gt=0)
-    stale_after: Count = Field(3, ge=1)  # poll intervals without fresh data before a value is stale
-    max_body_bytes: Count = Field(8 * 1024 * 1024, ge=64 * 1024)
+    timeout_s: Num = Field(2.0, gt=0, le=300)
+    stale_after: Count = Field(3, ge=1, le=1000)  # poll intervals without fresh data before a value is stale
+    max_body_bytes: Count = Field(8 * 1024 * 1024, ge=64 * 1024, le=MAX_BODY_BYTES)
+    ca_file: UserPath | None = None  # PEM CA certificates trusted for https, beside the system's
     thresholds: Thresholds = Thresholds()
     kiosk: KioskSpec = KioskSpec()
     canary: CanarySpec = CanarySpec()

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sparktui.model.promtext import Exposition, Sample, parse_number
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 
 # Counters: logical key -> wire names, first present wins (newest name first).
 COUNTERS: Mapping[str, tuple[str, ...]] = {
@@ -215,12 +216,13 @@ def normalise(expo: Exposition) -> VllmScrape:
     models: dict[str, _ModelAccumulator] = {}
 
     def model(labels: Mapping[str, str]) -> _ModelAccumulator:
-        name = labels.get("model_name", "")
+        name = safe_text(labels.get("model_name", ""), LABEL_LIMIT)  # shown as is: from a remote
         acc = models.get(name)
         if acc is None:
             acc = models[name] = _ModelAccumulator()
         engine = labels.get("engine")
         if engine is not None:
+            engine = safe_text(engine, LABEL_LIMIT)
             acc.engines.add(engine)
         return acc
 

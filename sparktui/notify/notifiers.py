@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import ClassVar
+from urllib.parse import quote, quote_plus
 
 from sparktui.diagnosis.alerts import AlertEvent, AlertState
 from sparktui.diagnosis.catalogue import Severity
+from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import NotifierSpec
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import _refused, make_client  # _refused: the poller's own test
@@ -139,6 +143,23 @@ def _slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def secret_forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Each secret as it is, and as a server may echo it back: percent-encoded (all of it, or all but
+    '/'), form-encoded (spaces as '+'), with upper- or lower-case hex; longest first, so a form is
+    replaced before a shorter form inside it."""
+    found: set[str] = set()
+    for secret in secrets:
+        if len(secret) < MIN_SECRET_CHARS:
+            continue
+        encoded = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), quote_plus(secret, safe="/")}
+        found |= encoded
+        found |= {_PERCENT_ESCAPE.sub(lambda m: m[0].lower(), form) for form in encoded}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
 # --- the notifiers ---------------------------------------------------------------------------------------
 
 
@@ -167,13 +188,14 @@ class Notifier:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def secrets(self) -> tuple[str, ...]:
-        """Every string that must never be shown: the token, the URL and its path."""
+        """Every string that must never be shown: the token, the URL and its path, each also in the
+        encoded forms a server may echo (``secret_forms``)."""
         found = [self.token or "", self.url]
         parsed = httpx.URL(self.url) if self.url else None
         if parsed is not None:
             found.append(parsed.raw_path.decode("ascii", "replace"))
             found.append(parsed.path)
-        return tuple(sorted({s for s in found if len(s) >= MIN_SECRET_CHARS and s != "/"}, key=len, reverse=True))
+        return secret_forms(s for s in found if s != "/")
 
     def redact(self, text: str) -> str:
         for secret in self.secrets():
@@ -191,8 +213,8 @@ class Notifier:
         raise NotifyError(self.redact(message), retry=status in (408, 429) or status >= 500, retry_after_s=retry_after)
 
     def _detail(self, response: httpx.Response) -> str:
-        text = " ".join(response.text.split())
-        return text[:MAX_QUOTED_CHARS]
+        # Quoted from the answer into the watch log and the status: made safe to print here.
+        return safe_text(" ".join(response.text.split()), MAX_QUOTED_CHARS)
 
 
 class WebhookNotifier(Notifier):
@@ -238,8 +260,7 @@ class NtfyNotifier(Notifier):
 
     def secrets(self) -> tuple[str, ...]:
         # On a public server the topic name is what keeps strangers from reading the alerts.
-        extra = (self.topic,) if len(self.topic) >= MIN_SECRET_CHARS else ()
-        return tuple(sorted({*super().secrets(), *extra}, key=len, reverse=True))
+        return tuple(sorted({*super().secrets(), *secret_forms([self.topic])}, key=len, reverse=True))
 
 
 class TelegramNotifier(Notifier):
@@ -270,14 +291,14 @@ class TelegramNotifier(Notifier):
         answer = _json_object(response)
         description = answer.get("description")
         if isinstance(description, str):
-            return description[:MAX_QUOTED_CHARS]
+            return safe_text(description, MAX_QUOTED_CHARS)
         return super()._detail(response)
 
 
 def _json_object(response: httpx.Response) -> dict[str, object]:
     try:
         found = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}
 
@@ -391,7 +412,9 @@ class NotifierHub:
         report: Report | None = None,
         queue_size: int = QUEUE_SIZE,
         wall: Callable[[], float] = time.time,
+        ca_file: Path | None = None,
     ) -> None:
+        self._ca_file = ca_file
         self._slots = [_Slot(make_notifier(spec), queue_size) for spec in specs]
         self._client = client
         self._own_client = client is None
@@ -419,7 +442,7 @@ class NotifierHub:
         if self._filter is not None:
             logging.getLogger("httpx").addFilter(self._filter)
         if self._slots and self._client is None:
-            self._client = make_client()
+            self._client = make_client(ca_file=self._ca_file)
         for slot in self._slots:
             slot.task = asyncio.create_task(self._worker(slot), name=f"notify-{slot.notifier.name}")
 

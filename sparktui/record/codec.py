@@ -25,7 +25,7 @@ from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.specs import FleetSpec
+from sparktui.model.specs import REDACTED_URL, FleetSpec
 from sparktui.record.delta import decode_lines, encode_lines, line_index
 from sparktui.record.types import ActionEvent, CollectError, DamagedRecord, Kind, LogBatch, Payload, Tick
 
@@ -164,12 +164,36 @@ def finding_from_json(data: Mapping[str, Any]) -> Finding:
 
 
 def fleet_json(fleet: FleetSpec) -> str:
-    """The fleet spec as JSON for the recording's header, without the API keys the loader filled in."""
+    """The fleet spec as JSON for the recording's header, without the API keys the loader filled in
+    and with every notifier URL replaced by ``REDACTED_URL`` (a Slack or webhook URL is its secret)."""
     data = fleet.model_dump(mode="json")
     for node in data.get("nodes", ()):
         for vllm in node.get("vllm", ()):
             vllm["api_key"] = None
-    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+    return json.dumps(_notifier_urls_redacted(data), separators=(",", ":"), sort_keys=True)
+
+
+def fleet_from_json(text: str) -> FleetSpec:
+    """The fleet of a recording's header. A replay or an export sends no notification: a notifier's URL
+    reads back as ``REDACTED_URL``, also from files that stored pydantic's ``**********`` for it."""
+    return FleetSpec.model_validate(_notifier_urls_redacted(json.loads(text)))
+
+
+def _notifier_urls_redacted(data: Any) -> Any:
+    notifiers = data.get("notifiers") if isinstance(data, dict) else None
+    for notifier in notifiers if isinstance(notifiers, list) else ():
+        if isinstance(notifier, dict) and notifier.get("url") is not None:
+            notifier["url"] = REDACTED_URL
+    return data
+
+
+def config_text_without_secrets(fleet: FleetSpec, text: str) -> str:
+    """The config file's text with every notifier URL written in it replaced by ``REDACTED_URL``."""
+    for notifier in fleet.notifiers:
+        secret = notifier.url.get_secret_value() if notifier.url is not None else ""
+        if secret:
+            text = text.replace(secret, REDACTED_URL)
+    return text
 
 
 def _dumps(value: object) -> bytes:

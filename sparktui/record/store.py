@@ -24,6 +24,8 @@ one-line ``problem``.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import sqlite3
 import time
 import zlib
@@ -38,7 +40,7 @@ from sparktui.diagnosis.engine import Finding
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
-from sparktui.record.codec import Decoder, EncodedRecord, fleet_json
+from sparktui.record.codec import Decoder, EncodedRecord, config_text_without_secrets, fleet_from_json, fleet_json
 from sparktui.record.types import DamagedRecord, Kind, Payload, Record, RecordingError, Tick
 
 FORMAT = "sparktui-recording"
@@ -108,8 +110,11 @@ class RecordingStore:
         self.max_bytes = max_bytes
         existed = path.exists() and path.stat().st_size > 0
         try:
+            # What the fleet did, its logs and the config: for the owner only. SQLite gives the WAL and
+            # shared-memory files the database file's mode.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
             self.conn = _connect(path, read_only=False)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise RecordingError(f"{path}: cannot open for recording ({exc})") from None
         try:
             if existed:
@@ -140,7 +145,12 @@ class RecordingStore:
                     )
                 cursor = self.conn.execute(
                     "INSERT INTO sessions(t0, wall0, fleet, config) VALUES (?, ?, ?, ?)",
-                    (t0, wall0, fleet_json(fleet), config_text),
+                    (
+                        t0,
+                        wall0,
+                        fleet_json(fleet),
+                        None if config_text is None else config_text_without_secrets(fleet, config_text),
+                    ),
                 )
                 self.session = int(cursor.lastrowid or 0)
             self._next_id = int(self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM records").fetchone()[0])
@@ -290,7 +300,10 @@ class RecordingReader:
             raise RecordingError(f"{self.path}: the recording has no session")
         last = self.sessions[max(self.sessions)]
         try:
-            self.fleet = FleetSpec.model_validate_json(last.fleet)
+            self.fleet = fleet_from_json(last.fleet)
+        except json.JSONDecodeError as exc:
+            self.conn.close()
+            raise RecordingError(f"{self.path}: the fleet in the recording's header is damaged ({exc})") from None
         except ValidationError as exc:
             self.conn.close()
             first = exc.errors()[0]

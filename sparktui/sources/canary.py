@@ -81,7 +81,7 @@ class CanarySender:
 
     async def _one(self, node: str, vllm: VllmSpec, order: CanaryOrder) -> None:
         if self._client is None:
-            self._client = make_client()
+            self._client = make_client(ca_file=self.fleet.ca_file)
         try:
             result = await send_canary(self._client, vllm, self.fleet.canary, order.model)
         except Exception as exc:  # a bug must still hand back a result: the model waits for one

@@ -14,11 +14,13 @@ from collections.abc import Callable
 
 from sparktui.model.host import FrameSplitter, parse_frame
 from sparktui.model.observations import HostUpdate
+from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.sources.sampler import LocalSampler, sampler_command, service_probes
 from sparktui.sources.ssh import NodeSsh
 
 Clock = Callable[[], float]
+FRAME_LINE_LIMIT = 64 * 1024  # characters of one line of a host sample (a frame is bounded as a whole too)
 
 
 def wants_host_state(node: NodeSpec) -> bool:
@@ -61,7 +63,8 @@ class HostCollector:
         name = self.node.name
         async for event in self.ssh.stream(command, read_timeout_s=read_timeout):
             if event.line is not None:
-                frame = splitter.feed(event.line)
+                # Unit and container states, command lines, paths: the node's words, made safe here.
+                frame = splitter.feed(safe_text(event.line, FRAME_LINE_LIMIT))
                 if frame is None:
                     if splitter.last_problem:
                         on_update(HostUpdate(name, self.clock(), problem=f"host sampler: {splitter.last_problem}"))

@@ -17,20 +17,37 @@ import json
 import ssl
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from sparktui.model.observations import FetchKind, HttpResult
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.sources import http1
 from sparktui.sources._httpx import httpx
 
 USER_AGENT = "sparktui"
 
 
+def tls_context(ca_file: Path | None = None) -> ssl.SSLContext:
+    """How every https request is verified: against the system's CAs (OpenSSL's default paths, which
+    ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` override) and the CAs in ``ca_file`` (the config's private
+    CA), the certificate and the host name both. One place for both clients: httpx alone would take
+    certifi's bundle and, with ``trust_env=False``, ignore ``SSL_CERT_FILE``."""
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 def make_client(
-    origins: Iterable[str] = (), max_connections: int = 64, *, ssl_context: ssl.SSLContext | None = None
+    origins: Iterable[str] = (),
+    max_connections: int = 64,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    ca_file: Path | None = None,
 ) -> httpx.AsyncClient:
     """An httpx client: keep-alive connections, no global timeout (each call sets one). For callers
-    that use httpx's API; the poll path takes ``make_poll_client``. TLS is verified against the system's
-    CAs, or through ``ssl_context`` when given.
+    that use httpx's API; the poll path takes ``make_poll_client``. TLS is verified as ``tls_context``
+    says (with ``ca_file``), or through ``ssl_context`` when given.
 
     Each origin (``scheme://host:port``) listed gets a connection pool of its own: httpcore assigns
     requests to connections by scanning its whole pool, so one pool shared by a large fleet costs
@@ -38,7 +55,7 @@ def make_client(
     that scan at 64 nodes); small per-origin pools keep every poll O(1).
     """
     per_origin = httpx.Limits(max_connections=4, max_keepalive_connections=4)
-    verify: ssl.SSLContext | bool = True if ssl_context is None else ssl_context
+    verify = tls_context(ca_file) if ssl_context is None else ssl_context
     mounts: dict[str, httpx.AsyncBaseTransport | None] = {
         origin: httpx.AsyncHTTPTransport(verify=verify, limits=per_origin, trust_env=False) for origin in set(origins)
     }
@@ -57,12 +74,13 @@ class PollClient:
     """The poll path's client: ``http://`` and ``https://`` through ``http1.Http1Client``.
 
     Use as an async context manager (or call ``aclose()``). Connections are pooled per origin: up to
-    ``http1.MAX_IDLE_PER_ORIGIN`` idle keep-alive connections each. TLS is verified against the
-    system's CAs, or through ``ssl_context`` when given.
+    ``http1.MAX_IDLE_PER_ORIGIN`` idle keep-alive connections each. TLS is verified as ``tls_context``
+    says (with ``ca_file``), or through ``ssl_context`` when given.
     """
 
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
-        self.http1 = http1.Http1Client(user_agent=USER_AGENT, ssl_context=ssl_context)
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None, ca_file: Path | None = None) -> None:
+        context = ssl_context if ssl_context is not None or ca_file is None else tls_context(ca_file)
+        self.http1 = http1.Http1Client(user_agent=USER_AGENT, ssl_context=context)
 
     async def __aenter__(self) -> PollClient:
         return self
@@ -75,12 +93,16 @@ class PollClient:
 
 
 def make_poll_client(
-    origins: Iterable[str] = (), max_connections: int = 64, *, ssl_context: ssl.SSLContext | None = None
+    origins: Iterable[str] = (),
+    max_connections: int = 64,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    ca_file: Path | None = None,
 ) -> PollClient:
     """The client for polling ``origins`` (``origin_of`` each URL). Any origin works, each pooled on first
     use, and there is no cap on connections: the arguments keep ``make_client``'s signature."""
     del origins, max_connections
-    return PollClient(ssl_context=ssl_context)
+    return PollClient(ssl_context=ssl_context, ca_file=ca_file)
 
 
 # What ``fetch`` (and the collectors, which only fetch) accept.
@@ -171,8 +193,8 @@ async def _exchange(
             status=status,
             body=body,
             elapsed_s=time.perf_counter() - started,
-            error=error,
-            content_type=content_type,
+            error=None if error is None else safe_text(error),  # may quote the server
+            content_type=None if content_type is None else safe_text(content_type, LABEL_LIMIT),
         )
 
     per_op = httpx.Timeout(timeout_s)
@@ -254,9 +276,10 @@ async def _fetch_http1(
             status=response.status,
             body=response.body,
             elapsed_s=time.perf_counter() - started,
-            content_type=response.headers.get("content-type"),
+            content_type=safe_text(response.headers.get("content-type") or "", LABEL_LIMIT) or None,
         )
-    return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=error)
+    # The error may quote the server (a malformed status line, a header): made safe to print here.
+    return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=safe_text(error))
 
 
 def _one_line(exc: BaseException) -> str:

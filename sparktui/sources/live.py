@@ -89,7 +89,7 @@ class LiveFleet:
         planner = sink if isinstance(sink, CanaryPlanner) else None
         canaries = CanarySender(self.fleet) if planner is not None else None
         try:
-            async with make_poll_client(fleet_origins(self.fleet)) as client:
+            async with make_poll_client(fleet_origins(self.fleet), ca_file=self.fleet.ca_file) as client:
                 poller = FleetPoller(self.fleet, client, clock=self.clock, canaries=canaries)
                 await poller.run(sink.observation, sink.error, planner)
         finally:

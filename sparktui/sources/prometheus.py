@@ -42,6 +42,7 @@ from typing import Any
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import (
     ExporterSpec,
     FleetSpec,
@@ -155,7 +156,7 @@ class PrometheusClient:
         try:
             # Parsed on the loop: a thread would hold the GIL as long (3 MB, ~25 ms, at 64 nodes).
             answer = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
             raise PrometheusError(f"{where}: HTTP {status}, and the answer is not Prometheus's JSON API") from None
         if not isinstance(answer, dict) or answer.get("status") != "success":
             error = answer.get("error") if isinstance(answer, dict) else None
@@ -188,7 +189,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _one_line_text(text: str) -> str:
     lines = text.strip().splitlines()
-    return lines[0][:300] if lines else ""
+    return safe_text(lines[0], 300) if lines else ""
 
 
 # --- answers → expositions -----------------------------------------------------------------------------
@@ -530,7 +531,7 @@ class PrometheusSource(LiveFleet):
             return
         origins = [origin_of(self.spec.url)]
         origins.extend(origin_of(s.url) for node in self.fleet.nodes for s in node.services)
-        async with make_client(origins) as client:
+        async with make_client(origins, ca_file=self.fleet.ca_file) as client:
             self.prometheus = PrometheusClient(self.spec, client, self.timeout_s)
             failing: str | None = None
             if self.backfill_s:
@@ -655,7 +656,8 @@ async def collect(
     deadline = time.monotonic() + max((n.ssh.connect_timeout_s for n in fleet.nodes), default=0.0) + 3.0
     task = asyncio.create_task(source.run(sink)) if hosted else None
     try:
-        async with make_client([origin_of(fleet.prometheus.url)] if fleet.prometheus else []) as client:
+        origins = [origin_of(fleet.prometheus.url)] if fleet.prometheus else []
+        async with make_client(origins, ca_file=fleet.ca_file) as client:
             observations = await source.backfill(window_s, client)
             observations += await source.refresh(client)
         for observation in sorted(observations, key=lambda o: o.t):
@@ -728,7 +730,7 @@ async def with_discovered_nodes(fleet: FleetSpec) -> FleetSpec:
     """The fleet itself, or, when it lists no node, the nodes found in Prometheus."""
     if fleet.nodes or fleet.prometheus is None:
         return fleet
-    async with make_client([origin_of(fleet.prometheus.url)]) as client:
+    async with make_client([origin_of(fleet.prometheus.url)], ca_file=fleet.ca_file) as client:
         nodes = await discover_nodes(fleet.prometheus, client, fleet.prometheus.timeout_s or 10.0)
     if not nodes:
         raise PrometheusError(

@@ -30,6 +30,7 @@ from typing import Any
 
 import asyncssh
 
+from sparktui.model.safe_text import safe_lines, safe_text
 from sparktui.model.specs import NodeSpec
 
 DEFAULT_MAX_COMMANDS = 4
@@ -50,6 +51,7 @@ PREFERRED_CIPHERS = (
     "aes256-ctr",
 )
 STREAM_CHUNK = 64 * 1024  # the most a stream reads at once
+MAX_COMMAND_OUTPUT = 1024 * 1024  # characters of stdout (and of stderr) a command's result keeps: the tail
 STREAM_MAX_LINE = 256 * 1024  # a longer run without a newline is cut into lines of this size
 STABLE_AFTER_S = 5.0  # a connection that lived this long counts as stable: its loss resets the backoff
 _UNREACHABLE_ERRNOS = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
@@ -96,6 +98,10 @@ class SshState(StrEnum):
 class SshProblem:
     kind: SshProblemKind
     message: str  # one line: the node, what happened, what to do
+
+    def __post_init__(self) -> None:
+        # The message may quote the server (a disconnect reason, a banner): made safe to print here.
+        object.__setattr__(self, "message", safe_text(self.message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +219,12 @@ class NodeSsh:
         sockname = self._conn.get_extra_info("sockname")
         return int(sockname[1]) if sockname else None
 
-    async def run(self, command: str, *, timeout_s: float, stdin: str | None = None) -> CommandResult:
+    async def run(
+        self, command: str, *, timeout_s: float, stdin: str | None = None, max_output: int = MAX_COMMAND_OUTPUT
+    ) -> CommandResult:
         """Run ``command`` on the node and collect its output; everything (connecting, waiting for a
-        free command slot, running) within ``timeout_s``."""
+        free command slot, running) within ``timeout_s``. Of stdout and of stderr the last ``max_output``
+        characters are kept, after a line saying how many were dropped before them."""
         started = time.monotonic()
 
         def failed(problem: SshProblem) -> CommandResult:
@@ -249,6 +258,9 @@ class NodeSsh:
                             )
                         )
                     try:
+                        stdout, stderr = await asyncio.gather(
+                            _read_tail(process.stdout, max_output), _read_tail(process.stderr, max_output)
+                        )
                         done = await process.wait(check=False)
                     except (asyncssh.Error, OSError) as exc:
                         # Lost while the command ran: not run again (it may have done its work).
@@ -269,8 +281,9 @@ class NodeSsh:
                         )
                     return CommandResult(
                         exit_status=status if status is not None and status >= 0 else None,
-                        stdout=str(done.stdout or ""),
-                        stderr=str(done.stderr or ""),
+                        # What the node printed, made safe to show (an action's output is printed).
+                        stdout=safe_lines(stdout),
+                        stderr=safe_lines(stderr),
                         exit_signal=done.exit_signal[0] if done.exit_signal else None,
                         elapsed_s=time.monotonic() - started,
                     )
@@ -652,3 +665,18 @@ class NodeSsh:
             else "ended"
         )
         return SshProblem(SshProblemKind.EXITED, f"{self.where}: `{_short(command)}` {how}; running it again")
+
+
+async def _read_tail(stream: asyncssh.SSHReader[str], limit: int) -> str:
+    """All of ``stream``, or its last ``limit`` characters after a line saying how many went before:
+    a command that prints without end must not fill the watcher's memory."""
+    tail = ""
+    dropped = 0
+    while chunk := await stream.read(STREAM_CHUNK):
+        tail += chunk
+        if len(tail) > limit:
+            dropped += len(tail) - limit
+            tail = tail[-limit:]
+    if not dropped:
+        return tail
+    return f"[{dropped:,} characters of output dropped; the last {limit:,} follow]\n{tail}"

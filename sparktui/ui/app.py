@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from textual.actions import ActionParseResult
 from textual.app import App
 from textual.binding import BindingType
+from textual.dom import DOMNode
 
 from sparktui.actions.plans import ActionPlan, Refusal, plan_action
 from sparktui.actions.runner import ActionResult, ActionRunner
@@ -323,22 +325,37 @@ class SparkApp(App[None]):
             return view.name if view is not None else None
         return None
 
+    async def run_action(
+        self,
+        action: str | ActionParseResult,
+        default_namespace: DOMNode | None = None,
+        namespaces: Mapping[str, DOMNode] | None = None,
+    ) -> bool:
+        """A recovery action's key (or any other way to run it) in read-only or kiosk mode is refused here,
+        and the refusal audited; ``check_action`` alone would drop the key without a trace."""
+        if isinstance(action, str) and action in RECOVERY_ACTIONS and (self.read_only or self.kiosk):
+            self.start_action(action.replace("_", "-"))
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
+
     def start_action(self, kind: str, node: str | None = None) -> None:
-        """Plan, confirm, run: the confirmation names node, target and exact commands."""
-        if self.read_only or self.kiosk:  # the palette and keys are gated too; this is the last word
-            self.notify("read-only: actions are off", severity="warning")
-            return
+        """Plan, confirm, run: the confirmation names node, target and exact commands. Every refusal is
+        written to the audit log, wherever it is decided."""
         node = node or self.current_node()
+        if self.read_only or self.kiosk:  # the palette and keys are gated too; this is the last word
+            mode = "kiosk" if self.kiosk else "read-only"
+            self._refuse(kind, node, f"{mode}: actions are off", where=mode, quiet=self.kiosk)
+            return
         if node is None:
-            self.notify("pick a node first", severity="warning")
+            self._refuse(kind, None, "pick a node first", where="dashboard")
             return
         plan = plan_action(kind, self.fleet, node, views=self.views)
         if isinstance(plan, Refusal):
-            self.notify(plan.reason, severity="warning", timeout=8)
+            self._refuse(kind, node, plan.reason, plan=plan, where="plan")
             return
         refusal = self.actions.refusal(plan)
         if refusal:
-            self.notify(refusal, severity="warning", timeout=8)
+            self._refuse(kind, node, refusal, plan=plan, where="runner")
             return
 
         def confirmed(ok: bool | None) -> None:
@@ -346,6 +363,22 @@ class SparkApp(App[None]):
                 self.run_worker(self._execute(plan), group="actions", exit_on_error=False)
 
         self.push_screen(ConfirmAction(plan), confirmed)
+
+    def _refuse(
+        self,
+        kind: str,
+        node: str | None,
+        reason: str,
+        *,
+        plan: ActionPlan | Refusal | None = None,
+        where: str,
+        quiet: bool = False,
+    ) -> None:
+        """Say why (not on the kiosk: it shows nothing it was not asked to) and audit it."""
+        if not quiet:
+            self.notify(reason, severity="warning", timeout=8)
+        refused = self.actions.audit_refusal(kind, node, reason, plan=plan, where=where)
+        self.run_worker(refused, group="audit", exit_on_error=False)
 
     async def _execute(self, plan: ActionPlan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)

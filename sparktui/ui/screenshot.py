@@ -46,7 +46,7 @@ async def capture(
             if wants_host_state(n) and not n.local
         ]
         try:
-            async with make_poll_client(fleet_origins(spec)) as client:
+            async with make_poll_client(fleet_origins(spec), ca_file=spec.ca_file) as client:
                 poller = FleetPoller(spec, client, clock=lambda: fleet.now)
                 while fleet.elapsed < seconds:
                     await fleet.advance(STEP_S)

@@ -4,8 +4,9 @@ Each browser session gets its own dashboard process (``python -m sparktui --conf
 ``--kiosk`` or ``--read-only``), driven over a websocket by textual-serve's terminal page. This module
 decides who may open the page and with which powers:
 
-- Bound to anything but loopback, the dashboards are read-only unless ``--allow-actions`` (which then
-  needs an access token, and is refused with ``--kiosk``: the kiosk takes no input at all).
+- The dashboards are read-only unless ``--allow-actions``, which needs an access token, on loopback
+  too (any local user, and any page in a local browser, can reach a loopback port), and is refused with
+  ``--kiosk`` (the kiosk takes no input at all).
 - An optional access token (``--token-file`` or ``--token-env``): a request without it gets 401. The
   browser brings it once as ``?token=…``; the answer moves it into an HttpOnly cookie and redirects to
   the same page without it. Tokens are compared as SHA-256 digests with ``hmac.compare_digest``
@@ -103,12 +104,13 @@ def resolve_access(host: str, *, kiosk: bool, read_only: bool, allow_actions: bo
         raise UsageError("sparktui serve: --allow-actions and --kiosk contradict each other: the kiosk takes no input")
     if allow_actions and read_only:
         raise UsageError("sparktui serve: --allow-actions and --read-only contradict each other; pick one")
-    if allow_actions and not loopback and not has_token:
+    if allow_actions and not has_token:
+        where = "even on loopback (any local user or web page can reach the port)" if loopback else f"on {host}"
         raise UsageError(
-            f"sparktui serve: --allow-actions on {host} (not loopback) needs an access token "
-            "(--token-file or --token-env), or anyone who reaches the port could restart your vLLMs"
+            f"sparktui serve: --allow-actions needs an access token (--token-file or --token-env) {where}, "
+            "or whoever reaches the port could restart your vLLMs"
         )
-    return Access(kiosk=kiosk, read_only=kiosk or read_only or (not loopback and not allow_actions), loopback=loopback)
+    return Access(kiosk=kiosk, read_only=kiosk or read_only or not allow_actions, loopback=loopback)
 
 
 def token_digest(token: str) -> bytes:
@@ -388,7 +390,7 @@ async def _relay(websocket: web.WebSocketResponse, dashboard: Any) -> None:
             continue
         try:
             envelope = json.loads(message.data)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(envelope, list) or not envelope:
             continue

@@ -84,6 +84,8 @@ def theme_from_toml(text: str, source: str) -> Theme:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ThemeFileError(f"{source}: TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise ThemeFileError(f"{source}: arrays or tables are nested too deeply to read") from None
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise ThemeFileError(f"{source}: name: required, a string")

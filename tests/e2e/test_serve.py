@@ -580,8 +580,8 @@ async def test_the_page_needs_the_token_and_never_logs_it(demo_config: Path, tmp
     assert "Traceback" not in output
 
 
-async def test_without_a_token_the_page_is_open_on_loopback(demo_config: Path, tmp_path: Path) -> None:
-    with served(tmp_path / "serve", ["--read-only", "--config", str(demo_config)]) as server:
+async def test_without_a_token_the_page_is_open_on_loopback_and_read_only(demo_config: Path, tmp_path: Path) -> None:
+    with served(tmp_path / "serve", ["--config", str(demo_config)]) as server:  # no --read-only: the default
         assert "read-only" in server.banner and "token" not in server.banner
         async with aiohttp.ClientSession() as http, http.get(server.url) as answer:
             assert answer.status == 200
@@ -611,17 +611,15 @@ def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
-def test_read_only_is_forced_on_anything_but_loopback() -> None:
-    for host in ("0.0.0.0", "192.168.1.50", "spark-mon", "::"):
+def test_read_only_unless_actions_are_allowed_with_a_token_on_loopback_too() -> None:
+    for host in ("0.0.0.0", "192.168.1.50", "spark-mon", "::", "127.0.0.1", "::1", "localhost"):
         access = resolve_access(host, kiosk=False, read_only=False, allow_actions=False, has_token=False)
-        assert access == Access(kiosk=False, read_only=True, loopback=False)
+        assert access == Access(kiosk=False, read_only=True, loopback=is_loopback(host))
         assert access.dashboard_flags() == ["--read-only"]
         with_token = resolve_access(host, kiosk=False, read_only=False, allow_actions=False, has_token=True)
-        assert with_token.read_only  # a token alone does not give the actions back
-    local = resolve_access("127.0.0.1", kiosk=False, read_only=False, allow_actions=False, has_token=False)
-    assert local == Access(kiosk=False, read_only=False, loopback=True) and local.dashboard_flags() == []
-    opened = resolve_access("0.0.0.0", kiosk=False, read_only=False, allow_actions=True, has_token=True)
-    assert not opened.read_only and opened.dashboard_flags() == []
+        assert with_token.read_only  # a token alone does not give the actions
+        opened = resolve_access(host, kiosk=False, read_only=False, allow_actions=True, has_token=True)
+        assert not opened.read_only and opened.dashboard_flags() == []
     kiosk = resolve_access("0.0.0.0", kiosk=True, read_only=False, allow_actions=False, has_token=False)
     assert kiosk.read_only and kiosk.dashboard_flags() == ["--kiosk"]
     command = dashboard_command(Path("fleet.toml"), access, "high-contrast")
@@ -637,6 +635,8 @@ def test_read_only_is_forced_on_anything_but_loopback() -> None:
         ("0.0.0.0", {"kiosk": True, "allow_actions": True, "has_token": True}, "--allow-actions and --kiosk"),
         ("127.0.0.1", {"read_only": True, "allow_actions": True}, "--allow-actions and --read-only"),
         ("0.0.0.0", {"allow_actions": True}, "needs an access token"),
+        ("127.0.0.1", {"allow_actions": True}, "needs an access token .* even on loopback"),
+        ("localhost", {"allow_actions": True}, "needs an access token .* even on loopback"),
     ],
 )
 def test_contradictions_are_refused(host: str, options: dict[str, bool], message: str) -> None:
@@ -682,6 +682,8 @@ def test_main_refuses_what_it_cannot_serve_before_binding(
     code, err = _main(capsys, "--kiosk", "--allow-actions")
     assert code == 2 and "contradict" in err
     code, err = _main(capsys, "--host", "0.0.0.0", "--allow-actions")
+    assert code == 2 and "needs an access token" in err
+    code, err = _main(capsys, "--allow-actions")  # on loopback, the default host
     assert code == 2 and "needs an access token" in err
     code, err = _main(capsys, "--token-file", str(tmp_path / "nope"))
     assert code == 2 and "no such file" in err

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixture_fleet import Faults, FixtureNode, fixture_fleet, fleet_config, free_port
+from tests.support.fixture_fleet import Faults, FixtureNode, fixture_fleet, fleet_config, free_port, start_node
 
 
 def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -65,6 +65,41 @@ def test_snapshot_json_carries_the_derived_numbers(fleet: tuple[list[FixtureNode
     assert rates["prefix_cache_hit_rate"] is None
     assert rates["spec_decode"]["acceptance_rate"] is None
     assert rates["latency"]["ttft"]["p50"] is None
+
+
+# What a hostile server puts in /version and in a model_name label: an OSC that renames the tmux pane,
+# a CSI that clears the screen, the 8-bit CSI, a bell, and a CR/LF that fakes a line of its own.
+OSC_TITLE = "\x1b]2;pwned\x07"
+HOSTILE_VERSION = f"0.33{OSC_TITLE}.0\x1b[2J\r\nspark9  (10.0.0.9)  up"
+# The label's LF is written as the exposition format's escape (\\n).
+HOSTILE_MODEL = "Qwen\x1b[31m3\x9b2J\x1b]52;c;ZXZpbA==\x1b\\.6\\nspark8  (10.0.0.8)  up"
+
+
+def test_snapshot_prints_no_escape_sequence_or_line_break_a_server_sent(tmp_path: Path) -> None:
+    node = start_node("spark1", "mtp2-steady", "gb10")
+    try:
+        node.vllm.endpoint.version = HOSTILE_VERSION
+        node.vllm.endpoint.model_id = HOSTILE_MODEL
+        node.vllm.endpoint.scrapes = [
+            scrape.replace('model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4"', f'model_name="{HOSTILE_MODEL}"')
+            for scrape in node.vllm.endpoint.scrapes
+        ]
+        config = tmp_path / "config.toml"
+        config.write_text(fleet_config([node]))
+        text = _run(config, "snapshot", "--interval", "0.2")
+        as_json = _run(config, "snapshot", "--json", "--interval", "0.2")
+    finally:
+        for server in node.servers():
+            server.stop()
+    assert text.returncode == 0, text.stderr
+    for sent in ("\x1b", "\x9b", "\x07", "\r", "pwned", "ZXZpbA"):
+        assert sent not in text.stdout
+        assert sent not in as_json.stdout
+    assert "vLLM 0.33.0 spark9  (10.0.0.9)  up  Qwen3.6 spark8  (10.0.0.8)  up" in text.stdout
+    assert not any(line.startswith(("spark9", "spark8")) for line in text.stdout.splitlines())
+    instance = json.loads(as_json.stdout)["nodes"][0]["instances"][0]
+    assert instance["version"] == "0.33.0 spark9  (10.0.0.9)  up"
+    assert instance["model_name"] == "Qwen3.6 spark8  (10.0.0.8)  up"
 
 
 def test_check_exits_zero_when_all_is_healthy(fleet: tuple[list[FixtureNode], Path]) -> None:

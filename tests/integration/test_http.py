@@ -12,9 +12,12 @@ import asyncio
 import contextlib
 import datetime
 import ipaddress
+import json
+import os
 import socket
 import ssl
 import struct
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +46,7 @@ from tests.support.fixture_fleet import (
 )
 
 CAP = 1024 * 1024
+ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("httpx", "http1")
 
 
@@ -656,6 +660,97 @@ async def test_poll_client_https_reasons_name_the_certificate_problem(certificat
     assert wrong_host.problem() == (
         "cannot connect: TLS certificate not trusted: IP address mismatch, certificate is not valid for '127.0.0.1'."
     )
+
+
+def private_ca(directory: Path) -> tuple[Path, Certificate]:
+    """A private CA (its certificate in ``ca.pem``) and a server certificate for 127.0.0.1 it signed."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sparktui test private CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )  # key_cert_sign, crl_sign
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "spark1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_file = directory / "ca.pem"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    server = Certificate(directory / "server.pem", directory / "server-key.pem")
+    server.cert.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    server.key.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return ca_file, server
+
+
+async def test_ssl_cert_file_is_honoured_by_both_clients(
+    certificate: Certificate, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert))
+    async with RawServer(keep_alive, tls=certificate.server_context()) as srv, open_client(kind) as client:
+        result = await get(client, f"{srv.url}/metrics")
+    assert result.ok, result.problem()
+
+
+async def test_the_configs_ca_file_trusts_a_private_ca_for_both_clients(tmp_path: Path, kind: str) -> None:
+    ca_file, server = private_ca(tmp_path)
+    fleet = parse_config('ca_file = "ca.pem"\n[[nodes]]\nname = "a"\nhost = "127.0.0.1"\n', base_dir=tmp_path)
+    assert fleet.ca_file == ca_file
+    async with RawServer(keep_alive, tls=server.server_context()) as srv:
+        async with open_client(kind) as client:
+            untrusted = await get(client, f"{srv.url}/metrics")
+        factory = make_client if kind == "httpx" else make_poll_client
+        async with factory(ca_file=fleet.ca_file) as client:
+            trusted = await get(client, f"{srv.url}/metrics")
+    assert not untrusted.ok and "certificate" in untrusted.problem().lower()
+    assert trusted.ok, trusted.problem()
+
+
+@pytest.mark.parametrize("how", ["ca_file", "SSL_CERT_FILE"])
+async def test_sparktui_check_trusts_a_private_ca_from_the_config_or_ssl_cert_file(tmp_path: Path, how: str) -> None:
+    ca_file, server = private_ca(tmp_path)
+    async with RawServer(keep_alive, tls=server.server_context()) as srv:
+        config = tmp_path / "fleet.toml"
+        head = 'ca_file = "ca.pem"\n' if how == "ca_file" else ""
+        config.write_text(
+            head + '[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n[nodes.ssh]\nenabled = false\n'
+            f'[[nodes.vllm]]\nurl = "{srv.url}"\n'
+        )
+        env = {**os.environ, "SPARKTUI_CONFIG": str(config), "PYTHONPATH": str(ROOT)}
+        if how == "SSL_CERT_FILE":
+            env["SSL_CERT_FILE"] = str(ca_file)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui", "check", "--json", "--interval", "0.1",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    (node,) = json.loads(out)["nodes"]
+    reasons = " ".join(node["status"]["reasons"])
+    assert "TLS" not in reasons and "certificate" not in reasons, (reasons, err)
+    assert any(head.startswith(b"GET /health ") for head in srv.requests), reasons  # it asked, over TLS
 
 
 async def test_poll_client_https_to_a_plain_http_server_is_an_error_with_one_line() -> None:

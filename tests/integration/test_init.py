@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import stat
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -346,6 +347,20 @@ def test_an_existing_file_is_not_overwritten_without_force_and_is_with_it(
     assert out.read_text().startswith("# sparktui fleet config, written by `sparktui init 127.0.0.1`")
     assert parse_config(out.read_text(), env={}).nodes[0].host == "127.0.0.1"
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_written_config_is_readable_by_its_owner_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], umask_022: None
+) -> None:
+    new = tmp_path / "new.toml"
+    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(new), *unused_ports()]) == 0
+    old = tmp_path / "old.toml"
+    old.write_text("# mine\n")
+    old.chmod(0o644)
+    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(old), "--force", *unused_ports()]) == 0
+    capsys.readouterr()
+    assert stat.S_IMODE(new.stat().st_mode) == 0o600
+    assert stat.S_IMODE(old.stat().st_mode) == 0o600
 
 
 def test_unknown_host_key_still_writes_the_http_config_with_a_comment_and_one_stderr_line_naming_the_fix(

@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 from pydantic import SecretStr
@@ -61,6 +63,7 @@ class Behaviour:
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     echo_path: bool = False  # answer with the request path in the body, as a proxy's error page might
+    echo_token_encoded: bool = False  # answer with the bearer token, URL-quoted in every common way
 
 
 class Receiver:
@@ -83,6 +86,10 @@ class Receiver:
                 if behaviour.delay_s:
                     time.sleep(behaviour.delay_s)
                 answer = (behaviour.body + b" " + self.path.encode()) if behaviour.echo_path else behaviour.body
+                if behaviour.echo_token_encoded:
+                    token = headers.get("authorization", "").removeprefix("Bearer ")
+                    forms = (quote(token, safe=""), quote(token), quote_plus(token), lower_hex(quote(token, safe="")))
+                    answer += b" token=" + " ".join(forms).encode()
                 try:
                     self.send_response(behaviour.status)
                     for name, value in behaviour.headers.items():
@@ -112,6 +119,11 @@ class Receiver:
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(5)
+
+
+def lower_hex(text: str) -> str:
+    """Percent escapes in lower-case hex, as some encoders write them (``%2f``)."""
+    return re.sub("%[0-9A-F]{2}", lambda m: m[0].lower(), text)
 
 
 @pytest.fixture
@@ -408,6 +420,33 @@ async def test_no_secret_reaches_a_report_a_status_or_a_log(
     assert "HTTP Request: POST" in caplog.text  # httpx did log its requests: redacted
     for secret in SECRETS:
         assert secret not in shown
+
+
+async def test_a_token_echoed_percent_encoded_is_redacted_too(receiver: Receiver) -> None:
+    token = "Zm9v+YmFy/YmF6 x=="  # base64's '+', '/' and '=' and a space: each has an encoded form
+    receiver.behaviour = Behaviour(status=400, body=b"bad token", echo_token_encoded=True)
+    reports = Reports()
+    hook = spec(kind="webhook", name="hook", url=f"{receiver.url}/hook", token_env="T")
+    hook = hook.model_copy(update={"token": parse_secret(token)})
+    await send([hook], event(), reports=reports)
+    assert receiver.received()[0].headers["authorization"] == f"Bearer {token}"
+    (error,) = [str(fields["error"]) for _, fields in reports.lines if "error" in fields]
+    assert error == "HTTP 400: bad token token=*** *** *** ***"
+
+
+async def test_an_answer_quoted_in_an_error_cannot_drive_the_terminal(receiver: Receiver) -> None:
+    receiver.behaviour = Behaviour(status=400, body=b"bad\x1b]2;pwned\x07 request\x1b[2J\xc2\x9b1m here")
+    telegram = spec(kind="telegram", url=receiver.url, token_env="TG", chat_id=42)
+    telegram = telegram.model_copy(update={"token": parse_secret(BOT_TOKEN)})
+    deep = "[" * 100_000 + "]" * 100_000
+    reports = Reports()
+    await send([spec(kind="webhook", name="hook", url=f"{receiver.url}/hook")], event(), reports=reports)
+    receiver.behaviour = Behaviour(status=200, body=b'{"ok": false, "description": "no\\u001b[2J chat"}')
+    await send([telegram], event(), reports=reports)
+    receiver.behaviour = Behaviour(status=500, body=deep.encode())
+    await send([telegram], event(), reports=reports)
+    errors = [str(fields["error"]) for _, fields in reports.lines if "error" in fields]
+    assert errors == ["HTTP 400: bad request here", "Telegram refused: no chat", f"HTTP 500: {deep[:199]}…"]
 
 
 # --- the config -------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import io
 import json
 import random
 import sqlite3
+import stat
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ from sparktui.model.host import FrameSplitter, HostProcess, HostSample, ServiceS
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.specs import FleetSpec
+from sparktui.model.specs import REDACTED_URL, FleetSpec
 from sparktui.monitor.core import Monitor
 from sparktui.record.blackbox import BlackBox
 from sparktui.record.codec import (
@@ -48,6 +49,7 @@ from sparktui.record.types import Kind, LogBatch, RecordingError
 from tests.conftest import DATA
 from tests.support.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
 from tests.support.monitoring import monitor_for
+from tests.support.ui_data import CONFIG as UI_CONFIG
 from tests.support.ui_data import fleet_spec
 
 T0 = 1000.0  # the monotonic clock of the recording runs
@@ -612,6 +614,96 @@ def test_export_command_writes_the_file_and_errors_are_one_line(
     assert export_cli.run(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "nope.db: no such recording" in err
+
+
+SLACK_URL = "https://hooks.slack.com/services/T0/B0/slackSECRETpath"
+HOOK_URL = "https://hooks.example/alerts/hookSECRETpath"
+NOTIFIERS = f"""
+[[notifiers]]
+kind = "slack"
+url = "{SLACK_URL}"
+
+[[notifiers]]
+kind = "webhook"
+url_env = "HOOK_URL"
+token_env = "HOOK_TOKEN"
+
+[[notifiers]]
+kind = "telegram"
+token_env = "BOT_TOKEN"
+chat_id = 42
+"""
+NOTIFIER_SECRETS = (SLACK_URL, HOOK_URL, "hookTOKENsecret", "7012345678:botTOKENsecret")
+
+
+def _fleet_with_notifiers() -> tuple[FleetSpec, str]:
+    text = UI_CONFIG + NOTIFIERS
+    env = {"HOOK_URL": HOOK_URL, "HOOK_TOKEN": NOTIFIER_SECRETS[2], "BOT_TOKEN": NOTIFIER_SECRETS[3]}
+    return parse_config(text, source="ui-test.toml", env=env), text
+
+
+@pytest.mark.parametrize("kind", ["record", "black-box"])
+def test_a_recording_made_with_notifiers_replays_and_exports_without_their_secrets(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet, text = _fleet_with_notifiers()
+    path = tmp_path / "r.db"
+    clock = ManualClock(T0)
+    if kind == "record":
+        recorder: Recorder = Recorder(path, fleet, clock=clock, wall=lambda: WALL0 + clock.t - T0, config_text=text)
+    else:
+        recorder = BlackBox(path, fleet, 1.0, after_s=5.0, clock=clock, keyframe_s=20.0, config_text=text)
+    record_fixture(recorder, clock, 20)
+    if isinstance(recorder, BlackBox):
+        recorder.alert("spark2 down", node="spark2")
+        record_fixture(recorder, clock, 10, start=T0 + 20)
+    recorder.close()
+    stored = path.read_bytes()
+    for secret in NOTIFIER_SECRETS:
+        assert secret.encode() not in stored
+    reader = RecordingReader(path)
+    assert [(n.name, n.kind) for n in reader.fleet.notifiers] == [(n.name, n.kind) for n in fleet.notifiers]
+    assert SLACK_URL not in (reader.sessions[1].config or "")
+    args = _parser().parse_args(["export", str(path), "--to", "csv", "-o", str(tmp_path / "out.csv")])
+    assert export_cli.run(args) == 0, capsys.readouterr().err
+    assert len((tmp_path / "out.csv").read_text().splitlines()) > 1
+    source = replay_cli.open_replay(_parser().parse_args(["replay", str(path), "--paused"]))
+    assert source.fleet.notifiers == reader.fleet.notifiers
+
+
+def test_a_recording_that_stored_redacted_notifier_urls_reads_back(tmp_path: Path) -> None:
+    """Recordings written before REDACTED_URL hold pydantic's ``**********`` for a notifier's URL."""
+    fleet, _ = _fleet_with_notifiers()
+    path = tmp_path / "r.db"
+    Recorder(path, fleet).close()
+    with sqlite3.connect(path) as conn:
+        (header,) = conn.execute("SELECT fleet FROM sessions").fetchone()
+        old = json.loads(header)
+        for notifier in old["notifiers"]:
+            notifier["url"] = None if notifier["url"] is None else "**********"
+        conn.execute("UPDATE sessions SET fleet = ?", (json.dumps(old),))
+    reader = RecordingReader(path)
+    assert [n.url.get_secret_value() if n.url else None for n in reader.fleet.notifiers] == [
+        REDACTED_URL,
+        REDACTED_URL,
+        None,
+    ]
+
+
+def test_recordings_and_black_box_files_are_readable_by_their_owner_only(tmp_path: Path, umask_022: None) -> None:
+    clock = ManualClock(T0)
+    recorder = Recorder(tmp_path / "r.db", fleet_spec(), clock=clock)
+    record_fixture(recorder, clock, 5)
+    box = BlackBox(tmp_path / "box.db", fleet_spec(), 1.0, after_s=1.0, clock=clock, keyframe_s=20.0)
+    record_fixture(box, clock, 5, start=T0 + 5)
+    box.alert("spark2 down", node="spark2")
+    record_fixture(box, clock, 3, start=T0 + 10)
+    assert box.flush()
+    files = sorted(tmp_path.glob("*.db*"))  # the WAL and shared-memory files too, while open
+    assert {f.name for f in files} >= {"r.db", "r.db-wal", "box.db", "box.db-wal"}
+    assert {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in files} == {f.name: "0o600" for f in files}
+    recorder.close()
+    box.close()
 
 
 def test_record_options_make_a_recorder_or_a_black_box(tmp_path: Path) -> None:

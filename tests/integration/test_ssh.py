@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sparktui.sources.ssh import NodeSsh, SshProblemKind, SshState, StreamEvent
+from sparktui.sources.ssh import MAX_COMMAND_OUTPUT, NodeSsh, SshProblemKind, SshState, StreamEvent
 from tests.support.sshd import UNIT_EXEC_127_CRASH_LOOP, UNIT_RUNNING, VLLM_EXEC, Sshd, container_inspect
 
 TICKS = "i=0; while :; do echo tick $i; i=$((i + 1)); sleep 0.1; done"
@@ -85,6 +85,27 @@ async def test_run_returns_stdout_stderr_and_exit_status(sshd: Sshd) -> None:
         assert unfed.ok and unfed.stdout == "done\n"
         killed = await ssh.run("kill -9 $$", timeout_s=5)
         assert (killed.exit_status, killed.exit_signal, killed.problem) == (None, "KILL", None)
+
+
+async def test_a_commands_output_is_capped_keeping_the_tail_and_saying_how_much_was_dropped(sshd: Sshd) -> None:
+    printed = "".join(f"{i}\n" for i in range(1, 300_001))  # 2.1 MB: over the default cap of 1 MiB
+    async with ssh_for(sshd) as ssh:
+        small = await ssh.run("seq 1 300000; seq 1 300000 >&2", timeout_s=30, max_output=1000)
+        default = await ssh.run("seq 1 300000", timeout_s=30)
+    assert small.ok
+    for got in (small.stdout, small.stderr):
+        note, tail = got.split("\n", 1)
+        assert note == f"[{len(printed) - 1000:,} characters of output dropped; the last 1,000 follow]"
+        assert tail == printed[-1000:]
+    note, tail = default.stdout.split("\n", 1)
+    assert note == f"[{len(printed) - MAX_COMMAND_OUTPUT:,} characters of output dropped; the last 1,048,576 follow]"
+    assert tail == printed[-MAX_COMMAND_OUTPUT:]
+
+
+async def test_a_commands_output_comes_back_without_escape_sequences(sshd: Sshd) -> None:
+    async with ssh_for(sshd) as ssh:
+        result = await ssh.run(r"printf 'a\tb\033]2;pwned\007\r\nc\033[2Jd\n'; printf 'e\033[31mf\n' >&2", timeout_s=5)
+    assert (result.stdout, result.stderr) == ("a\tb\ncd\n", "ef\n")
 
 
 async def test_commands_share_one_connection(sshd: Sshd) -> None:

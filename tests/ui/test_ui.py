@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 from textual.widgets import Markdown, RichLog, Static
 
+from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
 from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
@@ -23,8 +25,10 @@ from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
+from sparktui.ui.themes import ThemeFileError, theme_from_toml
 from tests.support.fixture_fleet import scenario_scrapes
 from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
+from tests.support.wait import wait_until
 
 
 def _table(app: SparkApp) -> RowTable:
@@ -261,6 +265,27 @@ async def test_read_only_refuses_the_action_keys_in_the_app_and_the_runner() -> 
         assert result.outcome.value == "refused"
 
 
+@pytest.mark.parametrize("mode", ["read_only", "kiosk"])
+async def test_every_action_refused_in_the_dashboard_is_audited(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "audit.log"
+    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
+    app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for key in ("r", "d", "k", "w"):
+            await pilot.press(key)
+            await pilot.pause()
+        await wait_until(lambda: len(AuditLog(log).records()) >= 4, what="four refused lines in the audit log")
+        assert not app.action_results  # nothing ran
+    records = AuditLog(log).records()
+    where = "kiosk" if mode == "kiosk" else "read-only"
+    assert [(r["event"], r["action"], r["refused_by"], r["result"]) for r in records] == [
+        ("refused", action, where, "refused") for action in ("restart", "drop-caches", "kill-workers", "warmup")
+    ]
+    assert all(r["message"] == f"{where}: actions are off" for r in records)
+
+
 async def test_action_key_asks_for_confirmation_naming_the_exact_command() -> None:
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:
@@ -463,3 +488,9 @@ async def test_a_broken_scrape_shows_its_reason_on_the_node_in_the_kiosk() -> No
         await pilot.pause()
         assert isinstance(app.screen, KioskScreen)
         assert reason in _plain(app.screen.query_one("#tile-spark2 #head", Static))
+
+
+def test_a_theme_file_nested_thousands_deep_is_one_line_naming_it() -> None:
+    with pytest.raises(ThemeFileError) as caught:
+        theme_from_toml("x = " + "[" * 3000 + "]" * 3000, "deep.toml")
+    assert str(caught.value) == "deep.toml: arrays or tables are nested too deeply to read"

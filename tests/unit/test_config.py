@@ -435,6 +435,23 @@ RULES: list[tuple[str, str, str]] = [
     ("stale-after-zero", "stale_after = 0\n" + NODE, "stale_after: must be >= 1 (got 0)"),
     ("max-body-small", "max_body_bytes = 1024\n" + NODE, "max_body_bytes: must be >= 65536 (got 1024)"),
     (
+        "max-body-huge",
+        f"max_body_bytes = {2**63 - 1}\n" + NODE,
+        f"max_body_bytes: must be <= 268435456 (got {2**63 - 1})",
+    ),
+    ("stale-after-huge", f"stale_after = {2**63 - 1}\n" + NODE, f"stale_after: must be <= 1000 (got {2**63 - 1})"),
+    ("timeout-huge", "timeout_s = 1e300\n" + NODE, "timeout_s: must be <= 300 (got 1e+300)"),
+    (
+        "waiting-warn-huge",
+        f"[thresholds]\nwaiting_warn = {2**63 - 1}\n" + NODE,
+        f"thresholds.waiting_warn: must be <= 1000000 (got {2**63 - 1})",
+    ),
+    (
+        "alert-for-huge",
+        NODE + '[[alerts]]\nname = "a"\nmetric = "node_down"\nfor_s = 1e12\n',
+        "alerts[0].for_s: must be <= 604800 (got 1e+12)",
+    ),
+    (
         "source-in-file",
         'source = "x"\n' + NODE,
         "source: not a config key (sparktui sets it to the file's path); remove it",
@@ -548,6 +565,36 @@ def test_file_errors_name_the_file_path(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path, env={})
     assert caught.value.errors == [f"{path}: stale_after: must be >= 1 (got 0)"]
+
+
+@pytest.mark.parametrize(
+    "nested",
+    ["x = " + "[" * 3000 + "]" * 3000, "x = " + "{a = " * 3000 + "1" + "}" * 3000],
+    ids=["arrays", "inline-tables"],
+)
+def test_a_config_nested_thousands_deep_is_one_line_naming_the_file(tmp_path: Path, nested: str) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(NODE + nested + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert caught.value.errors == [
+        f"{path}: arrays or tables are nested too deeply to read; a sparktui config nests at most a few levels "
+        "(docs/config.md)"
+    ]
+
+
+def test_ca_file_is_read_relative_to_the_config_and_must_hold_a_certificate(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text('ca_file = "ca.pem"\n' + NODE, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert caught.value.errors == [f"{path}: ca_file: no such file: {tmp_path / 'ca.pem'}"]
+    (tmp_path / "ca.pem").write_text("not a certificate\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert caught.value.errors == [
+        f"{path}: ca_file: {tmp_path / 'ca.pem'} holds no PEM CA certificate (-----BEGIN CERTIFICATE-----)"
+    ]
 
 
 def test_a_folder_is_not_a_config_file(tmp_path: Path) -> None:

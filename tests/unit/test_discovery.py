@@ -295,6 +295,14 @@ def test_an_openai_server_without_version_is_not_taken_for_vllm() -> None:
     assert classify_port(9835, "exporter", gone) == NoAnswer(9835, "exporter", "connection refused")
 
 
+def test_a_version_and_model_ids_with_escape_sequences_come_out_safe() -> None:
+    results = {path: answer(path, 404) for path in PROBE_PATHS}
+    results["/version"] = answer("/version", 200, json.dumps({"version": "0.19\x1b]2;pwned\x07.0\r\n"}).encode())
+    card = {"id": "Qwen\x1b[2J3\x9b1m.6"}
+    results["/v1/models"] = answer("/v1/models", 200, json.dumps({"data": [card]}).encode())
+    assert classify_port(8001, "vllm", results) == VllmAnswer(8001, "0.19.0 ", ("Qwen3.6",), needs_api_key=False)
+
+
 def test_exporters_are_told_apart_by_metric_names_not_ports() -> None:
     for file, kind in [
         ("dcgm_exporter.prom", ExporterKind.DCGM),

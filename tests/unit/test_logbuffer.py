@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -93,6 +94,17 @@ def test_colour_escapes_and_progress_redraws_are_cleaned() -> None:
     )
     redrawn = "2026-11-26T09:59:05.1Z Loading shards:  10%\rLoading shards:  50%\r"
     assert parse_docker_line(redrawn) == (at(5, 100000), "Loading shards:  50%")
+
+
+@pytest.mark.parametrize("parse", [parse_docker_line, parse_journal_line])
+def test_a_log_line_that_would_drive_the_terminal_is_made_safe(
+    parse: Callable[[str], tuple[datetime | None, str]],
+) -> None:
+    prefix = "2026-11-26T09:59:05.1Z " if parse is parse_docker_line else "2026-11-26T09:59:05.1Z spark1 vllm[7]: "
+    hostile = prefix + "INFO\x1b]2;pwned\x07 ok\x9b2J \x1b]52;c;ZXZpbA==\x1b\\done\x07\x00\x08 \u202eend\x1bP1$r\x1b\\"
+    stamp, text = parse(hostile)
+    assert stamp == at(5, 100000)
+    assert text == "INFO ok done end"
 
 
 # --- buffer -----------------------------------------------------------------------------------------------

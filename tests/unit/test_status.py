@@ -284,3 +284,13 @@ def test_numbers_of_an_instance_that_stopped_answering_are_not_shown_as_current(
     assert instance.status.state is State.DOWN
     assert instance.rates is None and instance.running is None and instance.kv_usage is None
     assert instance.kv_capacity_tokens is not None  # what the server was configured with still holds
+
+
+def test_a_version_or_model_list_nested_thousands_deep_is_no_answer_not_a_crash() -> None:
+    state = FleetState(FLEET)
+    deep = ok("[" * 100_000 + "]" * 100_000)
+    vllm = VllmObservation(name="qwen", health=ok(), metrics=ok(SCRAPES[0]), version=deep, models=deep)
+    state.apply(NodeObservation(node="spark1", t=0.0, wall=1e9, vllm=(vllm,), services=(("asr", ok()),)))
+    (instance,) = state.nodes["spark1"].view(0.0, None).instances
+    assert instance.version is None
+    assert "qwen: /v1/models: answer is not the OpenAI model list" in instance.status.reasons
