@@ -204,6 +204,14 @@ async def test_spec_decoding_and_throughput_equal_vllms_own_log_lines(real_vllm:
     # Idle at the end of the interval on both sides.
     (model,) = window.after.models.values()
     assert (model.running, model.waiting) == (0.0, 0.0) == (float(engine.running), float(engine.waiting))
+    assert model.kv_usage_max == 0.0 == engine.kv_usage_pct
+    # vLLM's prefix-cache hit rate is over its last 1,000 requests: fewer have been sent to this server,
+    # and none between the last scrape and the line, so it is the counters' ratio since start.
+    hits, queries = model.counters["prefix_cache_hits"], model.counters["prefix_cache_queries"]
+    assert hits > 0  # the shared prefix was served from the cache
+    assert 100 * hits / queries == pytest.approx(engine.prefix_hit_pct, abs=0.05 + 1e-9)
+    # ... and over the window, sparktui's own ratio of sums.
+    assert rates.prefix_cache_hit_rate is not None and 0 < rates.prefix_cache_hit_rate <= 1
 
 
 def _fleet(server: VllmServer) -> FleetSpec:

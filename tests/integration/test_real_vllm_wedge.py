@@ -1,9 +1,12 @@
-"""The canary against the real engine: an engine core stopped while idle (SIGSTOP) keeps ``/health`` and
+"""Wedges of the real engine (its EngineCore stopped with SIGSTOP), with requests in flight and idle.
+
+With requests in flight, the gauges freeze with them counted and no token moves: the engine-wedged
+finding opens within its rule's time and names the evidence. Idle, it is worse: ``/health`` and
 ``/metrics`` at 200 with every number frozen, and a new request hangs without showing up anywhere; only
 the canary's unanswered request tells. With sparktui's default canary settings, the dashboard, ``watch``
 and ``check`` all report the instance wedged within 60 s, and clear it once the core runs again.
 
-Both tests stop the session's server's engine core and let it run again before they end (the other
+Each test stops the session's server's engine core and lets it run again before it ends (the other
 real-vLLM tests share that server)."""
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -142,3 +146,54 @@ async def test_the_dashboard_and_watch_find_an_idle_wedge_within_60_s_and_clear_
     assert "alert=engine-wedged event=resolved" in out.getvalue()
     assert app.monitor.views[0].instances[0].canary is not None
     assert app.monitor.views[0].instances[0].canary.sent >= 2  # one unanswered, one answered after resume
+
+
+async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_rule_and_names_the_evidence(
+    real_vllm: VllmServer,
+) -> None:
+    fleet: FleetSpec = parse_config(config_toml(real_vllm), source="real-vllm.toml")
+    rule = next(r for r in Watcher(fleet, out=io.StringIO()).monitor.catalogue.rules if r.id == "engine-wedged")
+    promised_s = (rule.param("open_after") + 2) * fleet.poll_interval_s  # the first blind poll, then N in a row
+    out = io.StringIO()
+    watcher = Watcher(fleet, out=out)
+    stop = asyncio.Event()
+
+    async def long_request(client: httpx.AsyncClient, i: int) -> None:
+        body = {"model": SERVED_NAME, "prompt": f"request {i}", "max_tokens": 1500, "ignore_eos": True}
+        with contextlib.suppress(httpx.HTTPError):
+            await client.post(f"{real_vllm.url}/v1/completions", json=body, timeout=600.0)
+
+    def findings() -> tuple[Finding, ...]:
+        return tuple(f for f in watcher.monitor.findings.get("cpu1", ()) if f.id == "engine-wedged")
+
+    def moving() -> bool:
+        views = watcher.monitor.views
+        if not views:
+            return False
+        (instance,) = views[0].instances
+        rates = instance.rates
+        return instance.running == 3 and rates is not None and bool(rates.generation_tokens_per_s)
+
+    watching = asyncio.create_task(watcher.run(stop=stop, drain_s=1.0))
+    async with httpx.AsyncClient() as client:
+        requests = [asyncio.create_task(long_request(client, i)) for i in range(3)]
+        try:
+            await wait_until(moving, 60.0, what="3 requests running and tokens moving", interval_s=0.2)
+            with stopped_core(real_vllm):
+                stopped_at = time.monotonic()
+                await wait_until(findings, 4 * promised_s, what="engine-wedged", interval_s=0.2)
+                opened_after = time.monotonic() - stopped_at
+                (finding,) = findings()
+            await wait_until(lambda: not findings(), CLEAR_WITHIN_S, what="engine-wedged cleared", interval_s=0.5)
+        finally:
+            for request in requests:
+                request.cancel()
+            await asyncio.gather(*requests, return_exceptions=True)
+            stop.set()
+            await watching
+    assert opened_after <= promised_s + 2 * fleet.poll_interval_s, (opened_after, promised_s)
+    assert finding.instance == SERVED_NAME
+    assert any(line.startswith("3 running, 0 waiting at ") for line in finding.evidence), finding.evidence
+    assert any(line.startswith("0 tokens generated over the last") for line in finding.evidence), finding.evidence
+    assert any("/health answers 200" in line for line in finding.evidence), finding.evidence
+    assert "alert=engine-wedged event=firing" in out.getvalue()
