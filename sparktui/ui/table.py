@@ -58,18 +58,12 @@ class RowTable(ScrollView, can_focus=True):
         & > .row-table--header { text-style: bold; background: $panel; color: $foreground; }
         & > .row-table--even-row { background: $surface-lighten-1 50%; }
         &:dark > .row-table--even-row { background: $surface-darken-1 40%; }
-        & > .row-table--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
+        /* A neutral cursor: a lighter band and bold text under the cells' own colours, so a red
+           "down" stays red on the cursor (a coloured cursor painted every row the colour of "up"). */
+        & > .row-table--cursor { background: $foreground 12%; text-style: bold; }
         &:focus {
             background-tint: $foreground 5%;
-            & > .row-table--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
+            & > .row-table--cursor { background: $foreground 20%; text-style: bold; }
         }
     }
     """
@@ -218,11 +212,10 @@ class RowTable(ScrollView, can_focus=True):
             style = base
             if parity:
                 style += self.get_component_rich_style("row-table--even-row")
-            # The cursor's colours win over the cells' own (coloured text on the cursor would vanish).
-            over = self.get_component_rich_style("row-table--cursor") if cursor else None
-            if over is not None:
-                style += over
-            line = Strip(Segment.apply_style(content, style, over), content.cell_length)
+            # The cursor lays its band under the cells: their own colours (a status, a bar) stay on top.
+            if cursor:
+                style += self.get_component_rich_style("row-table--cursor")
+            line = Strip(Segment.apply_style(content, style), content.cell_length)
             line = line.extend_cell_length(max(width + scroll_x, self._width), style)
             self._lines[(key, parity, cursor)] = line
         return line.crop(scroll_x, scroll_x + width)

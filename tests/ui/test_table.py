@@ -119,3 +119,26 @@ async def test_a_click_moves_the_cursor_and_a_click_on_the_highlighted_row_selec
         assert table.cursor_row == 2 and app.selected == []
         await pilot.click(RowTable, offset=(2, 3))
         assert app.selected == ["c"]
+
+
+async def test_the_cursor_keeps_the_cells_own_colours_and_marks_its_row_with_a_band() -> None:
+    """A status coloured red stays red on the cursor row (a cursor painting every row in the colour of
+    "up" hid a down node, issue 18); the row stands out by its background and bold text."""
+    app = TableApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        table = app.query_one(RowTable)
+        down = Text("down", style="#F0625D")
+        table.set_rows([("a", ("a", down)), ("b", ("b", Text("down", style="#F0625D")))])
+        await pilot.pause()
+        on_cursor, off_cursor = table.render_line(1), table.render_line(2)
+        red = [seg for seg in on_cursor if seg.text.strip() == "down"]
+        assert red and all(seg.style is not None and seg.style.color is not None for seg in red)
+        assert {
+            seg.style.color.triplet.hex for seg in red if seg.style and seg.style.color and seg.style.color.triplet
+        } == {"#f0625d"}
+        assert all(seg.style is not None and seg.style.bold for seg in red)
+        backgrounds = (
+            {seg.style.bgcolor for seg in on_cursor if seg.style},
+            {seg.style.bgcolor for seg in off_cursor if seg.style},
+        )
+        assert backgrounds[0].isdisjoint(backgrounds[1])  # the cursor's band differs from the row below
