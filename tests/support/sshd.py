@@ -472,6 +472,14 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
             stopped.touch()
         (self.state_dir / "docker" / f"{name}.log").touch()
 
+    def set_unit_hook(self, unit: str, verb: str, script: str) -> Path:
+        """What ``systemctl VERB UNIT`` (start, stop, restart) runs on the node: a shell script."""
+        hook = self.state_dir / "hooks" / f"{unit}.{verb}"
+        hook.parent.mkdir(parents=True, exist_ok=True)
+        hook.write_text("#!/bin/sh\n" + script)
+        hook.chmod(0o755)
+        return hook
+
     def append_journal(self, unit: str, lines: Iterable[str]) -> None:
         """Append ``journalctl -o short-iso`` lines to the unit's journal (a follower sees them)."""
         self._append(self.state_dir / "journal" / f"{unit}.log", lines)

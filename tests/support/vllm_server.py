@@ -108,16 +108,16 @@ def make_tiny_model(python: Path, out: Path) -> Path:
     return out
 
 
-def start_vllm(python: Path, model: Path, log: Path, *extra: str, port: int | None = None) -> VllmServer:
-    port = port or free_port()
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for a tiny model
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    env.pop("VLLM_CPU_OMP_THREADS_BIND", None)  # its "all" is not accepted
-    command = [
+SERVER_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for a tiny model
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def vllm_command(python: Path, model: Path, port: int, *extra: str) -> list[str]:
+    """The command line of a real server on 127.0.0.1:``port`` serving ``model`` as ``SERVED_NAME``."""
+    return [
         str(python),
         "-m",
         "vllm.entrypoints.openai.api_server",
@@ -135,8 +135,20 @@ def start_vllm(python: Path, model: Path, log: Path, *extra: str, port: int | No
         "bfloat16",
         *extra,
     ]
+
+
+def start_vllm(python: Path, model: Path, log: Path, *extra: str, port: int | None = None) -> VllmServer:
+    port = port or free_port()
+    env = {**os.environ, **SERVER_ENV}
+    env.pop("VLLM_CPU_OMP_THREADS_BIND", None)  # its "all" is not accepted
     with log.open("wb") as out:
-        process = psutil.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        process = psutil.Popen(
+            vllm_command(python, model, port, *extra),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     return VllmServer(port, process, log)
 
 
