@@ -319,6 +319,39 @@ def test_observations_host_updates_and_logs_round_trip_through_the_codec() -> No
         _encoded_round_trip(items, keyframe_s)
 
 
+def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
+    """A canary's answer (or its timeout) rides in its instance's observation: a replay sees it too."""
+    answered = HttpResult(
+        url="http://10.0.0.1:8000/v1/completions",
+        kind=FetchKind.OK,
+        status=200,
+        body=b'{"choices": [{"text": "!"}]}',
+        elapsed_s=0.042,
+        content_type="application/json",
+    )
+    unanswered = HttpResult(
+        url="http://10.0.0.1:8000/v1/completions", kind=FetchKind.TIMEOUT, error="no answer within 10 s", elapsed_s=10.0
+    )
+    items: list[tuple[Kind, float, str, object]] = []
+    for second, canary in enumerate((None, answered, None, unanswered)):
+        for obs in fixture_poll(T0 + second, WALL0 + second, second):
+            vllm = tuple(replace(v, canary=canary) for v in obs.vllm)
+            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
+def test_tee_asks_the_consumer_which_canaries_are_due_never_the_recorder(tmp_path: Path) -> None:
+    monitor = monitor_for(fleet_spec())
+    recorder = Recorder(tmp_path / "r.db", fleet_spec())
+    try:
+        tee = Tee(recorder, monitor)
+        assert tee.canaries_due("spark1", T0) == monitor.canaries_due("spark1", T0) == ()
+        assert Tee(recorder).canaries_due("spark1", T0) == ()  # no planner behind it: none
+    finally:
+        recorder.close()
+
+
 # --- the recorder and the reader ----------------------------------------------------------------------
 
 
