@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
+from sparktui.config import parse_config
+from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.derive import VllmRates
+from sparktui.model.fleet import FleetState
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import parse
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.vllm import WANTED, ModelScrape, Sleep, normalise
@@ -169,3 +173,63 @@ def test_the_poller_asks_for_every_new_series() -> None:
         assert any(name.startswith(family) for name in WANTED), family
     text = (REAL / "after.prom").read_text()
     assert normalise(parse(text, keep=WANTED.__contains__)) == normalise(parse(text))
+
+
+# --- shown where they belong: snapshot text and JSON (the node screen uses the same lines) -----------
+
+FLEET_CONFIG = """
+[[nodes]]
+name = "spark1"
+host = "127.0.0.1"
+[[nodes.vllm]]
+name = "tiny"
+port = 18123
+"""
+
+
+def _snapshot_of(texts: list[str]) -> tuple[str, dict[str, Any]]:
+    def ok(body: str) -> HttpResult:
+        return HttpResult(url="http://127.0.0.1:18123", kind=FetchKind.OK, status=200, body=body.encode())
+
+    state = FleetState(parse_config(FLEET_CONFIG, source="test.toml"))
+    for index, text in enumerate(texts):
+        t = index * WINDOW_S
+        observation = VllmObservation(name="tiny", health=ok(""), metrics=ok(text))
+        state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=(observation,)))
+    views = state.view((len(texts) - 1) * WINDOW_S, window_s=None)
+    (node,) = json.loads(views_json(views))["nodes"]
+    return render_snapshot(views), node
+
+
+def test_the_snapshot_shows_the_real_numbers_and_json_carries_them() -> None:
+    text, node = _snapshot_of([(REAL / "before.prom").read_text(), (REAL / "after.prom").read_text()])
+    assert "waiting 0 (capacity 0, deferred 0)" in text
+    assert "admission rejections 1.6/s (max_num_queued_reqs 12, max_num_queued_tokens 4)" in text
+    assert "prompt computed 66% · cache hit 34% (device 100%) · external 0%" in text
+    assert "tokens per step mean 13.6, p50 ≤1, p90 7.1\n" in text
+    assert "prefill computed per request mean 152\n" in text
+    instance = node["instances"][0]
+    assert instance["waiting_for_capacity"] == 0.0 and instance["sleep"] == "awake"
+    rates = instance["rates"]
+    assert rates["admission_rejections"] == {"max_num_queued_reqs": 12.0, "max_num_queued_tokens": 4.0}
+    assert rates["prompt_sources"]["tokens"]["local_cache_hit"] == 768.0
+    assert rates["prompt_sources"]["shares"]["local_cache_hit"] == pytest.approx(768 / 2289)
+    assert rates["tokens_per_step"]["count"] == 127.0
+
+
+def test_the_snapshot_shows_a_dash_where_the_version_has_no_series() -> None:
+    scenario = VLLM_FIXTURES / "mtp2-steady"
+    text, node = _snapshot_of([_as_older_server((scenario / f"scrape-00{i}.prom").read_text()) for i in (0, 1)])
+    assert "(capacity –, deferred –)" in text
+    assert "admission rejections –" in text
+    assert "prompt –\n" in text
+    assert "tokens per step –\n" in text and "prefill computed per request –\n" in text
+    instance = node["instances"][0]
+    assert instance["sleep"] is None and instance["rates"]["prompt_sources"] is None
+
+
+def test_a_sleeping_instance_reads_as_asleep_in_the_snapshot() -> None:
+    text, node = _snapshot_of([put_to_sleep((REAL / "after.prom").read_text(), 1)])
+    assert "  tiny  http://127.0.0.1:18123  up" in text
+    assert "    tiny: asleep (level 1: weights offloaded to host memory)" in text
+    assert node["instances"][0]["sleep"] == "weights_offloaded"
