@@ -286,6 +286,7 @@ class Engine:
         # step with a prefill chunk in it takes longer.
         prefill_budget = self.profile.prefill_tokens_per_s * dt
         prefill_used_s = 0.0
+        prefill_taken = 0.0
         for request in list(self.running):
             if request.prefill_left <= 0:
                 continue
@@ -293,6 +294,7 @@ class Engine:
                 request.stall_s = max(0.0, request.stall_s - dt)
                 continue
             take = min(request.prefill_left, prefill_budget)
+            prefill_taken += take
             request.prefill_left -= take
             prefill_budget -= take
             prefill_used_s += take / self.profile.prefill_tokens_per_s
@@ -315,9 +317,11 @@ class Engine:
         for request, reason in finished:
             self._finish(request, reason)
         self._preempt_if_full()
-        if self.running:
-            # One decode token per running request per engine step.
-            self.sink.observe("vllm:iteration_tokens_total", float(len(self.running)), count=int(dt / step) or 1)
+        if self.running or prefill_taken:
+            # Each engine step carries one decode token per running request and its share of the
+            # prompt chunk computed this tick (vLLM counts computed prompt + generated tokens).
+            steps = int(dt / step) or 1
+            self.sink.observe("vllm:iteration_tokens_total", len(self.running) + prefill_taken / steps, count=steps)
 
     def _first_token(self, request: Request, at: float) -> None:
         request.first_token = at

@@ -317,7 +317,7 @@ def _restarts_rising(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMem
 def _requests_without_tokens(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.url is None:
         return None
-    if inst.status.state not in SERVING:
+    if inst.status.state not in SERVING or inst.asleep:  # asleep: quiet on purpose
         return _NO
     canary = inst.canary
     if canary is not None and canary.wedged and canary.last is not None:
@@ -354,7 +354,7 @@ def _requests_without_tokens(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _Ins
 def _decode_slow(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.url is None:
         return None
-    if inst.status.state not in SERVING:
+    if inst.status.state not in SERVING or inst.asleep:  # nor does it learn a baseline
         return _NO
     rates = ctx.rates(inst)
     generated = rates.generation_tokens_per_s if rates is not None else None
@@ -470,8 +470,8 @@ def _kv_preemptions(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemo
 def _never_served(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.url is None:
         return None
-    if inst.status.state not in SERVING or im.last_start is None or im.served:
-        return _NO
+    if inst.status.state not in SERVING or im.last_start is None or im.served or inst.asleep:
+        return _NO  # asleep: it cannot serve until woken, and waking it is the operator's call
     if im.serving_since is None or ctx.now - im.serving_since < rule.param("min_up_s"):
         return _NO
     return _Check(

@@ -27,6 +27,8 @@ Values = dict[str, float | None]
 def view_numbers(view: InstanceView) -> Values:
     """The numbers of one instance view, keyed as ``NUMBERS`` (per position as ``per_position:i``)."""
     out: Values = {"kv_usage": view.kv_usage, "running": view.running, "waiting": view.waiting}
+    if view.waiting_for_capacity is not None:
+        out["waiting_for_capacity"] = view.waiting_for_capacity
     rates = view.rates
     if rates is None:
         return out
@@ -38,6 +40,17 @@ def view_numbers(view: InstanceView) -> Values:
         prefix_cache_hit_rate=rates.prefix_cache_hit_rate,
         preemptions_per_s=rates.preemptions_per_s,
     )
+    # vLLM 0.32's numbers: only where the server publishes them (Prometheus then has no series either)
+    if rates.admission_rejections:
+        out["admission_rejections_per_s"] = rates.admission_rejections_per_s
+    if rates.prompt_sources is not None:
+        out["prompt_cache_hit_share"] = rates.prompt_sources.share("local_cache_hit")
+    for key, summary in (
+        ("tokens_per_step_mean", rates.tokens_per_step),
+        ("prefill_computed_mean", rates.prefill_computed_per_request),
+    ):
+        if summary is not None:
+            out[key] = summary.mean
     spec = rates.spec_decode
     if spec is not None:
         out["acceptance_rate"] = spec.acceptance_rate

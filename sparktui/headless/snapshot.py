@@ -16,12 +16,14 @@ from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
+    engine_lines,
     fmt_gib,
     fmt_number,
     fmt_pct,
     fmt_rate,
     fmt_seconds,
     fmt_tokens,
+    fmt_waiting,
     to_jsonable,
 )
 from sparktui.sources.canary import CanarySender
@@ -151,7 +153,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
     if view.model_name:
         head += f"  {view.model_name}"
     lines = [head]
-    lines.extend(f"    ! {reason}" for reason in view.status.reasons)
+    mark = "" if view.status.state is State.UP else "! "  # an up instance's reason is news, not a problem
+    lines.extend(f"    {mark}{reason}" for reason in view.status.reasons)
     if view.launch is not None:
         lines.append(f"    launch readiness: {view.launch.reason}")
     if view.url is None:
@@ -163,10 +166,12 @@ def _instance_lines(view: InstanceView) -> list[str]:
         lines.append("    up without engine stats (--disable-log-stats): no vLLM numbers to show")
         return lines
     lines.append(
-        f"    running {fmt_number(view.running)}   waiting {fmt_number(view.waiting)}   "
+        f"    running {fmt_number(view.running)}   "
+        f"waiting {fmt_waiting(view.waiting, view.waiting_for_capacity, view.waiting_deferred)}   "
         f"KV cache {fmt_pct(view.kv_usage)} of {fmt_tokens(view.kv_capacity_tokens)} tokens"
     )
     lines.extend(_rates_lines(view.rates))
+    lines.extend(f"    {line}" for line in engine_lines(view.rates))
     if view.canary is not None:
         lines.append(f"    {canary_text(view.canary)}")
     return lines

@@ -15,6 +15,8 @@ Rules (``CanaryClock.due``):
 
 - never while tokens are moving: a token in the last ``idle_s`` already proves liveness;
 - only while the instance answers ``/health`` 200 (a down engine is down, not wedged);
+- never to an engine that is asleep (``vllm:engine_sleep_state``): it generates nothing until woken
+  (``InstanceState.canary_due``);
 - never while one is in flight, and never twice within ``interval_s``;
 - not at all when the instance's ``canary = false`` or ``[canary] enabled = false``.
 """
@@ -69,6 +71,7 @@ class CanaryView:
     wedged: bool  # the last canary timed out while /health said 200, and no token moved since
     quiet_s: float | None = None  # seconds since a token last moved (None: no scrape yet)
     idle_s: float | None = None  # the quiet time after which a canary goes out
+    asleep: bool = False  # the engine is asleep: no canary goes out
 
 
 class CanaryClock:
@@ -126,14 +129,15 @@ class CanaryClock:
             return False
         return self.tokens_moved_t is None or self.tokens_moved_t <= last.sent_t
 
-    def view(self, t: float) -> CanaryView:
+    def view(self, t: float, *, asleep: bool = False) -> CanaryView:
         return CanaryView(
             sent=self.sent,
             in_flight=self.in_flight,
             last=self.last,
-            wedged=self.wedged(),
+            wedged=self.wedged() and not asleep,  # a timeout before it was put to sleep is old news
             quiet_s=self.idle_for(t),
             idle_s=self.idle_s,
+            asleep=asleep,
         )
 
 
@@ -142,6 +146,8 @@ def canary_text(view: CanaryView) -> str:
     sent = f"{view.sent} sent"
     if view.in_flight:
         return f"canary: {sent}, one waiting for its answer"
+    if view.asleep:
+        return f"canary: {sent}; none while the engine is asleep"
     last = view.last
     if last is None:
         quiet, idle = view.quiet_s, view.idle_s

@@ -118,6 +118,33 @@ class SpecDecodeStats:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptShares:
+    """Tokens by source over a window and each source's share of them (ratio of sums). ``shares`` is
+    None for every source when the window has no tokens ("no traffic", never 0 %)."""
+
+    tokens: Mapping[str, float]
+
+    JSON_PROPERTIES = ("total", "shares")
+
+    @property
+    def total(self) -> float:
+        return sum(self.tokens.values())
+
+    @property
+    def shares(self) -> Mapping[str, float | None]:
+        total = self.total
+        return {source: ratio(value, total) for source, value in self.tokens.items()}
+
+    def share(self, source: str) -> float | None:
+        """``source``'s share; None with no tokens, 0 when the source is published but gave none."""
+        return ratio(self.tokens.get(source), self.total) if source in self.tokens else None
+
+    @classmethod
+    def of(cls, by_source: Mapping[str, float]) -> PromptShares | None:
+        return cls(dict(by_source)) if by_source else None
+
+
+@dataclass(frozen=True, slots=True)
 class VllmRates:
     """Everything derived from counter increases over one window for one served model."""
 
@@ -135,6 +162,13 @@ class VllmRates:
     spec_decode: SpecDecodeStats | None
     latency: Mapping[str, LatencySummary]
     histograms: Mapping[str, HistogramSample] = field(default_factory=dict)  # bucket increases in the window
+    # vLLM >= 0.32 (each None or empty where the version does not publish the series)
+    admission_rejections: Mapping[str, float] = field(default_factory=dict)  # by reason, over the window
+    admission_rejections_per_s: float | None = None
+    prompt_sources: PromptShares | None = None  # where the window's prompt tokens came from
+    cached_tiers: PromptShares | None = None  # which cache tier supplied the window's cache hits
+    tokens_per_step: LatencySummary | None = None  # vllm:iteration_tokens_total: the batch of one engine step
+    prefill_computed_per_request: LatencySummary | None = None  # prompt tokens a finished request computed
 
 
 def _per_s(value: float | None, seconds: float) -> float | None:
@@ -170,6 +204,15 @@ def spec_decode_stats(deltas: Deltas) -> SpecDecodeStats | None:
 LATENCY_KEYS = ("ttft", "itl", "tpot", "e2e", "queue", "prefill", "decode")
 
 
+def _window_summary(deltas: Deltas, latest: ModelScrape, key: str) -> LatencySummary | None:
+    """Mean and quantiles of histogram ``key`` over the window (None when it was not scraped)."""
+    hist = latest.histograms.get(key)
+    if hist is None:
+        return None
+    window = histogram_deltas(deltas, key, hist.bounds)
+    return LatencySummary.of(window) if window is not None else None
+
+
 def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
     """Derive the window numbers; None for an empty window (two scrapes with the same time)."""
     seconds = deltas.seconds
@@ -191,6 +234,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
             latency[key] = LatencySummary.of(window)
             histograms[key] = window
     preemptions = deltas.get("preemptions")
+    rejections = deltas.labelled("admission_rejected")
     return VllmRates(
         seconds=seconds,
         reset=deltas.reset,
@@ -206,4 +250,10 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         spec_decode=spec_decode_stats(deltas),
         latency=latency,
         histograms=histograms,
+        admission_rejections=rejections,
+        admission_rejections_per_s=_per_s(sum(rejections.values()), seconds) if rejections else None,
+        prompt_sources=PromptShares.of(deltas.labelled("prompt_by_source")),
+        cached_tiers=PromptShares.of(deltas.labelled("cached_by_tier")),
+        tokens_per_step=_window_summary(deltas, latest, "iteration_tokens"),
+        prefill_computed_per_request=_window_summary(deltas, latest, "prefill_kv_computed"),
     )

@@ -38,7 +38,7 @@ from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, ScrapeProblem, normalise
+from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, normalise
 
 GIB = 1024**3
 CRASH_LOOP_RESTARTS = 3  # restarts of a unit that is not running before we call it a crash loop
@@ -65,6 +65,14 @@ class InstanceView:
     service: ServiceState | None = None  # its systemd unit or container, from the host sampler
     metrics_problem: str | None = None  # why its last /metrics answer was not used, also a status reason
     canary: CanaryView | None = None  # None: canaries are off for it (or it serves no HTTP)
+    waiting_for_capacity: float | None = None  # None: the version does not split waiting by reason
+    waiting_deferred: float | None = None
+    sleep: Sleep | None = None  # None: the version publishes no engine_sleep_state
+
+    @property
+    def asleep(self) -> bool:
+        """Put to sleep on purpose (``/sleep``): not down, not wedged, sent no canary."""
+        return self.sleep is not None and self.sleep.asleep
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +168,11 @@ class InstanceState:
             clock.done(judge(obs.canary, sent_t, t))
 
     def canary_due(self, t: float) -> CanaryOrder | None:
-        """A canary for this instance if one is due at ``t`` (``CanaryClock.due``), marked as sent."""
+        """A canary for this instance if one is due at ``t`` (``CanaryClock.due``), marked as sent.
+        None to an engine that is asleep: it generates nothing until woken, and that is no wedge."""
         clock = self.canary
         healthy = self.health is not None and self.health.ok
-        if clock is None or not clock.due(t, healthy):
+        if clock is None or self.sleep() is not None or not clock.due(t, healthy):
             return None
         clock.send(t)
         return CanaryOrder(self.spec.name, self.served_models[0] if self.served_models else None)
@@ -212,6 +221,14 @@ class InstanceState:
         generated = rates.generation_tokens_per_s
         return generated is None or generated > 0 or self._running() in (None, 0)
 
+    def sleep(self) -> Sleep | None:
+        """The sleep state of the last scrape when the engine is asleep, else None (awake or not known)."""
+        latest = self.tracker.latest
+        if latest is None or self.metrics_error is not None:
+            return None
+        states = [m.sleep for m in latest.models.values() if m.sleep is not None and m.sleep.asleep]
+        return states[0] if states else None
+
     def _running(self) -> float | None:
         latest = self.tracker.latest
         if latest is None or not latest.models:
@@ -255,11 +272,16 @@ class InstanceState:
         if not health.ok:
             return Status(State.DOWN, (f"{name}: /health HTTP {health.status}",))
         problems = [p for p in (self.metrics_error, self.models_problem) if p]
+        asleep = self.sleep()
         latest = self.tracker.latest
-        if latest is not None and latest.has_engine_stats and self.metrics_error is None:
+        if asleep is None and latest is not None and latest.has_engine_stats and self.metrics_error is None:
             problems.extend(self._load_problems(t, thresholds, rates))
         if problems:
             return Status(State.DEGRADED, tuple(f"{name}: {p}" for p in problems))
+        if asleep is not None:
+            # Asleep on purpose: it answers /health and generates nothing until woken. Neither its
+            # silence (wedge) nor its gauges (load) are problems; the reason says why it is quiet.
+            return Status(State.UP, (f"{name}: {asleep.description}",))
         return UP
 
     def _manager_status(self, health: HttpResult) -> Status | None:
@@ -362,13 +384,16 @@ class InstanceState:
             engine_stats=bool(latest and latest.has_engine_stats),
             running=model.running if model and fresh else None,
             waiting=model.waiting if model and fresh else None,
+            waiting_for_capacity=model.waiting_for_capacity if model and fresh else None,
+            waiting_deferred=model.waiting_deferred if model and fresh else None,
+            sleep=model.sleep if model and fresh else None,
             kv_usage=model.kv_usage_max if model and fresh else None,
             kv_capacity_tokens=latest.kv_capacity_tokens if latest else None,
             rates=rates if fresh else None,
             launch=launch,
             service=self.service,
             metrics_problem=self.metrics_error if self.spec.base_url is not None else None,
-            canary=self.canary.view(t) if self.canary is not None else None,
+            canary=self.canary.view(t, asleep=self.sleep() is not None) if self.canary is not None else None,
         )
 
 

@@ -9,6 +9,10 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparktui.model.derive import LatencySummary, PromptShares, VllmRates
 
 NO_DATA = "–"
 GIB = 1024**3
@@ -66,6 +70,86 @@ def fmt_tokens(value: float | None) -> str:
     if value >= 1e4:
         return f"{value / 1e3:.0f}k"
     return f"{value:,.0f}"
+
+
+def fmt_token_count(value: float | None, floor: float | None = None) -> str:
+    """A token count from a histogram: 13.6, 152, and "≤1" at or below the first bucket bound."""
+    if value is None or _missing(value):
+        return NO_DATA
+    if floor is not None and value <= floor:
+        return f"≤{floor:g}"
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def fmt_waiting(waiting: float | None, capacity: float | None, deferred: float | None) -> str:
+    """Waiting and its split: "3 (capacity 2, deferred 1)"; the split is "–" on a version without it."""
+    return f"{fmt_number(waiting)} (capacity {fmt_number(capacity)}, deferred {fmt_number(deferred)})"
+
+
+# The operator's words for vLLM's label values; an unknown value is shown as it is.
+PROMPT_SOURCE_WORDS = {"local_compute": "computed", "local_cache_hit": "cache hit", "external_kv_transfer": "external"}
+
+
+def _ordered(keys: Mapping[str, object], words: Mapping[str, str]) -> list[str]:
+    return [k for k in words if k in keys] + sorted(k for k in keys if k not in words)
+
+
+def fmt_prompt_sources(sources: PromptShares | None, tiers: PromptShares | None = None) -> str:
+    """Where the window's prompt tokens came from, the cache hits by tier in brackets:
+    "computed 54% · cache hit 46% (device 100%) · external 0%"."""
+    if sources is None:
+        return NO_DATA
+    shares = sources.shares
+    parts = []
+    for key in _ordered(shares, PROMPT_SOURCE_WORDS):
+        part = f"{PROMPT_SOURCE_WORDS.get(key, key)} {fmt_pct(shares[key], 0)}"
+        if key == "local_cache_hit":
+            part += f" ({fmt_cache_tiers(tiers)})"
+        parts.append(part)
+    return " · ".join(parts)
+
+
+def fmt_cache_tiers(tiers: PromptShares | None) -> str:
+    """The tiers that supplied the window's cache hits: "device 100%" (tiers that gave none left out);
+    "tier –" without hits or on a version that does not say."""
+    if tiers is None:
+        return f"tier {NO_DATA}"
+    shown = [f"{k} {fmt_pct(v, 0)}" for k, v in tiers.shares.items() if v]
+    return ", ".join(shown) if shown else f"tier {NO_DATA}"
+
+
+def fmt_admission(rates: VllmRates) -> str:
+    """Admission rejections per second over the window, and how many by reason (the server's flag that
+    refused them): "1.6/s (max_num_queued_reqs 12, max_num_queued_tokens 4)"."""
+    counts = rates.admission_rejections
+    if not counts:
+        return NO_DATA
+    reasons = ", ".join(f"{k} {counts[k]:,.0f}" for k in sorted(counts) if counts[k])
+    per_s = fmt_rate(rates.admission_rejections_per_s, "/s")
+    return f"{per_s} ({reasons})" if reasons else per_s
+
+
+def fmt_token_summary(summary: LatencySummary | None, quantiles: bool = True) -> str:
+    """A token histogram over the window: "mean 13.6, p50 ≤1, p90 7.1"."""
+    if summary is None or not summary.count:
+        return NO_DATA
+    mean = f"mean {fmt_token_count(summary.mean)}"
+    if not quantiles:
+        return mean
+    floor = summary.floor
+    return f"{mean}, p50 {fmt_token_count(summary.p50, floor)}, p90 {fmt_token_count(summary.p90, floor)}"
+
+
+def engine_lines(rates: VllmRates | None) -> list[str]:
+    """vLLM 0.32's operator numbers over the window, for the node screen and ``snapshot`` alike."""
+    if rates is None:
+        return []
+    return [
+        f"admission rejections {fmt_admission(rates)}",
+        f"prompt {fmt_prompt_sources(rates.prompt_sources, rates.cached_tiers)}",
+        f"tokens per step {fmt_token_summary(rates.tokens_per_step)}",
+        f"prefill computed per request {fmt_token_summary(rates.prefill_computed_per_request, quantiles=False)}",
+    ]
 
 
 def to_jsonable(value: object) -> object:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from sparktui.model.promtext import Exposition, Sample, parse_number
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
@@ -37,7 +38,12 @@ COUNTERS: Mapping[str, tuple[str, ...]] = {
 LABELLED_COUNTERS: Mapping[str, tuple[str, str]] = {
     "spec_accepted_pos": ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"),
     "finished": ("vllm:request_success_total", "finished_reason"),
+    # local_compute | local_cache_hit | external_kv_transfer (<=0.16)
     "prompt_by_source": ("vllm:prompt_tokens_by_source_total", "source"),
+    # the cache tier of the hits: device | host | p2p | disk | external_unspecified (0.32)
+    "cached_by_tier": ("vllm:prompt_tokens_cached_by_source_total", "source"),
+    # the API server's queue limits: max_num_queued_reqs | max_num_queued_tokens; no engine label (0.32)
+    "admission_rejected": ("vllm:admission_rejections_total", "reason"),
 }
 
 # Histograms: logical key -> wire base names (``_bucket``/``_sum``/``_count`` appended).
@@ -51,6 +57,11 @@ HISTOGRAMS: Mapping[str, tuple[str, ...]] = {
     "decode": ("vllm:request_decode_time_seconds",),
     "prompt_len": ("vllm:request_prompt_tokens",),
     "gen_len": ("vllm:request_generation_tokens",),
+    # tokens of one engine step (computed prompt + generated): the batch size per step; a histogram
+    # whose name ends in _total (all versions)
+    "iteration_tokens": ("vllm:iteration_tokens_total",),
+    # prompt tokens a finished request computed (prompt - cached) (0.13)
+    "prefill_kv_computed": ("vllm:request_prefill_kv_computed_tokens",),
 }
 
 GAUGES: Mapping[str, tuple[str, ...]] = {
@@ -60,8 +71,34 @@ GAUGES: Mapping[str, tuple[str, ...]] = {
 }
 
 CACHE_CONFIG = "vllm:cache_config_info"
-WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
-SLEEP_STATE = "vllm:engine_sleep_state"
+WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"  # capacity | deferred, summing to waiting (<=0.20)
+SLEEP_STATE = "vllm:engine_sleep_state"  # 0/1 flags: awake | weights_offloaded | discard_all (0.12)
+
+
+class Sleep(StrEnum):
+    """An engine's ``vllm:engine_sleep_state``: awake, or asleep at one of vLLM's levels."""
+
+    AWAKE = "awake"
+    KV_RELEASED = "kv_released"  # awake = 0 with neither level flag: release_kv_cache_memory()
+    WEIGHTS_OFFLOADED = "weights_offloaded"  # sleep level 1
+    DISCARD_ALL = "discard_all"  # sleep level 2
+
+    @property
+    def asleep(self) -> bool:
+        return self is not Sleep.AWAKE
+
+    @property
+    def description(self) -> str:
+        """In the operator's words, for a status reason: "asleep (level 1: weights offloaded)"."""
+        return _SLEEP_WORDS[self]
+
+
+_SLEEP_WORDS = {
+    Sleep.AWAKE: "awake",
+    Sleep.KV_RELEASED: "asleep (KV cache memory released)",
+    Sleep.WEIGHTS_OFFLOADED: "asleep (level 1: weights offloaded to host memory)",
+    Sleep.DISCARD_ALL: "asleep (level 2: weights and KV cache discarded)",
+}
 PROCESS_START = "process_start_time_seconds"
 
 
@@ -120,9 +157,23 @@ class ModelScrape:
     histograms: Mapping[str, HistogramSample]
     running: float | None
     waiting: float | None
-    waiting_for_capacity: float | None
+    waiting_by_reason: Mapping[str, float]  # capacity, deferred; empty when the version has no split
     kv_usage_by_engine: Mapping[str, float]
-    asleep: bool
+    sleep: Sleep | None  # None: this vLLM publishes no engine_sleep_state
+
+    @property
+    def waiting_for_capacity(self) -> float | None:
+        """Waiting for scheduling capacity: the real backlog (None when the version has no split)."""
+        return self.waiting_by_reason.get("capacity") if self.waiting_by_reason else None
+
+    @property
+    def waiting_deferred(self) -> float | None:
+        """Waiting on a transient constraint (LoRA budget, KV transfer, blocked), not on capacity."""
+        return self.waiting_by_reason.get("deferred", 0.0) if self.waiting_by_reason else None
+
+    @property
+    def asleep(self) -> bool:
+        return self.sleep is not None and self.sleep.asleep
 
     @property
     def kv_usage_max(self) -> float | None:
@@ -190,7 +241,7 @@ def _first_present(expo: Exposition, names: tuple[str, ...]) -> str | None:
 
 
 class _ModelAccumulator:
-    __slots__ = ("asleep", "counters", "engines", "hist", "kv", "running", "waiting", "waiting_capacity")
+    __slots__ = ("counters", "engines", "hist", "kv", "running", "sleep_flags", "waiting", "waiting_by_reason")
 
     def __init__(self) -> None:
         self.engines: set[str] = set()
@@ -200,8 +251,8 @@ class _ModelAccumulator:
         self.kv: dict[str, float] = {}
         self.running: float | None = None
         self.waiting: float | None = None
-        self.waiting_capacity: float | None = None
-        self.asleep = False
+        self.waiting_by_reason: dict[str, float] = {}
+        self.sleep_flags: dict[str, dict[str, float]] = {}  # engine -> sleep_state -> value
 
     def add_counter(self, key: str, value: float) -> None:
         self.counters[key] = self.counters.get(key, 0.0) + value
@@ -262,15 +313,15 @@ def normalise(expo: Exposition) -> VllmScrape:
         acc = model(labels)
         acc.waiting = _gauge_sum(acc.waiting, value)
     for labels, value in _finite(WAITING_BY_REASON, expo.get(WAITING_BY_REASON)):
-        if labels.get("reason") == "capacity":
-            acc = model(labels)
-            acc.waiting_capacity = _gauge_sum(acc.waiting_capacity, value)
+        reason = safe_text(labels.get("reason", ""), LABEL_LIMIT)
+        by_reason = model(labels).waiting_by_reason
+        by_reason[reason] = by_reason.get(reason, 0.0) + value
     kv = _first_present(expo, GAUGES["kv_usage"])
     for labels, value in _finite(kv, expo.get(kv)) if kv else ():
         model(labels).kv[labels.get("engine", "0")] = value
     for labels, value in _finite(SLEEP_STATE, expo.get(SLEEP_STATE)):
-        if labels.get("sleep_state") == "awake" and value == 0:
-            model(labels).asleep = True
+        flags = model(labels).sleep_flags.setdefault(labels.get("engine", "0"), {})
+        flags[labels.get("sleep_state", "")] = value
 
     cache_config = {
         labels.get("engine", "0"): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
@@ -289,9 +340,34 @@ def _process_start(expo: Exposition) -> float | None:
     return series[0][1] if series else None
 
 
+def _sleep(flags_by_engine: Mapping[str, Mapping[str, float]]) -> Sleep | None:
+    """The model's sleep state: vLLM puts every engine to sleep together, so one asleep engine is
+    enough (the deepest level wins); None when no engine publishes an ``awake`` flag."""
+    found: Sleep | None = None
+    for flags in flags_by_engine.values():
+        awake = flags.get("awake")
+        if awake is None:
+            continue
+        if awake != 0:
+            state = Sleep.AWAKE
+        elif flags.get("discard_all", 0) != 0:
+            state = Sleep.DISCARD_ALL
+        elif flags.get("weights_offloaded", 0) != 0:
+            state = Sleep.WEIGHTS_OFFLOADED
+        else:
+            state = Sleep.KV_RELEASED
+        if found is None or _SLEEP_DEPTH[state] > _SLEEP_DEPTH[found]:
+            found = state
+    return found
+
+
+_SLEEP_DEPTH = {Sleep.AWAKE: 0, Sleep.KV_RELEASED: 1, Sleep.WEIGHTS_OFFLOADED: 2, Sleep.DISCARD_ALL: 3}
+
+
 def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
     # Finite values can still sum past the largest float over engines.
     sums = {**acc.counters, "running": acc.running or 0.0, "waiting": acc.waiting or 0.0}
+    sums.update({f"waiting:{reason}": value for reason, value in acc.waiting_by_reason.items()})
     sums.update({f"{key}_bucket": sum(buckets.values()) + sum(totals) for key, (buckets, totals) in acc.hist.items()})
     for key, value in sums.items():
         if not math.isfinite(value):
@@ -312,7 +388,7 @@ def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
         histograms=histograms,
         running=acc.running,
         waiting=acc.waiting,
-        waiting_for_capacity=acc.waiting_capacity,
+        waiting_by_reason=acc.waiting_by_reason,
         kv_usage_by_engine=acc.kv,
-        asleep=acc.asleep,
+        sleep=_sleep(acc.sleep_flags),
     )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from sparktui.model import exporters, memory
 from sparktui.model.specs import PrometheusSpec, PrometheusTarget, parse_selector
-from sparktui.model.vllm import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WANTED
+from sparktui.model.vllm import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WAITING_BY_REASON, WANTED
 
 SCRAPE_LABEL = "sparktui_scrape"  # marks the scrape-time half of the refresh query
 
@@ -218,6 +218,20 @@ def numbers() -> tuple[Number, ...]:
         Number("kv_usage", "KV cache usage", _gauge("kv_usage", "max"), percent=True),
         Number("running", "running", _gauge("running", "sum")),
         Number("waiting", "waiting", _gauge("waiting", "sum")),
+        Number(
+            "waiting_for_capacity",
+            "waiting for capacity",
+            f'sum by ({{by}}) ({WAITING_BY_REASON}{{{{{{sel}},reason="capacity"}}}})',
+        ),
+        Number("admission_rejections_per_s", "admission rejections", _labelled("admission_rejected"), " /s"),
+        Number(
+            "prompt_cache_hit_share",
+            "prompt tokens from the cache",
+            _ratio(_labelled("prompt_by_source", "local_cache_hit"), _labelled("prompt_by_source")),
+            percent=True,
+        ),
+        Number("tokens_per_step_mean", "tokens per step mean", _histogram_mean("iteration_tokens")),
+        Number("prefill_computed_mean", "prefill computed per request", _histogram_mean("prefill_kv_computed")),
     ]
     return tuple(out)
 

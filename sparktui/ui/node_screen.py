@@ -19,7 +19,17 @@ from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds, fmt_tokens
+from sparktui.model.units import (
+    NO_DATA,
+    engine_lines,
+    fmt_gib,
+    fmt_number,
+    fmt_pct,
+    fmt_rate,
+    fmt_seconds,
+    fmt_tokens,
+    fmt_waiting,
+)
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.render import finding_text, level_bar, memory_bar, status_text
@@ -289,11 +299,16 @@ class NodeScreen(SparkScreen[None]):
             self._put("#requests", text)
             return
         rates = instance.rates
-        text.append(f"running {fmt_number(instance.running)}   waiting {fmt_number(instance.waiting)}\n")
+        if instance.asleep and instance.sleep is not None:
+            text.append(f"engine {instance.sleep.description}\n", style=self.spark.colours["status-loading"])
+        waiting = fmt_waiting(instance.waiting, instance.waiting_for_capacity, instance.waiting_deferred)
+        text.append(f"running {fmt_number(instance.running)}   waiting {waiting}\n")
         if rates is not None:
             text.append(f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   ")
             text.append(f"preemptions {fmt_number(rates.preemptions)} ({fmt_rate(rates.preemptions_per_s, '/s')})\n")
             text.append(f"prefix-cache hit {fmt_pct(rates.prefix_cache_hit_rate)}\n")
+            for line in engine_lines(rates):
+                text.append(line + "\n")
             reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(rates.finished_by_reason.items()) if v)
             text.append(f"finish reasons: {reasons or NO_DATA}\n")
         text.append(f"vLLM {instance.version or NO_DATA}   max_model_len {fmt_number(instance.max_model_len)}\n")

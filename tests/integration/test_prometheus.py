@@ -71,6 +71,7 @@ RATES = (
     "prompt_tokens_computed_per_s",
     "requests_finished_per_s",
     "preemptions_per_s",
+    "admission_rejections_per_s",
 )
 
 

@@ -234,6 +234,27 @@ def gb10_nvidia_exporter_page() -> str:
     return "\n".join(line for line in text.splitlines() if "nvidia_smi_memory_" not in line) + "\n"
 
 
+SLEEP_FLAGS = {  # vllm:engine_sleep_state after /sleep?level=N (vLLM's record_sleep_state)
+    0: {"awake": 1.0, "weights_offloaded": 0.0, "discard_all": 0.0},
+    1: {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 0.0},
+    2: {"awake": 0.0, "weights_offloaded": 0.0, "discard_all": 1.0},
+}
+
+
+def put_to_sleep(text: str, level: int) -> str:
+    """A scrape as the engine publishes it asleep at ``level`` (1, 2; 0: awake again). A real vLLM
+    on CPU cannot sleep (no sleep mode there), so the flags are set the way ``record_sleep_state`` does."""
+    flags = SLEEP_FLAGS[level]
+    out = []
+    for line in text.splitlines():
+        if line.startswith("vllm:engine_sleep_state{"):
+            state = line.split('sleep_state="', 1)[1].split('"', 1)[0]
+            out.append(f"{line.rsplit(' ', 1)[0]} {flags[state]}")
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def scenario_scrapes(scenario: str) -> list[str]:
     entries = json.loads((VLLM / scenario / "scrapes.json").read_text())
     return [(VLLM / scenario / e["file"]).read_text() for e in entries]

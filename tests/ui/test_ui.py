@@ -26,7 +26,7 @@ from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
 from sparktui.ui.themes import ThemeFileError, theme_from_toml
-from tests.support.fixture_fleet import scenario_scrapes
+from tests.support.fixture_fleet import put_to_sleep, scenario_scrapes
 from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
 from tests.support.wait import wait_until
 
@@ -494,3 +494,28 @@ def test_a_theme_file_nested_thousands_deep_is_one_line_naming_it() -> None:
     with pytest.raises(ThemeFileError) as caught:
         theme_from_toml("x = " + "[" * 3000 + "]" * 3000, "deep.toml")
     assert str(caught.value) == "deep.toml: arrays or tables are nested too deeply to read"
+
+
+async def test_an_asleep_engine_reads_as_asleep_on_the_fleet_row_and_the_node_screen() -> None:
+    app = fed_app()
+    asleep = put_to_sleep(scenario_scrapes("mtp3-poor-pos2")[29], 1)
+    ok = HttpResult(url="u", kind=FetchKind.OK, status=200, body=b"", elapsed_s=0.01)
+    metrics = HttpResult(url="u", kind=FetchKind.OK, status=200, body=asleep.encode(), elapsed_s=0.01)
+    app.state.apply(
+        NodeObservation(node="spark2", t=NOW, wall=1e9 + NOW, vllm=(VllmObservation("gemma4", ok, metrics),))
+    )
+    app.refresh_views()
+    reason = "gemma4: asleep (level 1: weights offloaded to host memory)"
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("down")
+        await pilot.pause()
+        assert reason in _plain(app.screen.query_one("#detail", Static))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        view = next(v for v in app.views if v.name == "spark2")
+        assert view.instances[0].status.state is State.UP
+        assert "engine asleep (level 1: weights offloaded to host memory)" in _plain(
+            app.screen.query_one("#requests", Static)
+        )

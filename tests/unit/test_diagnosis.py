@@ -27,7 +27,7 @@ from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State
 from tests.conftest import DATA
-from tests.support.fixture_fleet import scenario_scrapes
+from tests.support.fixture_fleet import put_to_sleep, scenario_scrapes
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = load_catalogue()
@@ -622,6 +622,28 @@ def cold_after_a_restart() -> None:
     rig.step(43.0, ok(), FRESH)  # the first requests finish: warm
     assert "cold-jit" not in rig.ids()
     assert "cold-jit" in [f.id for f in rig.engine.history("spark1")]
+
+
+@detector_case("cold-jit", False)
+def asleep_right_after_the_restart() -> None:
+    """Started, then put to sleep before any request: it cannot serve until woken, so it is not
+    "cold, the first request will wait"; waking it is the operator's call."""
+    rig = Rig()
+    never = {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0}
+    cold = edit(FRESH, {**never, "vllm:generation_tokens_total": 0, "vllm:request_success_total": 0})
+    restart_then(rig, put_to_sleep(cold, 1))
+    rig.step(42.0, ok(), put_to_sleep(cold, 1))
+    assert "cold-jit" not in rig.ids()
+    rig.step(43.0, ok(), cold)  # woken, still never served: cold after all
+    assert "cold-jit" in rig.ids()
+
+
+@detector_case("engine-wedged", False)
+def asleep_with_frozen_gauges_is_not_wedged() -> None:
+    rig = Rig()
+    for t in range(8):  # the wedged case's scrapes, from an engine put to sleep
+        rig.step(float(t), ok(), put_to_sleep(MTP2[0], 1), serving_sample(41 + t))
+    assert "engine-wedged" not in rig.ids()
 
 
 @detector_case("cold-jit", False)
