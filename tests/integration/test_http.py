@@ -304,7 +304,7 @@ async def test_chunked_body_arriving_a_few_bytes_at_a_time(kind: str) -> None:
         while await conn.request() is not None:
             for start in range(0, len(CHUNKED), 3):
                 await conn.send(CHUNKED[start : start + 3])
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0.001)  # the scenario: a server sending a few bytes at a time
 
     async with RawServer(chunked) as srv, open_client(kind) as client:
         first = await get(client, f"{srv.url}/metrics")
@@ -372,7 +372,7 @@ async def test_http10_body_ends_with_the_connection(kind: str) -> None:
         await conn.send(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n")
         for part in (b"no length ", b"given, ", b"read to the end"):
             await conn.send(part)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the scenario: the body in separate pieces
         conn.writer.close()
 
     async with RawServer(http10) as srv, open_client(kind) as client:
@@ -440,7 +440,7 @@ async def test_slow_drip_body_past_the_deadline_is_a_timeout(kind: str) -> None:
         for _ in range(200):  # one byte every 20 ms: 4 s for the whole body
             await conn.send(b"x")
             sent.append(1)
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the scenario: a slow server
 
     async with RawServer(drip) as srv, open_client(kind) as client:
         result = await get(client, f"{srv.url}/metrics", timeout_s=0.4)
@@ -481,7 +481,7 @@ async def test_server_closing_an_idle_connection_does_not_fail_the_next_fetch(ki
     async def close_when_idle(conn: RawConnection) -> None:
         await conn.request()
         await conn.send(answer(b"fine"))  # keep-alive implied, then closed after 50 ms idle (uvicorn does after 5 s)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the scenario: the server's idle timeout
 
     async with RawServer(close_when_idle) as srv, open_client(kind) as client:
         first = await get(client, f"{srv.url}/a")
