@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -28,6 +28,8 @@ def fleet_origins(fleet: FleetSpec) -> list[str]:
 
 POLL_GROUP = 8  # nodes polled together; the groups are spread over the interval
 
+Sleep = Callable[[float], Awaitable[object]]
+
 
 class FleetPoller:
     def __init__(
@@ -36,13 +38,20 @@ class FleetPoller:
         client: FetchClient,
         clock: Clock = time.monotonic,
         canaries: CanarySender | None = None,
+        *,
+        schedule_clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own.
         ``canaries``: sends the canaries a planner orders (``run``'s ``planner``) and hands their
-        results to the next polls."""
+        results to the next polls. ``schedule_clock`` and ``sleep`` time ``run``'s loops; they stay
+        apart from ``clock`` because a stepped demo stamps simulated time while the polls go out in
+        real time (a test passes virtual ones to check the schedule without waiting)."""
         self.fleet = fleet
         self.client = client
         self.canaries = canaries
+        self.schedule_clock = schedule_clock
+        self.sleep = sleep
         self.collectors = [NodeCollector(node, fleet, clock, canaries) for node in fleet.nodes]
 
     async def poll_all(self) -> list[NodeObservation]:
@@ -85,7 +94,7 @@ class FleetPoller:
         planner: CanaryPlanner | None = None,
     ) -> None:
         interval = self.fleet.poll_interval_s
-        next_at = time.monotonic() + offset_s - interval  # the first poll now, then at offset + k × interval
+        next_at = self.schedule_clock() + offset_s - interval  # the first poll now, then at offset + k × interval
         while True:
             try:
                 observation = await collector.poll(self.client)
@@ -96,7 +105,7 @@ class FleetPoller:
                 if on_error is not None:
                     on_error(collector.node.name, exc)
             next_at += interval
-            now = time.monotonic()
+            now = self.schedule_clock()
             if next_at < now:  # the poll overran: skip the missed ticks rather than bunch up
                 next_at = now + interval - ((now - next_at) % interval)
-            await asyncio.sleep(next_at - now)
+            await self.sleep(next_at - now)

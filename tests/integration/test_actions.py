@@ -48,6 +48,7 @@ from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
 from sparktui.model.units import fmt_seconds
 from tests.support.fixture_fleet import Endpoint, FixtureServer
 from tests.support.sshd import Sshd
+from tests.support.wait import wait_until
 
 HOSTILE = ["x; rm -rf /", "a b", "it's", 'q"uote', "new\nline", "-rf", "$(id)", "`id`", "a|b"]
 FAST = ActionSettings(
@@ -546,8 +547,7 @@ async def test_one_action_at_a_time_per_node_while_another_node_proceeds(
     try:
         async with asyncio.timeout(30):
             running = asyncio.create_task(runner.run(first))
-            while runner.busy("spark1") is None:  # noqa: ASYNC110 - the runner has no event to wait on
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: runner.busy("spark1") is not None, 10.0, what="spark1 busy with the first action")
             assert runner.busy("spark1") == "drop-caches spark1"
             refused = await runner.run(second)
             assert refused.outcome is Outcome.REFUSED
@@ -636,7 +636,7 @@ async def test_restart_on_the_demo_fleet_waits_for_readiness_and_warms_the_cold_
 
     async def fast_clock() -> None:  # 50x wall speed
         while True:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the scenario: the simulation's clock runs on wall time
             await fleet.advance(0.5)
 
     clock = asyncio.create_task(fast_clock())

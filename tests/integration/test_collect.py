@@ -23,6 +23,7 @@ from tests.support.fixture_fleet import (
     free_port,
     start_node,
 )
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -207,14 +208,19 @@ async def test_one_dead_node_does_not_delay_the_others() -> None:
         async with make_client() as client:
             poller = FleetPoller(fleet, client)
             task = asyncio.create_task(poller.run(lambda obs: polls.__setitem__(obs.node, polls[obs.node] + 1)))
-            await asyncio.sleep(1.6)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        # At 0.2 s the fast node polls about 8 times in 1.6 s; serialised behind the slow node's
-        # 0.5 s timeouts it would manage at most 3.
-        assert polls["fast"] >= 6, polls
-        assert polls["slow"] <= 4, polls
+            try:
+                await wait_until(
+                    lambda: polls["fast"] >= 8, 10.0, what="8 polls of the fast node", detail=lambda: str(polls)
+                )
+                seen = dict(polls)
+            finally:
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+        # 8 polls at 0.2 s take the fast node 1.4 s, in which the slow one (0.5 s timeouts, so a poll
+        # every 0.6 s) ends about 3; serialised behind the slow node, the fast one would end no more
+        # polls than it.
+        assert seen["slow"] <= 4, seen
     finally:
         for server in [*slow.servers(), *fast.servers()]:
             server.stop()
@@ -267,7 +273,7 @@ async def test_a_failing_observer_does_not_stop_the_polling(node: FixtureNode) -
 
     async with make_client() as client:
         task = asyncio.create_task(FleetPoller(fleet, client).run(buggy, lambda n, e: errors.append((n, e))))
-        await asyncio.sleep(0.5)
+        await wait_until(lambda: polls[0] >= 3, 10.0, what="3 polls despite the failing observer")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

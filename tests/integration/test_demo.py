@@ -176,7 +176,7 @@ async def test_chat_completion_runs_through_the_engine_and_is_counted(running_fl
         request = asyncio.create_task(client.post(f"{instance.http.url}/v1/chat/completions", json=body))
         for _ in range(40):  # step the simulation until the request is answered
             await running_fleet.advance(0.5)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the stepped demo: let the request's server run between steps
             if request.done():
                 break
         response = await request

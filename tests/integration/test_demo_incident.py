@@ -255,7 +255,7 @@ async def _ttft(incident: Incident, url: str) -> float:
     try:
         while not task.done():
             await incident.fleet.advance(0.5)
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # the stepped demo: let the request's server run between steps
             assert incident.fleet.now - sent < 120.0
         await task
     finally:

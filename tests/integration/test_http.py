@@ -44,6 +44,7 @@ from tests.support.fixture_fleet import (
     scenario_scrapes,
     start_node,
 )
+from tests.support.wait import wait_until
 
 CAP = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
@@ -303,7 +304,7 @@ async def test_chunked_body_arriving_a_few_bytes_at_a_time(kind: str) -> None:
         while await conn.request() is not None:
             for start in range(0, len(CHUNKED), 3):
                 await conn.send(CHUNKED[start : start + 3])
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0.001)  # the scenario: a server sending a few bytes at a time
 
     async with RawServer(chunked) as srv, open_client(kind) as client:
         first = await get(client, f"{srv.url}/metrics")
@@ -371,7 +372,7 @@ async def test_http10_body_ends_with_the_connection(kind: str) -> None:
         await conn.send(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n")
         for part in (b"no length ", b"given, ", b"read to the end"):
             await conn.send(part)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the scenario: the body in separate pieces
         conn.writer.close()
 
     async with RawServer(http10) as srv, open_client(kind) as client:
@@ -439,7 +440,7 @@ async def test_slow_drip_body_past_the_deadline_is_a_timeout(kind: str) -> None:
         for _ in range(200):  # one byte every 20 ms: 4 s for the whole body
             await conn.send(b"x")
             sent.append(1)
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the scenario: a slow server
 
     async with RawServer(drip) as srv, open_client(kind) as client:
         result = await get(client, f"{srv.url}/metrics", timeout_s=0.4)
@@ -463,7 +464,9 @@ async def test_cancel_mid_body_closes_that_connection_and_the_pool_stays_healthy
     async with RawServer(stall_first) as srv, open_client(kind) as client:
         task = asyncio.create_task(get(client, f"{srv.url}/stalls", timeout_s=30))
         await asyncio.wait_for(half_sent.wait(), 5)
-        await asyncio.sleep(0.05)  # the half body reaches the client
+        # Give the half body a moment to reach the client; cancelled a little earlier it is still
+        # cancelled mid-answer, which is all the test needs, so no condition is waited on.
+        await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -478,11 +481,11 @@ async def test_server_closing_an_idle_connection_does_not_fail_the_next_fetch(ki
     async def close_when_idle(conn: RawConnection) -> None:
         await conn.request()
         await conn.send(answer(b"fine"))  # keep-alive implied, then closed after 50 ms idle (uvicorn does after 5 s)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the scenario: the server's idle timeout
 
     async with RawServer(close_when_idle) as srv, open_client(kind) as client:
         first = await get(client, f"{srv.url}/a")
-        await asyncio.sleep(0.2)
+        await wait_until(srv.connections[0].writer.is_closing, 5.0, what="the server closing the idle connection")
         second = await get(client, f"{srv.url}/b")
     assert first.ok and second.ok, second.problem()
     assert len(srv.connections) == 2

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
+import psutil
 import pytest
 
 from sparktui.model.logbuffer import GAP_RECONNECTED, GAP_RESTARTED, LogBuffer, LogLine
@@ -15,6 +17,22 @@ from sparktui.sources.logs import LogStream, log_command
 from sparktui.sources.ssh import NodeSsh
 from tests.support.sshd import DOCKER_FAILED_START, FREE_MEMORY_ERROR, JOURNAL_FAILED_START, Sshd
 from tests.support.wait import wait_until
+
+
+def _following(path: Path) -> bool:
+    """Whether a process (the stub journalctl's ``tail -F``) has ``path`` open at its end."""
+    size = path.stat().st_size if path.exists() else 0
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] != "tail":
+            continue
+        try:
+            files = process.open_files()
+        except psutil.Error:  # ended meanwhile, or not ours
+            continue
+        if any(f.path == str(path) and f.position >= size for f in files):
+            return True
+    return False
+
 
 UNIT = "vllm.service"
 CONTAINER = "vllm-qwen3"
@@ -96,7 +114,9 @@ async def test_a_burst_arrives_in_a_few_bounded_batches(fresh_sshd: Sshd) -> Non
         stream = LogStream(ssh, unit_vllm(), on_batch=lambda name, lines: batches.append((name, lines)))
         async with running(stream):
             await wait_until(lambda: len(stream.buffer) == 1)
-            await asyncio.sleep(0.3)  # let the follower open the file, so the burst is followed, not tailed
+            # The burst must be followed, not tailed: wait until the follower has the file open at its end.
+            journal = fresh_sshd.state_dir / "journal" / f"{UNIT}.log"
+            await wait_until(lambda: _following(journal), 10.0, what=f"a tail -F following {journal}")
             burst = [f"2026-11-26T10:00:{i // 100:02d}+0000 spark1 vllm[1]: request {i}" for i in range(1000)]
             fresh_sshd.append_journal(UNIT, burst)
             await wait_until(lambda: len(stream.buffer) == 1001)

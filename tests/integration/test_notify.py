@@ -84,7 +84,7 @@ class Receiver:
                     receiver.requests.append(Received(time.monotonic(), "POST", self.path, headers, body))
                     behaviour = receiver.behaviour
                 if behaviour.delay_s:
-                    time.sleep(behaviour.delay_s)
+                    time.sleep(behaviour.delay_s)  # the scenario: a slow receiver (its own thread)
                 answer = (behaviour.body + b" " + self.path.encode()) if behaviour.echo_path else behaviour.body
                 if behaviour.echo_token_encoded:
                     token = headers.get("authorization", "").removeprefix("Bearer ")

@@ -60,6 +60,7 @@ from sparktui.sources.prometheus import (
 )
 from sparktui.sources.promql import refresh_query, regex_escape, series_names
 from tests.support.prometheus_server import PrometheusServer, fleet_metrics_urls, require_prometheus
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.prometheus
 
@@ -237,14 +238,13 @@ class Run:
 
 async def scraped_after(server: PrometheusServer, wall: float, count: int, timeout_s: float = 10.0) -> None:
     """Until every target's last scrape started after ``wall`` (it saw the state set up before)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    async def scraped() -> bool:
         result = await server.query("timestamp(up)")
         times = [float(str(r["value"][1])) for r in result]  # type: ignore[index]
-        if len(times) >= count and min(times) > wall:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"Prometheus did not scrape every target within {timeout_s:g} s")
+        return len(times) >= count and min(times) > wall
+
+    await wait_until(scraped, timeout_s, what="Prometheus scraping every target", interval_s=0.05)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -408,15 +408,17 @@ async def test_mixed_mode_metrics_from_prometheus_host_state_over_ssh(run: Run) 
     recorder = Recorder()
     source = PrometheusSource(run.prom_fleet, logs=False)
     task = asyncio.create_task(source.run(recorder))
+    names = {n.name for n in run.prom_fleet.nodes}
+
+    def every_node_seen() -> bool:
+        hosts = {u.node for u in recorder.hosts if u.sample is not None}
+        metrics = {o.node for o in recorder.observations if o.vllm and o.vllm[0].metrics is not None}
+        return hosts == names and metrics == names
+
     try:
-        deadline = time.monotonic() + 20
-        names = {n.name for n in run.prom_fleet.nodes}
-        while time.monotonic() < deadline:
-            hosts = {u.node for u in recorder.hosts if u.sample is not None}
-            metrics = {o.node for o in recorder.observations if o.vllm and o.vllm[0].metrics is not None}
-            if hosts == names and metrics == names:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(
+            every_node_seen, 20.0, what="host state and metrics of every node", detail=lambda: str(recorder.errors)
+        )
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -494,12 +496,10 @@ async def test_discovery_finds_the_nodes_prometheus_scrapes(run: Run) -> None:
 
 
 async def wait_down(server: PrometheusServer, count: int, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if len(await server.query("up == 0")) >= count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("Prometheus did not see the targets go down")
+    async def down() -> bool:
+        return len(await server.query("up == 0")) >= count
+
+    await wait_until(down, timeout_s, what=f"Prometheus seeing {count} targets go down", interval_s=0.1)
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -19,6 +19,7 @@ import pytest
 
 from sparktui.sources.ssh import MAX_COMMAND_OUTPUT, NodeSsh, SshProblemKind, SshState, StreamEvent
 from tests.support.sshd import UNIT_EXEC_127_CRASH_LOOP, UNIT_RUNNING, VLLM_EXEC, Sshd, container_inspect
+from tests.support.wait import wait_until
 
 TICKS = "i=0; while :; do echo tick $i; i=$((i + 1)); sleep 0.1; done"
 
@@ -184,7 +185,10 @@ async def test_command_cut_off_by_a_lost_connection_is_lost_and_not_run_again(fr
         assert (await ssh.run("true", timeout_s=5)).ok
         assert ssh.local_port is not None
         running = asyncio.create_task(ssh.run("stub-inflight 3", timeout_s=10))
-        await asyncio.sleep(0.5)
+        inflight = fresh_sshd.state_dir / "inflight.log"
+        await wait_until(
+            lambda: inflight.exists() and "start" in inflight.read_text(), 10.0, what="the command started"
+        )
         fresh_sshd.kill_session(ssh.local_port)
         result = await running
         assert result.problem is not None and result.problem.kind is SshProblemKind.LOST
@@ -336,11 +340,8 @@ async def test_stalled_idle_connection_is_detected_by_keepalive(fresh_sshd: Sshd
         assert ssh.local_port is not None
         fresh_sshd.freeze_session(ssh.local_port)
         frozen = time.monotonic()
-        async with asyncio.timeout(10):
-            while True:  # poll: nothing to await for a keepalive failure but the state
-                if ssh.state is not SshState.CONNECTED:
-                    break
-                await asyncio.sleep(0.05)
+        # Nothing to await for a keepalive failure but the state.
+        await wait_until(lambda: ssh.state is not SshState.CONNECTED, 10.0, what="the frozen connection given up")
         assert time.monotonic() - frozen < 8
         assert ssh.problem is not None and ssh.problem.kind is SshProblemKind.STALLED
         assert "stopped answering keepalives" in ssh.problem.message
@@ -359,7 +360,7 @@ async def test_stream_comes_back_after_sshd_stops_and_restarts(fresh_sshd: Sshd)
             refused = await next_event(events, is_problem, 5)
             assert refused.problem is not None and refused.problem.kind is SshProblemKind.REFUSED
             assert ssh.state is SshState.DISCONNECTED
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the scenario: sshd stays down a while (the reconnects back off meanwhile)
             fresh_sshd.start()
             restarted = time.monotonic()
             seen: list[StreamEvent] = []
@@ -419,8 +420,7 @@ async def test_stream_reports_a_host_key_problem_and_keeps_waiting(sshd: Sshd, t
 async def test_close_during_a_connect_attempt_ends_the_waiting_commands(sshd: Sshd, silent_port: int) -> None:
     ssh = ssh_for(sshd, port=silent_port, connect_timeout_s=5)
     waiting = asyncio.create_task(ssh.run("true", timeout_s=10))
-    await asyncio.sleep(0.2)
-    assert ssh.state is SshState.CONNECTING
+    await wait_until(lambda: ssh.state is SshState.CONNECTING, 5.0, what="the connect attempt under way")
     await ssh.close()
     async with asyncio.timeout(2):
         result = await waiting  # a result, not a CancelledError from the shared attempt

@@ -259,13 +259,13 @@ async def test_a_slow_and_a_dead_notifier_delay_no_poll_and_no_tick(receiver: Re
         async def sample_ticks() -> None:
             while True:
                 ticks.append((time.monotonic(), watcher.monitor.ticks))
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # a sampling period: the measurement, not a wait
 
         sampler = asyncio.create_task(sample_ticks())
         run = asyncio.create_task(watcher.run(drain_s=0.5))
         await wait_until(lambda: len(receiver.received("/services/")) == 2, 15.0)  # both nodes' GPUs
         slow_from = receiver.received("/services/")[0].at
-        await asyncio.sleep(5.5)
+        await asyncio.sleep(5.5)  # the scenario: the window the slow receiver holds its first request, watched whole
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
         sampler.cancel()
@@ -329,7 +329,7 @@ class Replay:
         for observation in self.observations:
             sink.observation(observation)
             sink.log_batch("spark1", "gptoss", [LogLine(0, None, "INFO hello")])
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the scenario: a source that paces its polls
         if self.fail:
             raise RuntimeError("recording truncated")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.command import CommandList, CommandPalette
 from textual.widgets import Markdown, RichLog, Static
 
 from sparktui.actions.audit import AuditLog
@@ -240,13 +241,24 @@ async def test_findings_show_on_the_fleet_row_and_the_node_screen() -> None:
         assert "fix: " in panel
 
 
+def _palette_highlights(app: SparkApp, text: str) -> bool:
+    """Whether the command palette is open with a highlighted match whose prompt contains ``text``."""
+    if not isinstance(app.screen, CommandPalette):
+        return False
+    matches = app.screen.query_one(CommandList)
+    index = matches.highlighted
+    return index is not None and text in str(matches.get_option_at_index(index).prompt)
+
+
 async def test_command_palette_opens_a_node_by_name() -> None:
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"open node spark2")
-        await pilot.pause(0.5)
+        await wait_until(
+            lambda: _palette_highlights(app, "spark2"), 10.0, what="the palette highlighting spark2's command"
+        )
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark2"
@@ -381,8 +393,9 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
                 vllm=(VllmObservation("gptoss", _ok("u"), _ok("u", body)),),
             )
         )
-        await pilot.pause(0.2)
-        assert str(_table(app).get_row_at(0)[reqs]).startswith("23/")
+        await wait_until(
+            lambda: str(_table(app).get_row_at(0)[reqs]).startswith("23/"), 10.0, what="spark1's reqs cell redrawn"
+        )
         assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were
 
 
@@ -447,7 +460,10 @@ async def test_the_cli_dashboard_freezes_its_startup_objects_once_and_tests_do_n
         app = make_app(fleet_spec(), collect=False, clock=clock, freeze_gc=freeze_gc)
         feed(app, clock)
         async with app.run_test(size=(160, 48)) as pilot:
-            await pilot.pause(0.3)
+            if freeze_gc:
+                await wait_until(lambda: frozen == ["freeze"], 10.0, what="gc.freeze once the app has started")
+            else:  # an absence: give the 0.05 s timer time in which it would (wrongly) freeze
+                await pilot.pause(0.3)
         assert frozen == (["freeze"] if freeze_gc else [])
 
 

@@ -294,3 +294,11 @@ def test_a_version_or_model_list_nested_thousands_deep_is_no_answer_not_a_crash(
     (instance,) = state.nodes["spark1"].view(0.0, None).instances
     assert instance.version is None
     assert "qwen: /v1/models: answer is not the OpenAI model list" in instance.status.reasons
+
+
+def test_metrics_answering_404_is_the_reason_on_its_instance() -> None:
+    """A server that answers /health but has no /metrics (a proxy, the wrong port) says so, not "no data"."""
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok('{"detail":"Not Found"}', status=404))
+    node = view(state, 0.0)
+    assert node.status == Status(State.DEGRADED, ("qwen: /metrics: HTTP 404",))
