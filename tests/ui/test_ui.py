@@ -474,13 +474,18 @@ def _scrape_nan_on_spark2(app: SparkApp) -> str:
         f"{line.rsplit(' ', 1)[0]} NaN" if line.startswith("vllm:kv_cache_usage_perc{") else line
         for line in scrape.split("\n")
     )
+    _spark2_answers(app, bad)
+    return "gemma4: /metrics: NaN in vllm:kv_cache_usage_perc"
+
+
+def _spark2_answers(app: SparkApp, scrape: str) -> None:
+    """spark2's gemma4 answers /health 200 and ``scrape`` on /metrics; the app redraws."""
     ok = HttpResult(url="u", kind=FetchKind.OK, status=200, body=b"", elapsed_s=0.01)
-    metrics = HttpResult(url="u", kind=FetchKind.OK, status=200, body=bad.encode(), elapsed_s=0.01)
+    metrics = HttpResult(url="u", kind=FetchKind.OK, status=200, body=scrape.encode(), elapsed_s=0.01)
     app.state.apply(
         NodeObservation(node="spark2", t=NOW, wall=1e9 + NOW, vllm=(VllmObservation("gemma4", ok, metrics),))
     )
     app.refresh_views()
-    return "gemma4: /metrics: NaN in vllm:kv_cache_usage_perc"
 
 
 async def test_a_broken_scrape_shows_its_reason_on_the_node_in_the_dashboard() -> None:
@@ -514,13 +519,7 @@ def test_a_theme_file_nested_thousands_deep_is_one_line_naming_it() -> None:
 
 async def test_an_asleep_engine_reads_as_asleep_on_the_fleet_row_and_the_node_screen() -> None:
     app = fed_app()
-    asleep = put_to_sleep(scenario_scrapes("mtp3-poor-pos2")[29], 1)
-    ok = HttpResult(url="u", kind=FetchKind.OK, status=200, body=b"", elapsed_s=0.01)
-    metrics = HttpResult(url="u", kind=FetchKind.OK, status=200, body=asleep.encode(), elapsed_s=0.01)
-    app.state.apply(
-        NodeObservation(node="spark2", t=NOW, wall=1e9 + NOW, vllm=(VllmObservation("gemma4", ok, metrics),))
-    )
-    app.refresh_views()
+    _spark2_answers(app, put_to_sleep(scenario_scrapes("mtp3-poor-pos2")[29], 1))
     reason = "gemma4: asleep (level 1: weights offloaded to host memory)"
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
