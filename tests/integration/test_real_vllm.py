@@ -61,7 +61,8 @@ SPEC_LINE = re.compile(
     r"Accepted: (?P<accepted>\d+) tokens, Drafted: (?P<drafted>\d+) tokens, "
     r"Per-position acceptance rate: (?P<positions>[\d.]+(?:, [\d.]+)*)"
 )
-SHARED_PREFIX = "the spark node serves the model and the cache holds the token " * 6  # prefix-cache hits
+# Prefix-cache hits need a full block in common: vLLM's CPU build caches blocks of 128 tokens.
+SHARED_PREFIX = "the spark node serves the model and the cache holds the token " * 20
 MAX_BURST_S = LOG_INTERVAL_S - 3.0  # the burst and both scrapes fit in one of vLLM's intervals
 
 
