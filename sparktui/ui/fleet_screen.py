@@ -259,7 +259,9 @@ class FleetScreen(SparkScreen[None]):
             text.append(f"\n  … and {len(view.status.reasons) - 4} more (enter opens the node)")
         for finding in self.spark.findings.get(view.name, ())[:2]:
             text.append("\n")
-            text.append_text(finding_text(finding, self.spark.colours, evidence_lines=1))
+            text.append_text(
+                finding_text(finding, self.spark.colours, evidence_lines=1, keymap=self.spark.fleet.keymap)
+            )
         self._show("#detail", text)
 
     def _show(self, selector: str, content: Text | str) -> None:

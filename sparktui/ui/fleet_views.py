@@ -35,7 +35,7 @@ class FindingsScreen(SparkModal[None]):
                 yield Static("none: every rule of the catalogue is quiet")
             for finding in active:
                 head = Text(f"{finding.node}  ", style="bold")
-                yield Static(head + finding_text(finding, spark.colours, evidence_lines=5))
+                yield Static(head + finding_text(finding, spark.colours, evidence_lines=5, keymap=spark.fleet.keymap))
             cleared = spark.diagnosis.history()
             yield Static(Text(f"\nCleared ({len(cleared)})", style="bold"))
             for finding in cleared[-20:][::-1]:

@@ -8,6 +8,7 @@ so none of them can drift. No destructive action sits on a Ctrl chord (tmux uses
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
@@ -186,6 +187,16 @@ def _key_text(key: str) -> str:
         if shown in _SHOWN_AS_TYPED:
             return shown
     return key
+
+
+def action_key(action: str, keymap: Mapping[str, str] | None = None) -> str | None:
+    """The key that runs a recovery action, named by its binding id (``drop-caches``, as a finding's
+    ``action``), as the user reads it: the keymap's key when remapped, else the default."""
+    found = next((b for b in _bindings(ACTION_BINDINGS) if b.id == action), None)
+    if found is None:
+        return None
+    key = (keymap or {}).get(action) or found.key.split(",")[0].strip()
+    return _key_text(key)
 
 
 def _keys_cell(binding: Binding) -> str:

@@ -19,6 +19,7 @@ from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
+from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
     engine_lines,
@@ -237,7 +238,7 @@ class NodeScreen(SparkScreen[None]):
             body.append(f"Findings ({len(findings)})", style="bold")
             for finding in findings:
                 body.append("\n")
-                body.append_text(finding_text(finding, colours))
+                body.append_text(finding_text(finding, colours, keymap=app.fleet.keymap))
             self._put("#findings", body)
         instance = view.instances[0] if view.instances else None
         self._throughput(view, instance)
@@ -316,7 +317,7 @@ class NodeScreen(SparkScreen[None]):
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""
             text.append(f"{service.manager} {service.name}: {service.state}{restarts}\n")
-        if instance.canary is not None:
+        if instance.canary is not None and instance.status.state in (State.UP, State.DEGRADED):  # else none is sent
             colours = self.spark.colours
             style = colours["status-crit"] if instance.canary.wedged else ""
             text.append(canary_text(instance.canary) + "\n", style=style)

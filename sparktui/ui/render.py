@@ -17,6 +17,7 @@ from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA
+from sparktui.ui.keys import action_key
 from sparktui.ui.themes import MEMORY_VARIABLES, STATUS_VARIABLES
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -89,8 +90,14 @@ def findings_cell(findings: Sequence[Finding], colours: Mapping[str, str]) -> Te
     return Text(f"{len(findings)} {SEVERITY_GLYPH[worst]}", style=f"bold {colours[SEVERITY_VARIABLES[worst]]}")
 
 
-def finding_text(finding: Finding, colours: Mapping[str, str], evidence_lines: int = 3) -> Text:
-    """A finding as the operator reads it: what, where, the evidence, the fix, the key that applies it."""
+def finding_text(
+    finding: Finding,
+    colours: Mapping[str, str],
+    evidence_lines: int = 3,
+    keymap: Mapping[str, str] | None = None,
+) -> Text:
+    """A finding as the operator reads it: what, where, the evidence, the fix, the key that applies it
+    (``keymap``: the config's remapped keys)."""
     severity = finding.severity.value
     colour = colours[SEVERITY_VARIABLES[severity]]
     text = Text()
@@ -98,7 +105,9 @@ def finding_text(finding: Finding, colours: Mapping[str, str], evidence_lines: i
     if finding.instance:
         text.append(f"  ({finding.instance})", style=colours["dim"])
     if finding.action:
-        text.append(f"  [{finding.action}]", style=colours["status-loading"])
+        key = action_key(finding.action, keymap)
+        what = finding.action.replace("-", " ")
+        text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])
     for line in finding.evidence[:evidence_lines]:
         text.append(f"\n    {line}", style=colours["dim"])
     if len(finding.evidence) > evidence_lines:

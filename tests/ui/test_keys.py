@@ -14,11 +14,14 @@ from textual.binding import Binding
 
 import sparktui.ui
 from sparktui.actions.plans import Refusal, plan_action
+from sparktui.diagnosis.catalogue import Severity
+from sparktui.diagnosis.engine import Finding
 from sparktui.record.replay import ReplaySource
 from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.fleet_screen import FleetScreen
-from sparktui.ui.keys import CONTEXTS, all_bindings, binding_ids, keys_markdown
+from sparktui.ui.keys import CONTEXTS, action_key, all_bindings, binding_ids, keys_markdown
+from sparktui.ui.render import finding_text
 from sparktui.ui.replay import ReplayApp
 from tests.integration.test_record import T0, write_fixture_recording
 from tests.support.ui_data import fed_app, fire_node_down
@@ -120,3 +123,16 @@ async def test_an_unknown_keymap_id_is_told_and_the_defaults_stay() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert type(app.screen).__name__ == "HelpScreen"
+
+
+def test_a_finding_names_the_key_that_applies_its_fix_remapped_or_not() -> None:
+    """Findings said ``[drop-caches]``, an id, where the operator needs the key (issue 18)."""
+    finding = Finding(
+        "page-cache-blocks-start", "spark1", "qwen36", Severity.CRIT, "Page cache blocks the start", ("x",),
+        "", "Drop the page cache.", "drop-caches", 0.0, 0.0,
+    )  # fmt: skip
+    colours = dict.fromkeys(("status-crit", "status-loading", "dim"), "#ffffff")
+    assert "[d: drop caches]" in finding_text(finding, colours).plain
+    assert "[x: drop caches]" in finding_text(finding, colours, keymap={"drop-caches": "x"}).plain
+    assert action_key("kill-workers") == "k" and action_key("restart", {"restart": "exclamation_mark"}) == "!"
+    assert action_key("no-such-action") is None
