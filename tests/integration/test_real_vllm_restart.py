@@ -32,7 +32,9 @@ from tests.support.vllm_server import (
     SERVER_ENV,
     START_TIMEOUT_S,
     free_port,
+    remove_shm_leftovers,
     require_vllm,
+    shm_names,
     vllm_command,
 )
 from tests.support.wait import wait_until
@@ -84,11 +86,16 @@ def server_pid(folder: Path) -> int:
 
 @contextlib.contextmanager
 def cleanup(folder: Path) -> Iterator[None]:
+    """The last server killed at the end, and what the servers left in /dev/shm removed."""
+    before = shm_names()
     try:
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
-            os.killpg(server_pid(folder), signal.SIGKILL)
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError, PermissionError, psutil.Error):
+            pid = server_pid(folder)
+            os.killpg(pid, signal.SIGKILL)
+            psutil.wait_procs([psutil.Process(pid)], timeout=10)
+        remove_shm_leftovers(before)
 
 
 async def test_restart_through_the_runner_brings_a_real_engine_back_and_warms_it_with_measured_ttfts(

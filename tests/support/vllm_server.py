@@ -73,6 +73,7 @@ class VllmServer:
     port: int
     process: psutil.Popen
     log: Path
+    shm_before: frozenset[str] = frozenset()  # /dev/shm when it started: what it leaves is the rest
 
     @property
     def url(self) -> str:
@@ -99,6 +100,46 @@ class VllmServer:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         psutil.wait_procs(alive, timeout=10)
+        remove_shm_leftovers(self.shm_before)
+
+
+SHM = Path("/dev/shm")
+
+
+def shm_names() -> frozenset[str]:
+    with contextlib.suppress(OSError):
+        return frozenset(entry.name for entry in SHM.iterdir())
+    return frozenset()
+
+
+def _shm_in_use() -> set[str]:
+    """/dev/shm entries some live process maps or holds open."""
+    used: set[str] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            used.update(
+                line.rsplit("/dev/shm/", 1)[1].split()[0]
+                for line in (proc / "maps").read_text().splitlines()
+                if "/dev/shm/" in line
+            )
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = str(fd.readlink())
+                    if target.startswith("/dev/shm/"):
+                        used.add(target.removeprefix("/dev/shm/").split()[0])
+    return used
+
+
+def remove_shm_leftovers(before: frozenset[str]) -> None:
+    """Remove what a stopped server left in /dev/shm (a killed engine leaves its message queue and
+    semaphores, as on a Spark): the entries made since ``before`` that no live process uses. The
+    machine is left as the test found it; the tests that look at /dev/shm see only their own."""
+    for name in shm_names() - before - _shm_in_use():
+        with contextlib.suppress(OSError):
+            (SHM / name).unlink()
 
 
 def make_tiny_model(python: Path, out: Path) -> Path:
@@ -139,6 +180,7 @@ def vllm_command(python: Path, model: Path, port: int, *extra: str) -> list[str]
 
 def start_vllm(python: Path, model: Path, log: Path, *extra: str, port: int | None = None) -> VllmServer:
     port = port or free_port()
+    before = shm_names()
     env = {**os.environ, **SERVER_ENV}
     env.pop("VLLM_CPU_OMP_THREADS_BIND", None)  # its "all" is not accepted
     with log.open("wb") as out:
@@ -149,7 +191,7 @@ def start_vllm(python: Path, model: Path, log: Path, *extra: str, port: int | No
             env=env,
             start_new_session=True,
         )
-    return VllmServer(port, process, log)
+    return VllmServer(port, process, log, before)
 
 
 async def wait_healthy(server: VllmServer, timeout_s: float = START_TIMEOUT_S) -> None:
