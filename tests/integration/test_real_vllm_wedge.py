@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import io
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -153,7 +154,10 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
 ) -> None:
     fleet: FleetSpec = parse_config(config_toml(real_vllm), source="real-vllm.toml")
     rule = next(r for r in Watcher(fleet, out=io.StringIO()).monitor.catalogue.rules if r.id == "engine-wedged")
-    promised_s = (rule.param("open_after") + 2) * fleet.poll_interval_s  # the first blind poll, then N in a row
+    # Counted in the core's evaluations, not seconds (a busy machine stretches both): up to two while the
+    # last scrape interval still holds tokens from before the stop (polls and ticks are not in step),
+    # then open_after in a row without a token, and one for a tick that lands between two polls.
+    promised_ticks = rule.param("open_after") + 3
     out = io.StringIO()
     watcher = Watcher(fleet, out=out)
     stop = asyncio.Event()
@@ -172,17 +176,17 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
             return False
         (instance,) = views[0].instances
         rates = instance.rates
-        return instance.running == 3 and rates is not None and bool(rates.generation_tokens_per_s)
+        return bool(instance.running) and rates is not None and bool(rates.generation_tokens_per_s)
 
     watching = asyncio.create_task(watcher.run(stop=stop, drain_s=1.0))
     async with httpx.AsyncClient() as client:
         requests = [asyncio.create_task(long_request(client, i)) for i in range(3)]
         try:
-            await wait_until(moving, 60.0, what="3 requests running and tokens moving", interval_s=0.2)
+            await wait_until(moving, 120.0, what="requests running and tokens moving", interval_s=0.2)
             with stopped_core(real_vllm):
-                stopped_at = time.monotonic()
-                await wait_until(findings, 4 * promised_s, what="engine-wedged", interval_s=0.2)
-                opened_after = time.monotonic() - stopped_at
+                stopped_at = watcher.monitor.ticks
+                await wait_until(findings, 120.0, what="engine-wedged", interval_s=0.1)
+                opened_after = watcher.monitor.ticks - stopped_at
                 (finding,) = findings()
             await wait_until(lambda: not findings(), CLEAR_WITHIN_S, what="engine-wedged cleared", interval_s=0.5)
         finally:
@@ -191,9 +195,9 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
             await asyncio.gather(*requests, return_exceptions=True)
             stop.set()
             await watching
-    assert opened_after <= promised_s + 2 * fleet.poll_interval_s, (opened_after, promised_s)
+    assert opened_after <= promised_ticks, (opened_after, promised_ticks)
     assert finding.instance == SERVED_NAME
-    assert any(line.startswith("3 running, 0 waiting at ") for line in finding.evidence), finding.evidence
+    assert any(re.match(r"[1-9]\d* running, \d+ waiting at ", line) for line in finding.evidence), finding.evidence
     assert any(line.startswith("0 tokens generated over the last") for line in finding.evidence), finding.evidence
     assert any("/health answers 200" in line for line in finding.evidence), finding.evidence
     assert "alert=engine-wedged event=firing" in out.getvalue()
