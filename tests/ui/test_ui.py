@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
+from textual.pilot import Pilot
 from textual.widgets import Markdown, RichLog, Static
 
 from sparktui.actions.audit import AuditLog
@@ -488,17 +489,22 @@ def _spark2_answers(app: SparkApp, scrape: str) -> None:
     app.refresh_views()
 
 
+async def _open_spark2_showing(pilot: Pilot[None], app: SparkApp, reason: str) -> None:
+    """spark2's row (the second) shows ``reason`` in its detail; enter opens its node screen."""
+    await pilot.pause()
+    await pilot.press("down")
+    await pilot.pause()
+    assert reason in _plain(app.screen.query_one("#detail", Static))
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(app.screen, NodeScreen)
+
+
 async def test_a_broken_scrape_shows_its_reason_on_the_node_in_the_dashboard() -> None:
     app = fed_app()
     reason = _scrape_nan_on_spark2(app)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause()
-        await pilot.press("down")
-        await pilot.pause()
-        assert reason in _plain(app.screen.query_one("#detail", Static))
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, NodeScreen)
+        await _open_spark2_showing(pilot, app, reason)
         assert reason in _plain(app.screen.query_one("#reasons", Static))
 
 
@@ -522,13 +528,7 @@ async def test_an_asleep_engine_reads_as_asleep_on_the_fleet_row_and_the_node_sc
     _spark2_answers(app, put_to_sleep(scenario_scrapes("mtp3-poor-pos2")[29], 1))
     reason = "gemma4: asleep (level 1: weights offloaded to host memory)"
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause()
-        await pilot.press("down")
-        await pilot.pause()
-        assert reason in _plain(app.screen.query_one("#detail", Static))
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, NodeScreen)
+        await _open_spark2_showing(pilot, app, reason)
         view = next(v for v in app.views if v.name == "spark2")
         assert view.instances[0].status.state is State.UP
         assert "engine asleep (level 1: weights offloaded to host memory)" in _plain(
