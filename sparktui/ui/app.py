@@ -403,14 +403,18 @@ class SparkApp(App[None]):
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
 
-    def alert_banner(self) -> list[str]:
-        """The firing, unsilenced alerts as one line each, worst first (for the screens' banners)."""
+    def firing_alerts(self) -> list[tuple[str, str]]:
+        """The firing, unsilenced alerts, worst first: (severity, one line) each, for the banners."""
         now = self.clock()
         return [
-            f"{a.severity.value.upper()} {a.node} {a.name}: {a.summary}"
+            (a.severity.value, f"{a.severity.value.upper()} {a.node} {a.name}: {a.summary}")
             for a in self.alerts.active()
             if self.alerts.silenced_until(a.key, now) is None
         ]
+
+    def alert_banner(self) -> list[str]:
+        """The firing, unsilenced alerts as one line each, worst first (for the screens' banners)."""
+        return [line for _, line in self.firing_alerts()]
 
     def action_alerts(self) -> None:
         self.push_screen(AlertsScreen())

@@ -57,7 +57,7 @@ async def test_fleet_screen_lists_every_node_with_the_worker_under_its_head() ->
         assert _row_labels(app) == ["spark1", "spark2", "spark3", "└ spark4"]
         summary = str(app.screen.query_one("#summary", Static).content)
         assert "4 nodes" in summary and "2 up" in summary and "2 down" in summary
-        banner = str(app.screen.query_one("#banner", Static).content)
+        banner = str(app.screen.query_one("#crit-banner", Static).content)
         assert "spark3 DOWN: qwen235: /health connection refused" in banner
 
 
@@ -147,7 +147,7 @@ async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
         await pilot.resize_terminal(200, 60)
         await pilot.pause()
         wide = [c.label for c in _table(app).columns]
-        assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 15
+        assert "Model" in wide and "Mem avail" in wide and "GPU" in wide and len(wide) == 15
         assert len(_row_labels(app)) == 4
 
 
@@ -170,7 +170,7 @@ async def test_stale_nodes_are_shown_and_bannered() -> None:
         app.refresh_views()
         await pilot.pause()
         assert all("stale" in str(_table(app).get_row_at(i)[1]) for i in range(4))
-        assert "STALE" in str(app.screen.query_one("#banner", Static).content)
+        assert "STALE" in str(app.screen.query_one("#crit-banner", Static).content)
 
 
 async def test_kiosk_refuses_every_key_palette_and_click() -> None:
@@ -356,8 +356,8 @@ async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
     assert any(a.node == "spark3" and a.name == "node-down" for a in app.alerts.active())
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        banner = str(app.screen.query_one("#banner", Static).content)
-        assert "alerts: CRIT spark3 node-down" in banner
+        banner = str(app.screen.query_one("#crit-banner", Static).content)
+        assert "CRIT spark3 node-down" in banner
         await pilot.press("exclamation_mark")
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
