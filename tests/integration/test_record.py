@@ -638,11 +638,14 @@ def test_export_command_writes_the_file_and_errors_are_one_line(
     recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.csv"
+    out.write_text("an older file, readable by all\n")
+    out.chmod(0o644)
     args = _parser().parse_args(
         ["export", str(recording), "--to", "csv", "--metrics", "status,gpu_temp", "-o", str(out)]
     )
     assert export_cli.run(args) == 0
     assert out.read_text().splitlines()[0] == "time,t,node,status,gpu_temp"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # what the fleet did: for the owner only
     args = _parser().parse_args(["export", str(tmp_path / "nope.db"), "--to", "jsonl"])
     assert export_cli.run(args) == 2
     err = capsys.readouterr().err
