@@ -261,14 +261,13 @@ class FleetScreen(SparkScreen[None]):
         services = view.services
         services_up = sum(1 for s in services if s.status.state is State.UP)
         ttft = _ttft_p90(instance)
-        empty = NO_DATA if not is_worker else ""
         cells: dict[str, Text | str] = {
             "node": Text(label, style="bold"),
             "status": status_text(state, colours),
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
-            "gen": empty if is_worker else fmt_rate(gen, ""),
-            "trend": empty if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),
-            "prompt": empty if is_worker else fmt_rate(prompt, ""),
+            "gen": NO_DATA if is_worker else fmt_rate(gen, ""),
+            "trend": NO_DATA if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),
+            "prompt": NO_DATA if is_worker else fmt_rate(prompt, ""),
             "reqs": NO_DATA,
             "kv": NO_DATA,
             "ttft": NO_DATA,
@@ -285,10 +284,7 @@ class FleetScreen(SparkScreen[None]):
             "find": findings_cell(app.findings.get(view.name, ()), colours),
             "age": NO_DATA if age is None else f"{age:.0f}s",
         }
-        if is_worker:
-            for key in ("reqs", "kv", "ttft", "accept"):
-                cells[key] = ""  # its head's row says it
-        elif instance is not None:
+        if instance is not None and not is_worker:  # a TP worker's numbers are its head's: "–" on its row
             waiting_level_ = waiting_level(instance.waiting, limits)
             reqs = Text(f"{fmt_number(instance.running)}/")
             reqs.append_text(Text.assemble(level_text(fmt_number(instance.waiting), waiting_level_, colours)))

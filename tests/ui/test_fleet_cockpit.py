@@ -109,3 +109,12 @@ async def test_totals_say_dash_when_no_node_has_rates_and_count_one_node_in_the_
         assert "1 node " in summary
         assert "generation – tok/s" in summary or "generation –" in summary
         assert "0.00" not in summary
+
+
+async def test_a_tensor_parallel_worker_row_says_dash_not_blank() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        for column in ("gen", "reqs", "kv", "ttft", "accept"):
+            assert str(_cell(app, "spark4", column)) == "–", column
+        assert str(_cell(app, "spark4", "model")) == "(TP worker)"
