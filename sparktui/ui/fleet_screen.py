@@ -119,14 +119,12 @@ class FleetScreen(SparkScreen[None]):
     #warn-banner { background: $warning 25%; }
     #fleet { height: auto; max-height: 1fr; }
     #detail { height: auto; max-height: 8; padding: 0 1; border-top: solid $panel; }
-    #charts { height: 1fr; display: none; }
+    #charts { height: 2fr; max-height: 20; display: none; }
     #charts.shown { display: block; }
-    #lists { height: auto; max-height: 9; }
+    #lists { height: 1fr; min-height: 4; }
     #lists.hidden { display: none; }
-    #lists.fill { height: 1fr; max-height: 100%; }
-    #lists.fill .fleet-panel { height: 100%; }
     .fleet-panel { width: 1fr; height: 100%; border: round $panel; border-title-color: $foreground; padding: 0 1; }
-    #lists .fleet-panel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    #lists .fleet-panel { text-wrap: nowrap; text-overflow: ellipsis; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
     """
@@ -179,9 +177,7 @@ class FleetScreen(SparkScreen[None]):
         """The charts take the spare rows of a tall terminal; a short one keeps them for the table."""
         height = self.size.height
         self.query_one("#charts").set_class(height >= CHARTS_MIN_HEIGHT, "shown")
-        lists = self.query_one("#lists")
-        lists.set_class(height < 20, "hidden")
-        lists.set_class(height < CHARTS_MIN_HEIGHT, "fill")
+        self.query_one("#lists").set_class(height < 20, "hidden")
 
     def _rebuild_columns(self, width: int) -> None:
         self._columns = fit_columns(width)
@@ -394,15 +390,18 @@ class FleetScreen(SparkScreen[None]):
             (f for found in app.findings.values() for f in found), key=lambda f: (-f.severity.rank, f.node)
         )
         text = Text()
-        for index, finding in enumerate(findings[:6]):
+        room = max(1, self.query_one("#open-findings").content_size.height)
+        shown = findings[:room] if len(findings) <= room else findings[: room - 1]
+        for index, finding in enumerate(shown):
             if index:
                 text.append("\n")
             text.append_text(finding_line(finding, colours, keymap=app.fleet.keymap))
-        if len(findings) > 6:
-            text.append(f"\n… {len(findings) - 6} more (f lists them)", style=colours["dim"])
+        if len(shown) < len(findings):
+            text.append(f"\n… {len(findings) - len(shown)} more (f lists them)", style=colours["dim"])
         self._show("#open-findings", text if findings else Text("none open", style=colours["dim"]))
         actions = Text()
-        for index, (at, lines) in enumerate(reversed(app.action_log[-6:])):
+        room = max(1, self.query_one("#recent-actions").content_size.height)
+        for index, (at, lines) in enumerate(reversed(app.action_log[-room:])):
             if index:
                 actions.append("\n")
             actions.append(f"{at} ", style=colours["dim"])
