@@ -313,8 +313,9 @@ class FleetScreen(SparkScreen[None]):
             self._row_cells[key] = cells
             table_rows.append((key, cells))
         self.query_one("#fleet", RowTable).set_rows(table_rows)
-        if changed is None:  # fleet totals, banners and charts at the render tick; an arrival redraws its row
-            self._update_summary(views)
+        self._update_summary(views)  # the totals with the rows they add up, also as a node's poll arrives
+        if changed is None:  # banners, charts and lists at the render tick
+            self._update_banners(views)
             self._update_charts()
             self._update_lists()
         highlighted = self.highlighted(views)
@@ -342,6 +343,8 @@ class FleetScreen(SparkScreen[None]):
         if app.paused:
             summary.append("  │ PAUSED (p resumes)", style=f"bold {app.colours['status-warn']}")
         self._show("#summary", summary)
+
+    def _update_banners(self, views: Sequence[NodeView]) -> None:
         crit, warn = self._banner_lines(views)
         self._banner("#crit-banner", crit)
         self._banner("#warn-banner", warn)

@@ -398,6 +398,10 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
             lambda: str(_table(app).get_row_at(0)[reqs]).startswith("23/"), 10.0, what="spark1's reqs cell redrawn"
         )
         assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were
+        # The header adds up the rows it stands over, redrawn with them (not a tick later).
+        cells = [str(_table(app).get_row_at(i)[reqs]).split("/")[0] for i in range(_table(app).row_count)]
+        running = sum(int(c) for c in cells if c.isdigit())
+        assert f"running {running} " in str(app.screen.query_one("#summary", Static).content)
 
 
 async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: pytest.MonkeyPatch) -> None:
