@@ -11,6 +11,7 @@ written.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -24,11 +25,12 @@ from enum import StrEnum
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import ActionKind, ActionPlan, Refusal, Step, StepKind, Warmup
 from sparktui.model.memory import GIB, HostMemory, parse_meminfo
+from sparktui.model.safe_text import safe_lines
 from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.model.units import fmt_gib, fmt_seconds
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import fetch, make_client
-from sparktui.sources.ssh import NodeSsh, SshProblemKind
+from sparktui.sources.ssh import MAX_COMMAND_OUTPUT, STREAM_CHUNK, NodeSsh, SshProblemKind, read_tail
 
 ProgressCallback = Callable[[str], None]
 MemoryReader = Callable[[str], HostMemory | None]  # node name -> its latest host memory, if known
@@ -569,8 +571,28 @@ class _Problem:
     message: str
 
 
+class _Decoded:
+    """A local process's output as text, decoded as it is read (a character split between two reads
+    is kept whole)."""
+
+    def __init__(self, stream: asyncio.StreamReader | None) -> None:
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def read(self, n: int = -1, /) -> str:
+        if self._stream is None:
+            return ""
+        while chunk := await self._stream.read(n if n > 0 else STREAM_CHUNK):
+            text = self._decoder.decode(chunk)
+            if text:
+                return text
+        return self._decoder.decode(b"", final=True)
+
+
 async def _run_local(command: str, timeout_s: float) -> _Ran:
-    """Run ``command`` with ``sh -c`` on this machine; on timeout its whole process group is killed."""
+    """Run ``command`` with ``sh -c`` on this machine; on timeout its whole process group is killed. Of
+    its output the last MAX_COMMAND_OUTPUT characters of each stream are kept and escape sequences
+    removed, as over SSH."""
     try:
         process = await asyncio.create_subprocess_shell(
             command,
@@ -583,7 +605,11 @@ async def _run_local(command: str, timeout_s: float) -> _Ran:
         return _Ran(None, "", "", problem=f"cannot start `{command}` locally: {exc.strerror or exc}")
     try:
         async with asyncio.timeout(timeout_s):
-            stdout, stderr = await process.communicate()
+            out, err = await asyncio.gather(
+                read_tail(_Decoded(process.stdout), MAX_COMMAND_OUTPUT),
+                read_tail(_Decoded(process.stderr), MAX_COMMAND_OUTPUT),
+            )
+            await process.wait()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -595,7 +621,7 @@ async def _run_local(command: str, timeout_s: float) -> _Ran:
             os.killpg(process.pid, signal.SIGKILL)
         raise
     status = process.returncode
-    out, err = stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace")
+    out, err = safe_lines(out), safe_lines(err)  # printed in the report: made safe as over SSH
     if status is not None and status < 0:
         return _Ran(None, out, err, problem=f"`{command}` was killed by signal {-status}")
     return _Ran(status, out, err)

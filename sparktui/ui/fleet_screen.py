@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
@@ -164,7 +165,7 @@ class FleetScreen(SparkScreen[None]):
         self._fit_panels()
         self.update_views(self.spark.views)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         wanted = fit_columns(self.size.width)
         if wanted != self._columns:
             self._rebuild_columns(self.size.width)

@@ -694,6 +694,24 @@ async def test_local_node_runs_the_commands_here_without_ssh(
     assert "MemAvailable before/after unknown" in result.message
 
 
+async def test_a_local_commands_output_is_kept_to_its_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local node's command that prints without end does not fill memory: each stream keeps its last
+    MAX_COMMAND_OUTPUT characters, as over SSH, and a character split between two reads stays whole."""
+    from sparktui.actions import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "MAX_COMMAND_OUTPUT", 1000)
+    command = (
+        "python3 -c \"import sys; sys.stdout.write('é' * 200_000 + 'END'); "
+        "sys.stderr.write('x' * 5000 + '\\x1b]0;pwned\\x07')\""
+    )
+    ran = await runner_module._run_local(command, timeout_s=30)
+    assert ran.exit_status == 0
+    assert ran.stdout.startswith("[199,003 characters of output dropped; the last 1,000 follow]\n")
+    assert ran.stdout.endswith("é" * 997 + "END") and "\ufffd" not in ran.stdout
+    assert "x" * 900 in ran.stderr and len(ran.stderr) < 1100
+    assert "\x1b" not in ran.stderr  # an escape sequence is removed, as from an SSH command
+
+
 async def test_audit_log_lines_name_time_user_node_target_command_status_duration_result(
     fresh_sshd: Sshd, tmp_path: Path
 ) -> None:
