@@ -341,6 +341,18 @@ def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
         _encoded_round_trip(items, keyframe_s)
 
 
+def test_the_time_metrics_answered_is_recorded_with_its_observation() -> None:
+    """A replay times rates as the live dashboard did: by each /metrics answer (issue 20)."""
+    items: list[tuple[Kind, float, str, object]] = []
+    for second in range(4):
+        t = T0 + second
+        for obs in fixture_poll(t, WALL0 + second, second):
+            vllm = tuple(replace(v, metrics_t=t - 0.25 * (second + 1)) for v in obs.vllm)  # answered before the end
+            items.append((Kind.OBSERVATION, t, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
 def test_tee_asks_the_consumer_which_canaries_are_due_never_the_recorder(tmp_path: Path) -> None:
     monitor = monitor_for(fleet_spec())
     recorder = Recorder(tmp_path / "r.db", fleet_spec())
