@@ -9,12 +9,12 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sparktui.model.drift import FIELDS, DriftReport
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import DRIFT_BINDINGS, FINDINGS_BINDINGS
+from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.render import finding_text
 
 
@@ -22,13 +22,13 @@ class FindingsScreen(SparkModal[None]):
     BINDINGS: ClassVar[list[BindingType]] = FINDINGS_BINDINGS
     DEFAULT_CSS = """
     FindingsScreen { align: center middle; }
-    FindingsScreen > VerticalScroll { width: 95%; height: 90%; border: round $primary; background: $surface;
+    FindingsScreen > KeyedScroll { width: 95%; height: 90%; border: round $primary; background: $surface;
                                       padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
         spark = self.spark
-        with VerticalScroll():
+        with KeyedScroll():
             active = [f for findings in spark.findings.values() for f in findings]
             yield Static(Text(f"Active findings ({len(active)})", style="bold"))
             if not active:
@@ -66,7 +66,7 @@ class DriftScreen(SparkModal[None]):
     BINDINGS: ClassVar[list[BindingType]] = DRIFT_BINDINGS
     DEFAULT_CSS = """
     DriftScreen { align: center middle; }
-    DriftScreen > VerticalScroll { width: 98%; height: 90%; border: round $primary; background: $surface;
+    DriftScreen > KeyedScroll { width: 98%; height: 90%; border: round $primary; background: $surface;
                                    padding: 0 1; }
     """
 
@@ -75,7 +75,7 @@ class DriftScreen(SparkModal[None]):
         self.report = report
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with KeyedScroll():
             count = len(self.report.mismatches)
             title = f"Fleet drift: {count} instance(s) differ from their peers" if count else "Fleet drift: none"
             yield Static(Text(title, style="bold"))
