@@ -222,7 +222,7 @@ async def test_silence_alert_remapped_silences_on_the_new_key() -> None:
         await pilot.press("exclamation_mark")
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
-        await pilot.press("down", "s")
+        await pilot.press("s")
         await pilot.pause()
         assert any("spark3 node-down" in line for line in app.alert_banner())  # s no longer silences
         await pilot.press("z")

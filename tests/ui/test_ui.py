@@ -361,7 +361,7 @@ async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
         await pilot.press("exclamation_mark")
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
-        await pilot.press("down", "s")
+        await pilot.press("s")
         await pilot.pause()
         assert all("spark3 node-down" not in line for line in app.alert_banner())
 
