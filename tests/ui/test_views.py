@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 
 from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
 
 from sparktui.diagnosis.alerts import RuleState, default_rules, status_timing
 from sparktui.model.specs import AlertRuleSpec
@@ -22,7 +24,9 @@ def plain(renderable: RenderableType, width: int = 150) -> str:
 
 def shown_options(app: SparkApp) -> list[str]:
     options = app.screen.query_one(KeyedOptionList)
-    return [plain(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+    prompts = [options.get_option_at_index(i).prompt for i in range(options.option_count)]
+    assert all(isinstance(prompt, Table | Text) for prompt in prompts)
+    return [plain(prompt) for prompt in prompts if isinstance(prompt, Table | Text)]
 
 
 def app_with_a_slow_node_down_rule() -> SparkApp:
