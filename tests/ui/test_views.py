@@ -1,19 +1,23 @@
-"""The fleet-wide lists over the dashboard: the alerts with their rules' state and the drift."""
+"""The fleet-wide lists over the dashboard: the alerts with their rules' state, and the drift."""
 
 from __future__ import annotations
 
 import io
 
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual.widgets import Static
 
 from sparktui.diagnosis.alerts import RuleState, default_rules, status_timing
+from sparktui.model.drift import DriftReport
 from sparktui.model.specs import AlertRuleSpec
 from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.fleet_views import DriftDetailScreen, DriftScreen
 from sparktui.ui.lists import KeyedOptionList
-from tests.support.ui_data import Clock, feed, fire_node_down, fleet_spec
+from tests.support.ui_data import Clock, fed_app, feed, fire_node_down, fleet_spec
+from tests.unit.test_drift import ROWS
 
 
 def plain(renderable: RenderableType, width: int = 150) -> str:
@@ -22,11 +26,11 @@ def plain(renderable: RenderableType, width: int = 150) -> str:
     return console.export_text()
 
 
-def shown_options(app: SparkApp) -> list[str]:
+def shown_options(app: SparkApp, width: int = 150) -> list[str]:
     options = app.screen.query_one(KeyedOptionList)
     prompts = [options.get_option_at_index(i).prompt for i in range(options.option_count)]
-    assert all(isinstance(prompt, Table | Text) for prompt in prompts)
-    return [plain(prompt) for prompt in prompts if isinstance(prompt, Table | Text)]
+    assert all(isinstance(prompt, Table | Text | Group) for prompt in prompts)
+    return [plain(prompt, width) for prompt in prompts if isinstance(prompt, Table | Text | Group)]
 
 
 def app_with_a_slow_node_down_rule() -> SparkApp:
@@ -83,3 +87,28 @@ async def test_silencing_a_pending_alert_marks_it_and_keeps_the_cursor() -> None
         highlighted = screen.query_one(KeyedOptionList).highlighted
         assert highlighted is not None and screen.statuses[highlighted].key == key
         assert "silenced until" in shown_options(app)[highlighted]
+
+
+async def test_drift_shows_the_differences_first_and_the_commands_in_the_detail_at_80x24() -> None:
+    app = fed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(DriftScreen(DriftReport(ROWS, {})))
+        await pilot.pause()
+        first = shown_options(app, width=76)[0]
+        assert "model gpt-oss" in first and "2 differences" in first
+        table = [line.split() for line in first.splitlines()]
+        assert ["vLLM", "version", "0.33.0", "0.30.1"] in table and ["KV-cache", "dtype", "auto", "fp8"] in table
+        assert "vllm serve" not in first and "prefix" not in first  # only what differs; no command in the table
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, DriftDetailScreen) and detail.group.title == "model gpt-oss"
+        shown = [s.content for s in detail.query(Static)]
+        rows = [line.split() for s in shown if isinstance(s, Table) for line in plain(s, width=76).splitlines()]
+        assert ["prefix", "caching", "yes", "no"] in rows and ["GPU", "blocks", "40,123", "39,811"] in rows
+        (command,) = [s for s in shown if isinstance(s, Text) and s.plain.startswith("b: vllm serve")]
+        marked = [command.plain[span.start : span.end] for span in command.spans if "reverse" in str(span.style)]
+        assert marked == ["--kv-cache-dtype fp8"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, DriftScreen)
