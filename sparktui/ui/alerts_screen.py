@@ -4,7 +4,6 @@ sent. Silencing one here (``s``) holds it back for an hour (not in kiosk mode)."
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
 from rich.table import Table
@@ -14,7 +13,7 @@ from textual.binding import BindingType
 from textual.widgets import Footer
 from textual.widgets.option_list import Option
 
-from sparktui.diagnosis.alerts import RuleState, RuleStatus, rule_condition, status_timing
+from sparktui.diagnosis.alerts import RuleState, RuleStatus, held_text, rule_condition, status_timing
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import ALERTS_BINDINGS
 from sparktui.ui.lists import KeyedOptionList
@@ -23,11 +22,6 @@ SILENCE_S = 3600.0
 SEVERITY_VARIABLES = {"crit": "status-crit", "warn": "status-warn", "info": "status-loading"}
 EVIDENCE_LINES = 2
 STATE_WIDTH = 13  # "silenced crit"
-
-
-def _local(t: float, now: float) -> str:
-    """A time on the app's clock as the operator's wall clock reads it."""
-    return time.strftime("%H:%M:%S", time.localtime(time.time() - (now - t)))
 
 
 def status_text(status: RuleStatus, now: float, colours: dict[str, str]) -> Table:
@@ -48,14 +42,8 @@ def status_text(status: RuleStatus, now: float, colours: dict[str, str]) -> Tabl
     body.append(f"{status.key}  ", style="bold")
     body.append(status.summary)
     timing = status_timing(status, now)
-    if state is RuleState.PENDING and status.since is not None:
-        timing += f" (since {_local(status.since, now)})"
-    elif status.alert is not None:
-        timing += f" (since {_local(status.alert.fired_at, now)})"
-    if state is RuleState.SILENCED and status.silenced_until is not None:
-        timing += f", until {_local(status.silenced_until, now)}"
-    elif status.silenced_until is not None:
-        timing += f", silenced until {_local(status.silenced_until, now)}"
+    if state is RuleState.PENDING and status.silenced_until is not None:
+        timing += f", silenced for {held_text(status.silenced_until - now)} more"
     body.append(f"\n{timing} · rule: {rule_condition(status.rule)}", style=dim)
     if status.alert is not None and state is RuleState.FIRING:
         for evidence in status.alert.evidence[:EVIDENCE_LINES]:

@@ -86,7 +86,7 @@ async def test_silencing_a_pending_alert_marks_it_and_keeps_the_cursor() -> None
         assert key is not None and app.alerts.silenced_until(key, app.clock()) is not None
         highlighted = screen.query_one(KeyedOptionList).highlighted
         assert highlighted is not None and screen.statuses[highlighted].key == key
-        assert "silenced until" in shown_options(app)[highlighted]
+        assert "silenced for 60 min more" in shown_options(app)[highlighted]
 
 
 async def test_drift_shows_the_differences_first_and_the_commands_in_the_detail_at_80x24() -> None:
