@@ -56,49 +56,41 @@ NODE_BINDINGS: list[BindingType] = [
     Binding("right", "next_node", "Next node", id="next-node", show=False),
 ]
 
-# Vim keys beside the arrows (j/k, g/G); each its own id, so either can be remapped alone.
+
+def _navigation(
+    prefix: str, up: str, down: str, first: str, last: str, *, ends: tuple[str, str] = ("First", "Last")
+) -> list[BindingType]:
+    """Moving through a list or page: the arrows, the pages, the ends, and vim's keys beside them
+    (j/k, g/G), each with an id of its own (``table-down``, ``table-down-vim``) so either can be remapped."""
+    return [
+        Binding("up", up, "Up", id=f"{prefix}-up", show=False),
+        Binding("down", down, "Down", id=f"{prefix}-down", show=False),
+        Binding("k", up, "Up", id=f"{prefix}-up-vim", show=False),
+        Binding("j", down, "Down", id=f"{prefix}-down-vim", show=False),
+        Binding("pageup", "page_up", "Page up", id=f"{prefix}-page-up", show=False),
+        Binding("pagedown", "page_down", "Page down", id=f"{prefix}-page-down", show=False),
+        Binding("home", first, ends[0], id=f"{prefix}-first", show=False),
+        Binding("end", last, ends[1], id=f"{prefix}-last", show=False),
+        Binding("g", first, ends[0], id=f"{prefix}-first-vim", show=False),
+        Binding("G", last, ends[1], id=f"{prefix}-last-vim", show=False),
+    ]
+
+
 TABLE_BINDINGS: list[BindingType] = [
-    Binding("up", "cursor_up", "Up", id="table-up", show=False),
-    Binding("down", "cursor_down", "Down", id="table-down", show=False),
-    Binding("k", "cursor_up", "Up", id="table-up-vim", show=False),
-    Binding("j", "cursor_down", "Down", id="table-down-vim", show=False),
-    Binding("pageup", "page_up", "Page up", id="table-page-up", show=False),
-    Binding("pagedown", "page_down", "Page down", id="table-page-down", show=False),
-    Binding("home", "first", "First", id="table-first", show=False),
-    Binding("end", "last", "Last", id="table-last", show=False),
-    Binding("g", "first", "First", id="table-first-vim", show=False),
-    Binding("G", "last", "Last", id="table-last-vim", show=False),
+    *_navigation("table", "cursor_up", "cursor_down", "first", "last"),
     Binding("enter", "select", "Select", id="table-select", show=False),
 ]
 
 # The lists over the dashboard (alerts, drift): they replace Textual's OptionList keys (which have no id).
 LIST_BINDINGS: list[BindingType] = [
-    Binding("up", "cursor_up", "Up", id="list-up", show=False),
-    Binding("down", "cursor_down", "Down", id="list-down", show=False),
-    Binding("k", "cursor_up", "Up", id="list-up-vim", show=False),
-    Binding("j", "cursor_down", "Down", id="list-down-vim", show=False),
-    Binding("pageup", "page_up", "Page up", id="list-page-up", show=False),
-    Binding("pagedown", "page_down", "Page down", id="list-page-down", show=False),
-    Binding("home", "first", "First", id="list-first", show=False),
-    Binding("end", "last", "Last", id="list-last", show=False),
-    Binding("g", "first", "First", id="list-first-vim", show=False),
-    Binding("G", "last", "Last", id="list-last-vim", show=False),
+    *_navigation("list", "cursor_up", "cursor_down", "first", "last"),
     Binding("enter", "select", "Open", id="list-select", show=False),
 ]
 
 # The scrolled pages (help, findings, a drift group's detail): they replace Textual's scrolling keys.
-SCROLL_BINDINGS: list[BindingType] = [
-    Binding("up", "scroll_up", "Up", id="scroll-up", show=False),
-    Binding("down", "scroll_down", "Down", id="scroll-down", show=False),
-    Binding("k", "scroll_up", "Up", id="scroll-up-vim", show=False),
-    Binding("j", "scroll_down", "Down", id="scroll-down-vim", show=False),
-    Binding("pageup", "page_up", "Page up", id="scroll-page-up", show=False),
-    Binding("pagedown", "page_down", "Page down", id="scroll-page-down", show=False),
-    Binding("home", "scroll_home", "Top", id="scroll-top", show=False),
-    Binding("end", "scroll_end", "Bottom", id="scroll-bottom", show=False),
-    Binding("g", "scroll_home", "Top", id="scroll-top-vim", show=False),
-    Binding("G", "scroll_end", "Bottom", id="scroll-bottom-vim", show=False),
-]
+SCROLL_BINDINGS: list[BindingType] = _navigation(
+    "scroll", "scroll_up", "scroll_down", "scroll_home", "scroll_end", ends=("Top", "Bottom")
+)
 
 # --- dialogs and lists over the dashboard -------------------------------------------------------------
 
