@@ -14,6 +14,7 @@ from sparktui.model.drift import (
     shown_value,
 )
 from sparktui.model.fleet import FleetState
+from sparktui.model.host import short_args
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.units import NO_DATA
 from tests.support.fixture_fleet import scenario_scrapes
@@ -143,3 +144,14 @@ def test_values_read_as_an_operator_reads_them() -> None:
     assert [shown_value(v) for v in (None, "True", "false", "12345", "16", "0.55", "auto")] == [
         NO_DATA, "yes", "no", "12,345", "16", "0.55", "auto",
     ]  # fmt: skip
+
+
+def test_a_long_launch_command_reaches_the_drift_whole() -> None:
+    """The host sampler cut command lines at 200 characters: two ranks differing past that (a flag
+    after a speculative config) looked the same, and the rank flags at the end were not removed."""
+    spec = '--speculative-config {"method":"mtp","num_speculative_tokens":2} '
+    long = f"vllm serve Qwen/Qwen3-235B {spec * 5}--max-num-seqs 64 --node-rank 1"
+    kept = short_args(long.replace(" ", "\0"))
+    assert len(long) > 300 and kept == long
+    assert normalized_command(kept).endswith("--max-num-seqs 64")
+    assert short_args("x" * 10_000).endswith("…") and len(short_args("x" * 10_000)) < 10_000  # still bounded
