@@ -282,3 +282,20 @@ def test_a_finding_names_the_key_that_applies_its_fix_remapped_or_not() -> None:
     assert "[x: drop caches]" in finding_text(finding, colours, keymap={"drop-caches": "x"}).plain
     assert action_key("kill-workers") == "K" and action_key("restart", {"restart": "exclamation_mark"}) == "!"
     assert action_key("no-such-action") is None
+
+
+def _svgs(folder: Path) -> list[tuple[Path, str]]:
+    return [(path, path.read_text()) for path in folder.glob("sparktui-*.svg")]
+
+
+async def test_f8_saves_a_screenshot_and_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """f8 said only "Failed to save screenshot" (Textual's, into a ~/Downloads that did not exist)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no Downloads there: the working directory
+    monkeypatch.chdir(tmp_path)
+    app = fed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f8")
+        await wait_until(lambda: any("screenshot" in str(n.message) for n in app._notifications), what="f8's note")
+        (said,) = [str(n.message) for n in app._notifications]
+    ((saved, text),) = _svgs(tmp_path)
+    assert said == f"screenshot saved: {saved}" and "<svg" in text
