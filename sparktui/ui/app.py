@@ -426,12 +426,12 @@ class SparkApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    def action_screenshot(self) -> None:
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """f8: the screen as an SVG in ~/Downloads (else the working directory), and where it went, or why
         not. Textual's own said only "Failed to save screenshot" when ~/Downloads did not exist."""
         downloads = Path.home() / "Downloads"
-        folder = downloads if downloads.is_dir() else Path.cwd()
-        name = time.strftime("sparktui-%Y%m%d-%H%M%S.svg")
+        folder = Path(path) if path else downloads if downloads.is_dir() else Path.cwd()
+        name = filename or time.strftime("sparktui-%Y%m%d-%H%M%S.svg")
         try:
             saved = self.save_screenshot(name, str(folder))
         except OSError as exc:
