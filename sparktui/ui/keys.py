@@ -78,6 +78,8 @@ def _navigation(
 
 TABLE_BINDINGS: list[BindingType] = [
     *_navigation("table", "cursor_up", "cursor_down", "first", "last"),
+    Binding("left", "scroll_left", "Scroll left", id="table-scroll-left", show=False),
+    Binding("right", "scroll_right", "Scroll right", id="table-scroll-right", show=False),
     Binding("enter", "select", "Select", id="table-select", show=False),
 ]
 

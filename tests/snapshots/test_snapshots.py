@@ -12,7 +12,8 @@ from textual.pilot import Pilot
 
 from sparktui.model.drift import DriftReport
 from sparktui.ui.fleet_views import DriftScreen
-from tests.support.ui_data import fed_app, fire_node_down
+from tests.support.ui_data import fed_app
+from tests.ui.test_views import app_with_a_slow_node_down_rule
 from tests.unit.test_drift import ROWS
 
 SnapCompare = Callable[..., bool]
@@ -42,7 +43,5 @@ async def _open_view(pilot: Pilot[None], view: str) -> None:
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 @pytest.mark.parametrize("view", ["help", "alerts", "drift"])
 def test_views(snap_compare: SnapCompare, size: tuple[int, int], view: str) -> None:
-    app = fed_app()
-    if view == "alerts":
-        fire_node_down(app)
+    app = app_with_a_slow_node_down_rule() if view == "alerts" else fed_app()  # firing, pending and quiet rules
     assert snap_compare(app, terminal_size=size, run_before=partial(_open_view, view=view))
