@@ -432,6 +432,19 @@ class SparkApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """f8: the screen as an SVG in ~/Downloads (else the working directory), and where it went, or why
+        not. Textual's own said only "Failed to save screenshot" when ~/Downloads did not exist."""
+        downloads = Path.home() / "Downloads"
+        folder = Path(path) if path else downloads if downloads.is_dir() else Path.cwd()
+        name = filename or time.strftime("sparktui-%Y%m%d-%H%M%S.svg")
+        try:
+            saved = self.save_screenshot(name, str(folder))
+        except OSError as exc:
+            self.notify(f"screenshot not saved in {folder}: {exc.strerror or exc}", severity="error", timeout=10)
+            return
+        self.notify(f"screenshot saved: {saved}", timeout=10)
+
     @property
     def theme_names(self) -> list[str]:
         return list(self._theme_names)

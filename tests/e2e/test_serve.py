@@ -59,9 +59,9 @@ UPDATE_SCREENSHOTS = os.environ.get("SPARKTUI_UPDATE_SCREENSHOTS") == "1"
 
 # What each refused key would have put on screen, had it got through.
 REACTIONS = {
-    "y runs it": "a recovery action's confirmation (r, d, k, w)",
+    "y runs it": "a recovery action's confirmation (r, d, K, w)",
     "Search for commands": "the command palette (ctrl+p)",
-    "Generated from": "the help screen (?)",
+    "Every key ·": "the help screen (?)",
     "theme:": "the theme cycling (t)",
     "Gen t/s": "the dashboard behind the kiosk",
 }
@@ -441,6 +441,7 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
             for letter in "rdkwqtp":
                 await page.press(letter, f"Key{letter.upper()}", ord(letter.upper()), text=letter)
             await page.press("?", "Slash", 191, text="?", modifiers=8)
+            await page.press("K", "KeyK", ord("K"), text="K", modifiers=8)  # kill workers: shift+k
             for letter in "pqc":  # the command palette, and the quit chords
                 await page.press(letter, f"Key{letter.upper()}", ord(letter.upper()), modifiers=2)
             await page.press("Enter", "Enter", 13, text="\r")
@@ -452,7 +453,7 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
             await page.wait_for_text("Gen t/s", since=mark, timeout_s=10)
 
             stdin = {message[1] for message in page.sent if message[0] == "stdin"}
-            for sent in ("r", "d", "k", "w", "q", "t", "p", "?", "\x10", "\x11", "\x03", "\r", "\x1b"):
+            for sent in ("r", "d", "k", "K", "w", "q", "t", "p", "?", "\x10", "\x11", "\x03", "\r", "\x1b"):
                 assert sent in stdin, f"{sent!r} never left the browser: {sorted(stdin)}"
             assert any(s.startswith("\x1b[<0;") for s in stdin), "the click never left the browser"
             before_unlock = page.text(mark).split("Gen t/s", 1)[0]

@@ -1,7 +1,8 @@
 """SVG snapshots of every screen and dialog at 80x24 and 160x48 in the dark theme, and of the fleet and
 node screens in the light theme too, from deterministic data (``tests/support/ui_data.py``). Update with
 ``pytest tests/snapshots/test_snapshots.py --snapshot-update`` after a deliberate change, and look at
-the pictures (``rsvg-convert``) before committing."""
+the pictures (``rsvg-convert``; add ``xml:space="preserve"`` to the ``<svg>`` tag first, or it drops
+runs of spaces) before committing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from collections.abc import Callable
 import pytest
 from textual.pilot import Pilot
 
+from sparktui.model.drift import DriftReport
+from sparktui.ui.app import SparkApp
+from sparktui.ui.fleet_views import DriftScreen
 from tests.support.ui_data import fed_app
+from tests.ui.test_views import app_with_a_slow_node_down_rule
+from tests.unit.test_drift import ROWS
 
 SnapCompare = Callable[..., bool]
 
@@ -20,7 +26,7 @@ SCREENS: dict[str, tuple[str, ...]] = {
     "node": ("enter",),
     "logs": ("enter", "l"),
     "findings": ("f",),
-    "drift": ("v",),
+    "drift": (),  # pushed with a report that differs (below)
     "alerts": ("exclamation_mark",),
     "help": ("question_mark",),
     "confirm": ("down", "r"),  # restart spark2's vllm-gemma4.service: the exact command, y/n
@@ -33,16 +39,23 @@ CASES = [(screen, size, "spark-dark") for screen in SCREENS for size in SIZES] +
 ]
 
 
-def _keys(keys: tuple[str, ...]) -> Callable[[Pilot[None]], object]:
+def _app(screen: str, theme: str) -> SparkApp:
+    if screen == "alerts":
+        return app_with_a_slow_node_down_rule()  # firing, pending and quiet rules
+    return fed_app(theme=theme, kiosk=screen == "kiosk")
+
+
+def _before(screen: str) -> Callable[[Pilot[None]], object]:
     async def run_before(pilot: Pilot[None]) -> None:
-        for key in keys:
+        if screen == "drift":  # the fed fleet has no two instances that disagree: a report that has
+            pilot.app.push_screen(DriftScreen(DriftReport(ROWS, {})))
+        for key in SCREENS[screen]:
             await pilot.press(key)
-            await pilot.pause()
+        await pilot.pause()
 
     return run_before
 
 
 @pytest.mark.parametrize(("screen", "size", "theme"), CASES, ids=[f"{s}-{z}-{t}" for s, z, t in CASES])
 def test_screens(snap_compare: SnapCompare, screen: str, size: str, theme: str) -> None:
-    app = fed_app(theme=theme, kiosk=screen == "kiosk")
-    assert snap_compare(app, terminal_size=SIZES[size], run_before=_keys(SCREENS[screen]))
+    assert snap_compare(_app(screen, theme), terminal_size=SIZES[size], run_before=_before(screen))

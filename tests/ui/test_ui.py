@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import Markdown, RichLog, Static
+from textual.widgets import RichLog, Static
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
@@ -22,8 +22,8 @@ from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
-from sparktui.ui.help_screen import HelpScreen
-from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
+from sparktui.ui.help_screen import HelpScreen, KeyReference
+from sparktui.ui.keys import RECOVERY_ACTIONS, help_sections
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
@@ -157,7 +157,7 @@ async def test_help_shows_the_key_reference_and_closes_with_escape() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        assert app.screen.query_one(Markdown).source == keys_markdown()  # what docs/keys.md holds
+        assert app.screen.query_one(KeyReference).sections == help_sections()  # what docs/keys.md holds
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
@@ -268,7 +268,7 @@ async def test_command_palette_opens_a_node_by_name() -> None:
 async def test_read_only_refuses_the_action_keys_in_the_app_and_the_runner() -> None:
     app = fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        for key in ("r", "d", "k", "w"):
+        for key in ("r", "d", "K", "w"):
             await pilot.press(key)
             await pilot.pause()
             assert isinstance(app.screen, FleetScreen), key  # no confirmation was offered
@@ -286,7 +286,7 @@ async def test_every_action_refused_in_the_dashboard_is_audited(
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
     app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        for key in ("r", "d", "k", "w"):
+        for key in ("r", "d", "K", "w"):
             await pilot.press(key)
             await pilot.pause()
         await wait_until(lambda: len(AuditLog(log).records()) >= 4, what="four refused lines in the audit log")
@@ -361,7 +361,7 @@ async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
         await pilot.press("exclamation_mark")
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
-        await pilot.press("down", "s")
+        await pilot.press("s")
         await pilot.pause()
         assert all("spark3 node-down" not in line for line in app.alert_banner())
 
