@@ -35,9 +35,10 @@ ACTION_BINDINGS: list[BindingType] = [
     Binding("d", "drop_caches", "Drop caches", id="drop-caches"),
     Binding("k", "kill_workers", "Kill workers", id="kill-workers"),
     Binding("w", "warmup", "Warmup", id="warmup"),
+    Binding("x", "fix", "Fix", id="fix"),  # the worst open finding's whole fix, behind one confirmation
     Binding("a", "action_log", "Actions", id="action-log"),
 ]
-RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
+RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup", "fix"})
 
 FLEET_BINDINGS: list[BindingType] = [
     Binding("enter", "open_node", "Open node", id="open-node"),
