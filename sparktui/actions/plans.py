@@ -717,13 +717,17 @@ def _in_flight(node: str, instance: InstanceView | None) -> str | None:
 
 
 def _still_starting(node: NodeSpec, vllm: VllmSpec, instance: InstanceView | None) -> str | None:
-    """A restart while the unit or container is still starting (not between two attempts of a crash
-    loop: systemd's auto-restart wait) throws the load so far away."""
+    """A restart while the unit or container is still starting throws the load so far away. The
+    service's own state says it when known (systemd's wait between two attempts of a crash loop is no
+    load under way); else the instance's status."""
     if instance is None:
         return None
     service = instance.service
-    starting = service is not None and service.starting and service.sub_state != "auto-restart"
-    if not starting and instance.status.state is not State.LOADING:
+    if service is not None:
+        starting = service.starting and service.sub_state != "auto-restart"
+    else:
+        starting = instance.status.state is State.LOADING
+    if not starting:
         return None
     what = f"unit {vllm.unit}" if vllm.unit is not None else f"container {vllm.container}"
     return f"the {what} on {node.name} is still starting: a restart begins the load again"

@@ -30,6 +30,7 @@ class ConfirmAction(SparkModal[bool]):
     ConfirmAction #confirm-title { text-style: bold; margin-bottom: 1; }
     ConfirmAction #confirm-warnings { color: $warning; text-style: bold; margin-bottom: 1; }
     ConfirmAction #confirm-warnings.-empty { display: none; }
+    ConfirmAction #confirm-scroll { height: auto; max-height: 50vh; }
     """
 
     def __init__(self, plan: ActionPlan | FixPlan) -> None:
@@ -47,9 +48,18 @@ class ConfirmAction(SparkModal[bool]):
                 id="confirm-warnings",
                 classes="" if warnings else "-empty",
             )
-            yield Static("\n".join(body), id="confirm-body")
+            with VerticalScroll(id="confirm-scroll"):  # a fix's many commands scroll at 80x24
+                yield Static(_body_text(body), id="confirm-body")
             yield Static(Text("y runs it, n or escape cancels", style="bold"), id="confirm-keys")
         yield Footer()
+
+
+def _body_text(lines: Sequence[str]) -> Text:
+    """The plan's lines as they are (indentation kept, no markup read in a command), a fix's steps in bold."""
+    text = Text()
+    for index, line in enumerate(lines):
+        text.append(("\n" if index else "") + line, style="bold" if line.startswith("  step ") else "")
+    return text
 
 
 class ActionLogScreen(SparkModal[None]):

@@ -241,7 +241,7 @@ def test_restart_warns_of_the_requests_it_cuts_off_and_of_a_load_under_way() -> 
     assert plan.warnings == (f"the unit {UNIT} on spark1 is still starting: a restart begins the load again",)
     idle = view_of(fleet, unit("active", "running"), running=0, waiting=0)
     lost = view_of(fleet, unit("failed", "failed"), status=State.DOWN, running=8, waiting=3)  # already cut off
-    between = view_of(fleet, unit("activating", "auto-restart"), status=State.DOWN)  # a crash loop's wait
+    between = view_of(fleet, unit("activating", "auto-restart"), status=State.LOADING)  # a crash loop's wait
     for quiet in (idle, lost, between):
         plan = plan_restart(fleet, "spark1", views=(quiet,))
         assert isinstance(plan, ActionPlan) and plan.warnings == (), quiet.instances[0]
