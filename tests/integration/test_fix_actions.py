@@ -151,6 +151,11 @@ url = "{vllm_server.url}"
 unit = "{unit}"
 """)
     monkeypatch.setenv(AUDIT_ENV, str(tmp_path / "audit.log"))
+    code = main(["--config", str(config), "action", "spark1", "fix"])  # one poll of a healthy node finds nothing
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "no open finding on spark1 has a fix" in err and "name the finding with --finding ID" in err
+
     code = main(["--config", str(config), "action", "spark1", "fix", "--finding", FINDING])
     out, err = capsys.readouterr()
     assert code == 2 and "not run: no terminal to confirm on" in err  # no terminal, no --yes: plan only
