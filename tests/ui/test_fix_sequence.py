@@ -1,52 +1,26 @@
 """From finding to fix in one key: the demo's ``incident`` (12x real time), spark1 crash-looping on the
 page cache; ``x`` offers the finding's whole fix (drop caches → restart → warm up) in one confirmation
 that lists every step and its commands, ``y`` runs the steps in order with progress for each, and the
-node serves again. Read-only and kiosk refuse it, and say so in the audit log."""
+node serves again (read-only and kiosk refuse it: tests/ui/test_ui.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 from textual.widgets import Static
 
-from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import ActionKind, FixPlan
 from sparktui.actions.runner import ActionResult
-from sparktui.config import parse_config
-from sparktui.demo.fleet import DemoFleet
-from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.fleet import InstanceView
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
-from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
-from tests.support.ui_data import fed_app
 from tests.support.wait import wait_until
 
-SPEED = 12.0
 FINDING = "page-cache-blocks-start"
-
-
-@pytest.fixture
-async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
-    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
-    await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=SPEED))
-    try:
-        spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
-        yield make_app(spec)
-    finally:
-        clock.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await clock
-        await fleet.stop()
 
 
 def _spark1(app: SparkApp) -> InstanceView:
@@ -123,21 +97,3 @@ async def test_x_shows_every_step_of_the_fix_and_runs_them_in_order(incident: Sp
         )
     records = (tmp_path / "audit.log").read_text()
     assert '"event": "fix"' in records and f'"finding": "{FINDING}"' in records
-
-
-@pytest.mark.parametrize("mode", ["read_only", "kiosk"])
-async def test_x_is_refused_in_read_only_and_kiosk_mode_and_audited(
-    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    log = tmp_path / "audit.log"
-    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
-    app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
-    async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("x")
-        await pilot.pause()
-        assert not isinstance(app.screen, ConfirmAction)
-        await wait_until(lambda: AuditLog(log).records(), 10, what="the refusal in the audit log")
-        assert not app.action_results  # nothing ran
-    (record,) = AuditLog(log).records()
-    where = "kiosk" if mode == "kiosk" else "read-only"
-    assert (record["event"], record["action"], record["refused_by"]) == ("refused", "fix", where)
