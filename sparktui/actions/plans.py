@@ -717,17 +717,15 @@ def _in_flight(node: str, instance: InstanceView | None) -> str | None:
 
 
 def _still_starting(node: NodeSpec, vllm: VllmSpec, instance: InstanceView | None) -> str | None:
-    """A restart while the unit or container is still starting throws the load so far away. The
-    service's own state says it when known (systemd's wait between two attempts of a crash loop is no
-    load under way); else the instance's status."""
+    """A restart while the unit or container is still starting, or the instance still loading (a
+    systemd unit is active as soon as vLLM's process runs), throws the load so far away. Not while
+    systemd waits between two attempts of a crash loop: no load is under way then."""
     if instance is None:
         return None
     service = instance.service
-    if service is not None:
-        starting = service.starting and service.sub_state != "auto-restart"
-    else:
-        starting = instance.status.state is State.LOADING
-    if not starting:
+    if service is not None and service.sub_state == "auto-restart":
+        return None
+    if not (service is not None and service.starting) and instance.status.state is not State.LOADING:
         return None
     what = f"unit {vllm.unit}" if vllm.unit is not None else f"container {vllm.container}"
     return f"the {what} on {node.name} is still starting: a restart begins the load again"

@@ -235,10 +235,13 @@ def test_restart_warns_of_the_requests_it_cuts_off_and_of_a_load_under_way() -> 
     assert isinstance(plan, ActionPlan)
     assert plan.warnings == ("spark1/qwen36: 8 requests running, 3 waiting will be cut off",)
     assert "  warning: spark1/qwen36: 8 requests running, 3 waiting will be cut off" in plan.confirmation()
-    loading = view_of(fleet, unit("activating", "start"), status=State.LOADING, running=0, waiting=0)
-    plan = plan_restart(fleet, "spark1", views=(loading,))
-    assert isinstance(plan, ActionPlan)
-    assert plan.warnings == (f"the unit {UNIT} on spark1 is still starting: a restart begins the load again",)
+    starting = f"the unit {UNIT} on spark1 is still starting: a restart begins the load again"
+    activating = view_of(fleet, unit("activating", "start"), status=State.LOADING, running=0, waiting=0)
+    loading = view_of(fleet, unit("active", "running"), status=State.LOADING)  # the unit runs, vLLM loads
+    for busy_loading in (activating, loading):
+        plan = plan_restart(fleet, "spark1", views=(busy_loading,))
+        assert isinstance(plan, ActionPlan)
+        assert plan.warnings == (starting,), busy_loading.instances[0]
     idle = view_of(fleet, unit("active", "running"), running=0, waiting=0)
     lost = view_of(fleet, unit("failed", "failed"), status=State.DOWN, running=8, waiting=3)  # already cut off
     between = view_of(fleet, unit("activating", "auto-restart"), status=State.LOADING)  # a crash loop's wait
