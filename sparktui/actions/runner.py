@@ -542,13 +542,14 @@ class ActionRunner:
         return memory if memory.mem_available is not None else None
 
     async def _read_memory_after(self, node: str, before: HostMemory | None) -> HostMemory | None:
-        """After the drop: the reader's next sample (waiting up to ``memory_settle_s`` for one that
-        differs from ``before``), or /proc/meminfo read again."""
+        """After the drop: the reader's first sample with more MemAvailable than ``before`` (a sample
+        read on the node before the drop landed can still arrive after it, a little different), else
+        its latest after ``memory_settle_s``; or /proc/meminfo read again."""
         if self._memory is None:
             return await self._read_memory(node)
         deadline = time.monotonic() + self.memory_settle_s
         latest = self._memory(node)
-        while (latest is None or latest == before) and time.monotonic() < deadline:
+        while not _grew(before, latest) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
             latest = self._memory(node)
         return latest
@@ -714,6 +715,16 @@ def _carries_token(data: str) -> bool:
         if choice.get("text"):
             return True
     return False
+
+
+def _grew(before: HostMemory | None, after: HostMemory | None) -> bool:
+    """Whether ``after`` is a sample taken after a drop: more MemAvailable than ``before`` (when either
+    is unknown, any other sample)."""
+    if after is None or after == before:
+        return False
+    if before is None or before.mem_available is None or after.mem_available is None:
+        return True
+    return after.mem_available > before.mem_available
 
 
 def _prefixed(progress: ProgressCallback, prefix: str) -> ProgressCallback:

@@ -438,7 +438,8 @@ async def test_drop_caches_syncs_drops_then_removes_the_leftovers_and_reports_me
     (view,) = views_with(fleet, {"spark1": host_sample(shm=shm)})
     plan = plan_drop_caches(fleet, "spark1", view, settings=FAST)
     assert isinstance(plan, ActionPlan)
-    samples = iter([memory(7.2), memory(7.2), memory(112.4)])  # before; a stale one; then the fresh sample
+    # Before; the same again; one read on the node before the drop landed; then the fresh sample.
+    samples = iter([memory(7.2), memory(7.2), memory(7.1), memory(112.4)])
     runner = runner_for(fleet, tmp_path, memory=lambda _node: next(samples), memory_settle_s=5.0)
     try:
         async with asyncio.timeout(30):
