@@ -17,7 +17,7 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.dom import DOMNode
 
-from sparktui.actions.plans import ActionPlan, Refusal, plan_action
+from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, plan_action, plan_finding_fix
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEngine
@@ -351,7 +351,7 @@ class SparkApp(App[None]):
         if node is None:
             self._refuse(kind, None, "pick a node first", where="dashboard")
             return
-        plan = plan_action(kind, self.fleet, node, views=self.views)
+        plan = self._plan(kind, node)
         if isinstance(plan, Refusal):
             self._refuse(kind, node, plan.reason, plan=plan, where="plan")
             return
@@ -366,13 +366,20 @@ class SparkApp(App[None]):
 
         self.push_screen(ConfirmAction(plan), confirmed)
 
+    def _plan(self, kind: str, node: str) -> ActionPlan | FixPlan | Refusal:
+        """One action on the state shown, or (``fix``) the whole fix of the node's worst open finding."""
+        if kind == ActionKind.FIX:
+            findings = self.findings.get(node, ())
+            return plan_finding_fix(self.fleet, node, findings, self.diagnosis.catalogue, views=self.views)
+        return plan_action(kind, self.fleet, node, views=self.views)
+
     def _refuse(
         self,
         kind: str,
         node: str | None,
         reason: str,
         *,
-        plan: ActionPlan | Refusal | None = None,
+        plan: ActionPlan | FixPlan | Refusal | None = None,
         where: str,
         quiet: bool = False,
     ) -> None:
@@ -382,7 +389,7 @@ class SparkApp(App[None]):
         refused = self.actions.audit_refusal(kind, node, reason, plan=plan, where=where)
         self.run_worker(refused, group="audit", exit_on_error=False)
 
-    async def _execute(self, plan: ActionPlan) -> None:
+    async def _execute(self, plan: ActionPlan | FixPlan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)
         result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
         self.action_results.append(result)
@@ -401,6 +408,9 @@ class SparkApp(App[None]):
 
     def action_warmup(self) -> None:
         self.start_action("warmup")
+
+    def action_fix(self) -> None:
+        self.start_action("fix")
 
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
@@ -432,19 +442,6 @@ class SparkApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        """f8: the screen as an SVG in ~/Downloads (else the working directory), and where it went, or why
-        not. Textual's own said only "Failed to save screenshot" when ~/Downloads did not exist."""
-        downloads = Path.home() / "Downloads"
-        folder = Path(path) if path else downloads if downloads.is_dir() else Path.cwd()
-        name = filename or time.strftime("sparktui-%Y%m%d-%H%M%S.svg")
-        try:
-            saved = self.save_screenshot(name, str(folder))
-        except OSError as exc:
-            self.notify(f"screenshot not saved in {folder}: {exc.strerror or exc}", severity="error", timeout=10)
-            return
-        self.notify(f"screenshot saved: {saved}", timeout=10)
-
     @property
     def theme_names(self) -> list[str]:
         return list(self._theme_names)
@@ -458,6 +455,38 @@ class SparkApp(App[None]):
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
         self.refresh_views(force=True)
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """f8: the screen as an SVG, in the folder sparktui was started from (``path`` when given), named
+        by the local time; the notification gives the full path, or why it could not be written.
+        (Textual's own would deliver it to a Downloads folder a server seldom has, and say nothing.)"""
+        try:
+            folder = Path(path).expanduser() if path else Path.cwd()
+        except OSError as exc:
+            self.notify(
+                f"screenshot not saved: the current folder cannot be read ({exc.strerror or exc}); "
+                "start sparktui from a folder you can write to",
+                severity="error",
+                timeout=10,
+            )
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = folder.absolute() / (filename or f"sparktui-{stamp}.svg")
+        taken = 1
+        while filename is None and target.exists():  # two in one second
+            taken += 1
+            target = target.with_name(f"sparktui-{stamp}-{taken}.svg")
+        try:
+            target.write_text(self.export_screenshot(), encoding="utf-8")
+        except OSError as exc:
+            self.notify(
+                f"screenshot not saved: cannot write {target} ({exc.strerror or exc}); "
+                "start sparktui from a folder you can write to",
+                severity="error",
+                timeout=10,
+            )
+            return
+        self.notify(f"screenshot saved: {target}", timeout=10)
 
 
 def make_app(fleet: FleetSpec, **options: object) -> SparkApp:

@@ -38,9 +38,10 @@ ACTION_BINDINGS: list[BindingType] = [
     # Shift+k: a plain k moves the cursor up (vim) in every list, and must never kill anything.
     Binding("K", "kill_workers", "Kill workers", id="kill-workers"),
     Binding("w", "warmup", "Warmup", id="warmup"),
+    Binding("x", "fix", "Fix", id="fix"),  # the worst open finding's whole fix, behind one confirmation
     Binding("a", "action_log", "Actions", id="action-log"),
 ]
-RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
+RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup", "fix"})
 
 FLEET_BINDINGS: list[BindingType] = [
     Binding("enter", "open_node", "Open node", id="open-node"),

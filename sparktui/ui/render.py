@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 
+from sparktui.actions.plans import finding_fix, fix_sequence_text
+from sparktui.config import load_catalogue
 from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
@@ -151,14 +153,20 @@ def finding_text(
     keymap: Mapping[str, str] | None = None,
 ) -> Text:
     """A finding as the operator reads it: what, where, the evidence, the fix, the key that applies it
-    (``keymap``: the config's remapped keys)."""
+    (``keymap``: the config's remapped keys): a fix of several actions on the ``fix`` key, with them in
+    order (``[x: drop caches → restart → warm up]``), a one-action fix on that action's key."""
     severity = finding.severity.value
     colour = colours[SEVERITY_VARIABLES[severity]]
     text = Text()
     text.append(f"{SEVERITY_GLYPH[severity]} {finding.title}", style=f"bold {colour}")
     if finding.instance:
         text.append(f"  ({finding.instance})", style=colours["dim"])
-    if finding.action:
+    fix = finding_fix(finding, load_catalogue())
+    if len(fix) > 1:
+        key = action_key("fix", keymap)
+        what = fix_sequence_text(fix)
+        text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])
+    elif finding.action:
         key = action_key(finding.action, keymap)
         what = finding.action.replace("-", " ")
         text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])

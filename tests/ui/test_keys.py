@@ -8,6 +8,7 @@ import inspect
 import pkgutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -275,12 +276,16 @@ async def test_an_unknown_keymap_id_is_told_and_the_defaults_stay() -> None:
 def test_a_finding_names_the_key_that_applies_its_fix_remapped_or_not() -> None:
     """Findings said ``[drop-caches]``, an id, where the operator needs the key (issue 18)."""
     finding = Finding(
-        "page-cache-blocks-start", "spark1", "qwen36", Severity.CRIT, "Page cache blocks the start", ("x",),
+        "launch-readiness", "spark1", "qwen36", Severity.WARN, "vLLM would not start now", ("x",),
         "", "Drop the page cache.", "drop-caches", 0.0, 0.0,
     )  # fmt: skip
-    colours = dict.fromkeys(("status-crit", "status-loading", "dim"), "#ffffff")
+    colours = dict.fromkeys(("status-crit", "status-warn", "status-loading", "dim"), "#ffffff")
     assert "[d: drop caches]" in finding_text(finding, colours).plain
     assert "[x: drop caches]" in finding_text(finding, colours, keymap={"drop-caches": "x"}).plain
+    # A fix of several actions is on the fix key, with its actions in order.
+    blocked = replace(finding, id="page-cache-blocks-start", severity=Severity.CRIT)
+    assert "[x: drop caches → restart → warm up]" in finding_text(blocked, colours).plain
+    assert "[F: drop caches → restart → warm up]" in finding_text(blocked, colours, keymap={"fix": "F"}).plain
     assert action_key("kill-workers") == "K" and action_key("restart", {"restart": "exclamation_mark"}) == "!"
     assert action_key("no-such-action") is None
 
@@ -290,8 +295,8 @@ def _svgs(folder: Path) -> list[tuple[Path, str]]:
 
 
 async def test_f8_saves_a_screenshot_and_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """f8 said only "Failed to save screenshot" (Textual's, into a ~/Downloads that did not exist)."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no Downloads there: the working directory
+    """f8 said only "Failed to save screenshot" (Textual's, into a ~/Downloads that did not exist): it
+    saves in the working directory and says where."""
     monkeypatch.chdir(tmp_path)
     app = fed_app()
     async with app.run_test(size=(80, 24)) as pilot:

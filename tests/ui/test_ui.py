@@ -286,15 +286,15 @@ async def test_every_action_refused_in_the_dashboard_is_audited(
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
     app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        for key in ("r", "d", "K", "w"):
+        for key in ("r", "d", "K", "w", "x"):
             await pilot.press(key)
             await pilot.pause()
-        await wait_until(lambda: len(AuditLog(log).records()) >= 4, what="four refused lines in the audit log")
+        await wait_until(lambda: len(AuditLog(log).records()) >= 5, what="five refused lines in the audit log")
         assert not app.action_results  # nothing ran
     records = AuditLog(log).records()
     where = "kiosk" if mode == "kiosk" else "read-only"
     assert [(r["event"], r["action"], r["refused_by"], r["result"]) for r in records] == [
-        ("refused", action, where, "refused") for action in ("restart", "drop-caches", "kill-workers", "warmup")
+        ("refused", action, where, "refused") for action in ("restart", "drop-caches", "kill-workers", "warmup", "fix")
     ]
     assert all(r["message"] == f"{where}: actions are off" for r in records)
 
