@@ -23,6 +23,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from sparktui.model.fleet import NodeView
+from sparktui.model.host import MemoryLedger
 from sparktui.model.status import State
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.bigfont import big_lines, big_width, figure_scale
@@ -91,6 +92,32 @@ class FigureCell(Widget):
         return text
 
 
+class MemoryLine(Widget):
+    """The unified-memory bar across the line, after its label (``memory_bar``), sized as it is drawn."""
+
+    DEFAULT_CSS = """
+    MemoryLine { height: 1; }
+    """
+
+    def __init__(self, label: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.label = label
+        self.ledger: MemoryLedger | None = None
+        self.colours: Mapping[str, str] = {}
+
+    def show(self, ledger: MemoryLedger | None, colours: Mapping[str, str]) -> None:
+        if (ledger, colours) != (self.ledger, self.colours):
+            self.ledger, self.colours = ledger, dict(colours)
+            self.refresh()
+
+    def render(self) -> Text:
+        if not self.colours:
+            return Text()
+        text = Text(self.label, style=self.colours["dim"])
+        text.append_text(memory_bar(self.ledger, max(1, self.content_size.width - len(self.label)), self.colours))
+        return text
+
+
 class FigureGrid(Grid):
     """Figure cells sharing their space in the grid that draws them largest."""
 
@@ -122,7 +149,7 @@ class NodeTile(Vertical):
             for key in ("gen", "kv", "ttft", "mem"):
                 yield FigureCell(key)
         yield Static(classes="line", id="numbers")
-        yield Static(classes="line", id="memory")
+        yield MemoryLine(id="memory")
 
     def show(self, view: NodeView, colours: Mapping[str, str]) -> None:
         tile = kiosk_tile(view)
@@ -130,8 +157,7 @@ class NodeTile(Vertical):
         self.query_one("#head", Static).update(_band(tile, colours))
         _show_figures(self, tile, colours)
         self.query_one("#numbers", Static).update(Text(tile.requests, style=colours["dim"]))
-        bar = memory_bar(view.ledger if tile.live else None, max(10, self.content_size.width), colours)
-        self.query_one("#memory", Static).update(bar)
+        self.query_one("#memory", MemoryLine).show(view.ledger if tile.live else None, colours)
         self.styles.border = ("heavy", colour)
 
 
@@ -180,7 +206,6 @@ class KioskScreen(SparkScreen[None]):
     #kiosk-node.shown { display: block; }
     #node-title { height: 1; margin: 1 0; }
     #node-reasons { height: auto; max-height: 4; margin: 1 0 0 0; }
-    #node-memory { height: 1; }
     """
 
     def __init__(self) -> None:
@@ -202,7 +227,7 @@ class KioskScreen(SparkScreen[None]):
                 for key in ("gen", "kv", "ttft", "accept", "mem"):
                     yield FigureCell(key)
             yield Static(id="node-reasons")
-            yield Static(id="node-memory")
+            yield MemoryLine("unified memory  ", id="node-memory")
 
     def on_mount(self) -> None:
         self._ready = True
@@ -264,10 +289,7 @@ class KioskScreen(SparkScreen[None]):
         _show_figures(self.query_one("#kiosk-node"), tile, colours)
         reasons = "\n".join(view.status.reasons) or "all healthy"
         self.query_one("#node-reasons", Static).update(Text(reasons, style=colours[STATUS_VARIABLES[tile.state]]))
-        memory = Text("unified memory  ", style=colours["dim"])
-        width = max(10, self.content_size.width - 2 - len(memory))  # the page itself may not be laid out yet
-        memory.append_text(memory_bar(view.ledger if tile.live else None, width, colours))
-        self.query_one("#node-memory", Static).update(memory)
+        self.query_one("#node-memory", MemoryLine).show(view.ledger if tile.live else None, colours)
 
     def action_unlock(self) -> None:
         self.spark.unlock_kiosk()
