@@ -365,7 +365,7 @@ async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, dem
         assert "kiosk (read-only, takes no input); access token required" in server.banner
         async with browser(chromium, tmp_path) as page:
             await _open(page, f"{server.url}?token={TOKEN}")
-            await page.wait_for_text("sparktui kiosk", "4 up", "t/s", "GiB avail")
+            await page.wait_for_text("sparktui kiosk", "4 up", "tok/s", "memory available", "updated")
             # The token went from the address into a cookie: the address bar no longer shows it.
             assert await page.evaluate("location.href") == server.url
             assert "-first-byte" in await page.evaluate("document.body.className")
@@ -381,6 +381,11 @@ async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, dem
     background = max(counts.values())
     assert len(counts) > 50, f"{len(counts)} colours: a blank page"
     assert background < 0.95 * len(pixels), "almost every pixel is the background"
+    # The tiles share the whole page: something is drawn near its bottom and its right edge.
+    common = max(counts, key=lambda p: counts[p])
+    drawn = [i for i, pixel in enumerate(pixels) if pixel != common]
+    assert max(i // width for i in drawn) >= 0.9 * height, "the tiles stop short of the page's bottom"
+    assert max(i % width for i in drawn) >= 0.9 * width, "the tiles stop short of the page's right edge"
     (tmp_path / "kiosk-browser.png").write_bytes(png)
     if UPDATE_SCREENSHOTS:
         SCREENSHOT.write_bytes(png)
@@ -403,7 +408,7 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
     with served(tmp_path / "serve", args, SPARKTUI_AUDIT_LOG=str(audit)) as server:
         async with browser(chromium, tmp_path) as page:
             await _open(page, server.url)
-            await page.wait_for_text("sparktui kiosk", "t/s")
+            await page.wait_for_text("sparktui kiosk", "tok/s")
             await asyncio.sleep(1)
             dashboards = server.dashboards()
             assert len(dashboards) == 1 and "--kiosk" in dashboards[0].cmdline()
