@@ -159,16 +159,7 @@ def kiosk_clock(views: Sequence[NodeView], local: Callable[[float], time.struct_
     assert newest.polled_wall is not None and newest.age_s is not None
     stamp = time.strftime("%H:%M:%S %Z", local(newest.polled_wall))
     stale = all(v.status.state is State.STALE for v in polled)
-    return KioskClock(f"updated {stamp} · {_age(newest.age_s)} ago", stale=stale)
-
-
-def _age(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    return f"{seconds // 3600} h"
+    return KioskClock(f"updated {stamp} · {fmt_number(max(0.0, newest.age_s))} s ago", stale=stale)
 
 
 def burn_in_shift(now: float, every_s: float) -> tuple[int, int]:

@@ -142,6 +142,7 @@ class NodeTile(Vertical):
     def __init__(self, node: str) -> None:
         super().__init__(id=f"tile-{node}", classes="tile")
         self.node = node
+        self._border = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
@@ -158,7 +159,9 @@ class NodeTile(Vertical):
         _show_figures(self, tile, colours)
         self.query_one("#numbers", Static).update(Text(tile.requests, style=colours["dim"]))
         self.query_one("#memory", MemoryLine).show(view.ledger if tile.live else None, colours)
-        self.styles.border = ("heavy", colour)
+        if colour != self._border:  # a style set each tick would lay the tile out again
+            self._border = colour
+            self.styles.border = ("heavy", colour)
 
 
 def _band(tile: KioskTile, colours: Mapping[str, str]) -> Text:
