@@ -152,8 +152,12 @@ class SparkApp(App[None]):
             return
         loop = asyncio.get_running_loop()
         for sig in EXIT_SIGNALS:
-            self._signals_before[sig] = signal.getsignal(sig)
-            loop.add_signal_handler(sig, self.exit)
+            before = signal.getsignal(sig)
+            try:
+                loop.add_signal_handler(sig, self.exit)
+            except (RuntimeError, ValueError):  # not the main thread: the signals stay as they were
+                return
+            self._signals_before[sig] = before
 
     def _restore_signals(self) -> None:
         loop = asyncio.get_running_loop()

@@ -31,6 +31,7 @@ class Figure:
     label: str
     short: str
     text: str
+    usual_unit: str = ""  # the unit named when the text has none ("–")
 
     @property
     def number(self) -> str:
@@ -39,7 +40,7 @@ class Figure:
 
     @property
     def unit(self) -> str:
-        return self.text.rpartition(" ")[2] if " " in self.text else ""
+        return self.text.rpartition(" ")[2] if " " in self.text else self.usual_unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ def _figures(view: NodeView, acceptance: bool) -> tuple[Figure, ...]:
                 fmt_number(spec.mean_acceptance_length if spec is not None else None, 2),
             )
         )
-    figures.append(Figure("mem", "memory available", "mem", fmt_gib(memory.mem_available if memory else None)))
+    figures.append(Figure("mem", "memory available", "mem", fmt_gib(memory.mem_available if memory else None), "GiB"))
     return tuple(figures)
 
 

@@ -25,6 +25,7 @@ from textual.widgets import Static
 from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
 from sparktui.model.status import State
+from sparktui.model.units import NO_DATA
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.bigfont import big_lines, big_width, figure_scale
 from sparktui.ui.keys import KIOSK_BINDINGS
@@ -84,7 +85,8 @@ class FigureCell(Widget):
         if height < 2:
             text = Text(f"{figure.short} ", style=self.dim)
             text.append(figure.number, style=number)
-            text.append(f" {figure.unit}".rstrip(), style=self.dim)
+            if figure.number != NO_DATA:
+                text.append(f" {figure.unit}".rstrip(), style=self.dim)
             return text
         short = f"{figure.short} {figure.unit}".rstrip()
         text = Text((label if len(label) <= width else short) + "\n", style=self.dim)
