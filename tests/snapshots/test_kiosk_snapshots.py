@@ -5,25 +5,21 @@ deliberate change, and look at the pictures before committing."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from textual.pilot import Pilot
 
 from sparktui.ui.kiosk_screen import KioskScreen
-from tests.support.ui_data import fed_app
+from tests.support.ui_data import fed_app, local_zone
 
 SnapCompare = Callable[..., bool]
 
 
 @pytest.fixture(autouse=True)
 def utc() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TZ", "UTC")
-        time.tzset()
+    with local_zone("UTC"):
         yield
-    time.tzset()
 
 
 async def _node_page(pilot: Pilot[None]) -> None:

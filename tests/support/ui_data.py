@@ -3,6 +3,11 @@ fed into the model at fixed times, with a frozen clock."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+
 from sparktui.config import parse_config
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
@@ -173,3 +178,19 @@ def serving_fleet_app(nodes: int, **options: object) -> SparkApp:
         app.refresh_views()
     clock.t = NOW
     return app
+
+
+@contextlib.contextmanager
+def local_zone(zone: str) -> Iterator[None]:
+    """Local time in ``zone`` (a ``TZ`` value) for what runs inside: the kiosk's clock shows local time."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()

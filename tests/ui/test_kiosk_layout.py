@@ -4,7 +4,6 @@ room, the clock and its warning, the burn-in shift on the app's clock, dead node
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +16,7 @@ from sparktui.model.units import NO_DATA
 from sparktui.ui.app import SparkApp
 from sparktui.ui.kiosk_figures import SHIFTS
 from sparktui.ui.kiosk_screen import FigureCell, KioskScreen, NodeTile
-from tests.support.ui_data import NOW, fed_app, serving_fleet_app
+from tests.support.ui_data import NOW, fed_app, local_zone, serving_fleet_app
 
 SIZES = [(80, 24), (160, 48), (200, 60)]
 
@@ -25,11 +24,8 @@ SIZES = [(80, 24), (160, 48), (200, 60)]
 @pytest.fixture
 def eastern() -> Iterator[None]:
     """Local time is US Eastern standard time (no DST rule: the same the year round)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TZ", "EST+5")
-        time.tzset()
+    with local_zone("EST+5"):
         yield
-    time.tzset()
 
 
 def _kiosk(app: SparkApp) -> KioskScreen:
