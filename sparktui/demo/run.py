@@ -10,8 +10,9 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from sparktui.demo.fleet import DEFAULT_NODES, DemoFleet, scaled_nodes
 from sparktui.demo.scenarios import Scenario
@@ -26,11 +27,12 @@ async def serve(
     scenario: Scenario | None = None,
     quiet: bool = False,
 ) -> int:
+    events = events_file(command, sys.stdout)
     fleet = DemoFleet(
         scaled_nodes(nodes) if nodes else DEFAULT_NODES,
         seed=seed,
         scenario=scenario,
-        on_event=None if quiet else _print_event,
+        on_event=None if quiet else _print_event if events is None else _event_writer(events),
     )
     with tempfile.TemporaryDirectory(prefix="sparktui-demo-") as tmp:
         clock: asyncio.Task[None] | None = None
@@ -57,6 +59,8 @@ async def serve(
                     if scenario.every_s:
                         print(f"  (again every {scenario.every_s:g} s, until stopped)")
             if command and not stop.is_set():
+                if events is not None and not quiet and scenario is not None and scenario.events:
+                    print(f"scenario events go to {events} while the command has the terminal")
                 sys.stdout.flush()  # our lines before the command's
                 env = dict(os.environ, SPARKTUI_CONFIG=str(config))
                 process = await asyncio.create_subprocess_exec(*command, env=env)
@@ -76,6 +80,23 @@ async def serve(
 def _print_event(line: str) -> None:
     """One line per scenario event as it happens (a soak's faults: what a log reader greps for)."""
     print(f"event {line}", flush=True)
+
+
+def events_file(command: Sequence[str], stdout: TextIO) -> Path | None:
+    """Where the scenario's event lines go instead of stdout: a file, when a command runs on the
+    terminal (it is most likely the dashboard, and a line printed there lands over its picture). None:
+    stdout, for ``--serve-only`` and for a command whose output is piped (a log reader greps them)."""
+    if not command or not stdout.isatty():
+        return None
+    return Path(tempfile.gettempdir()) / f"sparktui-demo-events-{os.getpid()}.log"
+
+
+def _event_writer(path: Path) -> Callable[[str], None]:
+    def write(line: str) -> None:
+        with path.open("a", encoding="utf-8") as out:
+            out.write(f"event {line}\n")
+
+    return write
 
 
 async def _wait_or_stop(process: asyncio.subprocess.Process, stop: asyncio.Event) -> int:

@@ -562,7 +562,7 @@ class KioskSpec(_Spec):
 
     rotate_s: Num = Field(15.0, ge=3, le=3600)  # seconds on each page: the fleet, then each node
     unlock_key: KeyName | None = None  # leaves the kiosk for the read-only dashboard; none: no key does
-    shift_every_s: Num = Field(180.0, ge=10, le=86400)  # move the picture by a cell this often (burn-in)
+    shift_every_s: Num = Field(60.0, ge=10, le=86400)  # move the picture by a cell this often (burn-in)
 
 
 # --- alerts and notifiers -----------------------------------------------------------------------------

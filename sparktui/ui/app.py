@@ -4,12 +4,15 @@ dispatches; what is known about the fleet lives in the core. Widgets never talk 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import re
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import ClassVar
 
 from textual.actions import ActionParseResult
@@ -48,6 +51,7 @@ apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a service stopping it, its terminal closed
 
 
 class SparkApp(App[None]):
@@ -110,10 +114,12 @@ class SparkApp(App[None]):
             self.register_theme(found)
             self._theme_names.append(found.name)
         self._wanted_theme = theme or DEFAULT_THEME
+        self._signals_before: dict[signal.Signals, Callable[[int, FrameType | None], object] | int | None] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self._exit_on_signals()
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self._wanted_theme in self._theme_names:
             self.theme = self._wanted_theme
@@ -139,6 +145,29 @@ class SparkApp(App[None]):
         self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
         if self.freeze_gc:
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup, name="gc-freeze")
+
+    def _exit_on_signals(self) -> None:
+        """SIGTERM and SIGHUP end the app the way quitting does, so the terminal leaves the alternate
+        screen and gets its cursor back; their default action would kill the process and leave the
+        terminal as the app had set it. Not under a test's headless driver: the process is pytest's."""
+        if self.is_headless:
+            return
+        loop = asyncio.get_running_loop()
+        for sig in EXIT_SIGNALS:
+            before = signal.getsignal(sig)
+            try:
+                loop.add_signal_handler(sig, self.exit)
+            except (RuntimeError, ValueError):  # not the main thread: the signals stay as they were
+                return
+            self._signals_before[sig] = before
+
+    def _restore_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig, before in self._signals_before.items():
+            loop.remove_signal_handler(sig)
+            if before is not None:
+                signal.signal(sig, before)
+        self._signals_before.clear()
 
     def _freeze_startup(self) -> None:
         """Python's full collections walk every tracked object: at 64 nodes one took ~220 ms
@@ -210,6 +239,7 @@ class SparkApp(App[None]):
         return self.monitor.canaries_due(node, t)
 
     async def on_unmount(self) -> None:
+        self._restore_signals()
         await self.actions.close()
 
     # --- rendering ----------------------------------------------------------------------------------

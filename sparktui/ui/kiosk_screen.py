@@ -1,82 +1,199 @@
-"""The kiosk: a read-only wall screen. It rotates fleet → each node, shows the numbers that matter in
-figures readable from across a room, puts a banner up when a node is down or its data is stale, and
-moves the picture by a cell every few minutes against burn-in. It takes no input but the unlock key
-(``[kiosk] unlock_key``), and the app refuses every action while it is up (``SparkApp.check_action``).
+"""The kiosk: a read-only wall screen. It rotates fleet → each node; the tiles share the whole screen
+and their key figures grow with it (``bigfont``), so they read from across a room. A clock says when
+the newest data came and turns to the warning colour when none has come for longer than the stale
+limit; a banner goes up when a node is down or its data is stale; the picture moves by a cell every
+``[kiosk] shift_every_s`` against burn-in. It takes no input but the unlock key (``[kiosk]
+unlock_key``), and the app refuses every action while it is up (``SparkApp.check_action``).
+
+What is shown is decided in ``kiosk_figures`` (pure); the widgets here only draw it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Digits, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
-from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.fleet import NodeView
+from sparktui.model.host import MemoryLedger
 from sparktui.model.status import State
-from sparktui.model.units import fmt_gib, fmt_number
+from sparktui.model.units import NO_DATA
 from sparktui.ui.base import SparkScreen
+from sparktui.ui.bigfont import big_lines, big_width, figure_scale
 from sparktui.ui.keys import KIOSK_BINDINGS
-from sparktui.ui.render import memory_bar, node_reason, status_text
+from sparktui.ui.kiosk_figures import (
+    SHIFT_MARGIN,
+    Figure,
+    KioskTile,
+    best_grid,
+    burn_in_shift,
+    figure_cell_score,
+    kiosk_clock,
+    kiosk_tile,
+    tile_score,
+)
+from sparktui.ui.render import STATUS_GLYPH, memory_bar, status_text
 from sparktui.ui.themes import STATUS_VARIABLES
 
-SHIFTS = ((0, 0), (1, 0), (1, 1), (0, 1))  # offsets cycled against burn-in
+NODE_FIGURES = 5  # a node page: generation, KV, TTFT, acceptance length, memory
 
 
-def _first(view: NodeView) -> InstanceView | None:
-    serving = [i for i in view.instances if i.url is not None]
-    return serving[0] if serving else (view.instances[0] if view.instances else None)
+class FigureCell(Widget):
+    """A key figure with its label: large when its space allows (``scale``), on one line when not."""
+
+    DEFAULT_CSS = """
+    FigureCell { width: 1fr; height: 1fr; color: $foreground; }
+    """
+
+    def __init__(self, key: str) -> None:
+        super().__init__(id=f"fig-{key}", classes="figure")
+        self.figure = Figure(key, "", "", "")
+        self.colour = ""
+        self.dim = ""
+
+    def show(self, figure: Figure, colour: str, dim: str) -> None:
+        if (figure, colour, dim) != (self.figure, self.colour, self.dim):
+            self.figure, self.colour, self.dim = figure, colour, dim
+            self.refresh()
+
+    @property
+    def scale(self) -> int:
+        """The figure's scale in the space it has now (0: written as text)."""
+        width, height = self.content_size
+        return figure_scale(self.figure.number, width, height - 1)
+
+    def render(self) -> Text:
+        figure = self.figure
+        width, height = self.content_size
+        scale = self.scale
+        label = f"{figure.label} {figure.unit}".rstrip()
+        number = Style(color=self.colour or None, bold=True)
+        if scale:
+            text = Text(label + "\n", style=self.dim)
+            lines = big_lines(figure.number, scale)
+            pad = " " * max(0, (width - big_width(figure.number, scale)) // 2)
+            text.append("\n".join(pad + line for line in lines), style=number)
+            return text
+        if height < 2:
+            text = Text(f"{figure.short} ", style=self.dim)
+            text.append(figure.number, style=number)
+            if figure.number != NO_DATA:
+                text.append(f" {figure.unit}".rstrip(), style=self.dim)
+            return text
+        short = f"{figure.short} {figure.unit}".rstrip()
+        text = Text((label if len(label) <= width else short) + "\n", style=self.dim)
+        text.append(figure.number, style=number)
+        return text
 
 
-def _figure(value: float | None, decimals: int = 0, width: int = 6) -> str:
-    """Fixed-width text for a Digits widget (a width change would re-layout it every tick)."""
-    if value is None:
-        return "-".rjust(width)
-    return f"{value:.{decimals}f}".rjust(width)[-width:]
+class MemoryLine(Widget):
+    """The unified-memory bar across the line, after its label (``memory_bar``), sized as it is drawn."""
+
+    DEFAULT_CSS = """
+    MemoryLine { height: 1; }
+    """
+
+    def __init__(self, label: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.label = label
+        self.ledger: MemoryLedger | None = None
+        self.colours: Mapping[str, str] = {}
+
+    def show(self, ledger: MemoryLedger | None, colours: Mapping[str, str]) -> None:
+        if (ledger, colours) != (self.ledger, self.colours):
+            self.ledger, self.colours = ledger, dict(colours)
+            self.refresh()
+
+    def render(self) -> Text:
+        if not self.colours:
+            return Text()
+        text = Text(self.label, style=self.colours["dim"])
+        text.append_text(memory_bar(self.ledger, max(1, self.content_size.width - len(self.label)), self.colours))
+        return text
+
+
+class FigureGrid(Grid):
+    """Figure cells sharing their space in the grid that draws them largest."""
+
+    DEFAULT_CSS = """
+    FigureGrid { height: 1fr; grid-gutter: 0 2; }
+    """
+
+    def on_resize(self, event: events.Resize) -> None:
+        count = len(self.children)
+        columns, rows = best_grid(count, event.size.width, event.size.height, figure_cell_score)
+        self.styles.grid_size_columns = columns
+        self.styles.grid_size_rows = rows
 
 
 class NodeTile(Vertical):
     DEFAULT_CSS = """
-    NodeTile { border: heavy $panel; height: auto; padding: 0 1; }
-    NodeTile Digits { width: auto; }
+    NodeTile { border: heavy $panel; height: 1fr; width: 1fr; padding: 0 1; }
+    NodeTile #head { height: auto; max-height: 2; }
     NodeTile .line { height: 1; }
     """
 
     def __init__(self, node: str) -> None:
-        super().__init__(id=f"tile-{node}")
+        super().__init__(id=f"tile-{node}", classes="tile")
         self.node = node
+        self._border = ""
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="line", id="head")
-        yield Digits("", id="gen")
+        yield Static(id="head")
+        with FigureGrid(id="figures"):
+            for key in ("gen", "kv", "ttft", "mem"):
+                yield FigureCell(key)
         yield Static(classes="line", id="numbers")
-        yield Static(classes="line", id="memory")
+        yield MemoryLine(id="memory")
 
-    def show(self, view: NodeView, colours: dict[str, str]) -> None:
-        instance = _first(view)
-        head = Text(f"{view.name}  ", style="bold")
-        head.append_text(status_text(view.status.state, colours))
-        if view.status.state is not State.UP:
-            head.append(f"  {node_reason(view)}", style=colours[STATUS_VARIABLES[view.status.state]])
-        self.query_one("#head", Static).update(head)
-        gen = instance.rates.generation_tokens_per_s if instance and instance.rates else None
-        self.query_one("#gen", Digits).update(_figure(gen) + " t/s" if gen is not None else "    - t/s")
-        numbers = Text()
-        if instance is not None and instance.url is not None:
-            ttft = instance.rates.latency.get("ttft") if instance.rates else None
-            numbers.append(f"KV {fmt_number(None if instance.kv_usage is None else instance.kv_usage * 100)}%  ")
-            numbers.append(f"TTFT p90 {fmt_number(ttft.p90 if ttft else None, 1)} s  ")
-            numbers.append(f"run {fmt_number(instance.running)} wait {fmt_number(instance.waiting)}")
-        self.query_one("#numbers", Static).update(numbers)
-        memory = Text()
-        memory.append_text(memory_bar(view.ledger, 24, colours))
-        if view.host_memory is not None:
-            memory.append(f" {fmt_gib(view.host_memory.mem_available)} avail")
-        self.query_one("#memory", Static).update(memory)
-        self.styles.border = ("heavy", colours[STATUS_VARIABLES[view.status.state]])
+    def show(self, view: NodeView, colours: Mapping[str, str]) -> None:
+        tile = kiosk_tile(view)
+        colour = colours[STATUS_VARIABLES[tile.state]]
+        self.query_one("#head", Static).update(_band(tile, colours))
+        _show_figures(self, tile, colours)
+        self.query_one("#numbers", Static).update(Text(tile.requests, style=colours["dim"]))
+        self.query_one("#memory", MemoryLine).show(view.ledger if tile.live else None, colours)
+        if colour != self._border:  # a style set each tick would lay the tile out again
+            self._border = colour
+            self.styles.border = ("heavy", colour)
+
+
+def _band(tile: KioskTile, colours: Mapping[str, str]) -> Text:
+    """The node, then its status as a band of the status colour (glyph and word, for colour-blind
+    eyes too), then the reason."""
+    colour = colours[STATUS_VARIABLES[tile.state]]
+    band = Text(f"{tile.name} ", style="bold")
+    band.append(f" {STATUS_GLYPH[tile.state]} {tile.state.value.upper()} ", style=f"bold reverse {colour}")
+    if tile.reason:
+        band.append(f"  {tile.reason}", style=colour)
+    return band
+
+
+def _show_figures(parent: Widget, tile: KioskTile, colours: Mapping[str, str]) -> None:
+    number = "" if tile.live else colours["dim"]  # "": the theme's text colour
+    for figure in tile.figures:
+        parent.query_one(f"#fig-{figure.key}", FigureCell).show(figure, number, colours["dim"])
+
+
+class TileGrid(Grid):
+    """The fleet's tiles, sharing the whole screen in the grid that draws their figures largest."""
+
+    DEFAULT_CSS = """
+    TileGrid { height: 1fr; grid-gutter: 0 1; }
+    """
+
+    def on_resize(self, event: events.Resize) -> None:
+        columns, rows = best_grid(len(self.children), event.size.width, event.size.height, tile_score)
+        self.styles.grid_size_columns = columns
+        self.styles.grid_size_rows = rows
 
 
 class KioskScreen(SparkScreen[None]):
@@ -85,66 +202,64 @@ class KioskScreen(SparkScreen[None]):
     KioskScreen { layout: vertical; }
     #kiosk-banner { height: auto; padding: 0 1; display: none; background: $error; color: $text; text-style: bold; }
     #kiosk-banner.shown { display: block; }
-    #kiosk-title { height: 1; padding: 0 1; background: $panel; }
-    #kiosk-fleet { grid-size: 2; grid-gutter: 0 1; grid-rows: auto; height: 1fr; }
-    #kiosk-node { height: 1fr; display: none; padding: 1 2; }
-    #kiosk-node.shown { display: block; }
+    #kiosk-top { height: 1; background: $panel; }
+    #kiosk-title { width: 1fr; padding: 0 1; }
+    #kiosk-clock { width: auto; padding: 0 1; }
+    #kiosk-clock.stale { background: $warning; color: $background; text-style: bold; }
     #kiosk-fleet.hidden { display: none; }
-    .figure-row { height: auto; }
-    .figure { width: 1fr; height: auto; border: round $panel; padding: 0 1; }
-    .figure Digits { width: auto; }
-    #node-reasons { height: auto; margin: 1 0; }
-    #node-memory { height: auto; }
+    #kiosk-node { height: 1fr; display: none; padding: 0 1; }
+    #kiosk-node.shown { display: block; }
+    #node-title { height: 1; margin: 1 0; }
+    #node-reasons { height: auto; max-height: 4; margin: 1 0 0 0; }
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.page = 0  # 0: the fleet; n: the nth node
-        self._shift = 0
+        self.shift_offset = (0, 0)
 
     def compose(self) -> ComposeResult:
         yield Static(id="kiosk-banner")
-        yield Static(id="kiosk-title")
-        with Grid(id="kiosk-fleet"):
+        with Horizontal(id="kiosk-top"):
+            yield Static(id="kiosk-title")
+            yield Static(id="kiosk-clock")
+        with TileGrid(id="kiosk-fleet"):
             for node in self.spark.fleet.nodes:
                 yield NodeTile(node.name)
         with Vertical(id="kiosk-node"):
             yield Static(id="node-title")
-            with Horizontal(classes="figure-row"):
-                for key, label in (
-                    ("gen", "generation tok/s"),
-                    ("kv", "KV cache %"),
-                    ("ttft", "TTFT p90 s"),
-                    ("accept", "acceptance length"),
-                ):
-                    with Vertical(classes="figure"):
-                        yield Static(label)
-                        yield Digits("", id=f"fig-{key}")
+            with FigureGrid(id="node-figures"):
+                for key in ("gen", "kv", "ttft", "accept", "mem"):
+                    yield FigureCell(key)
             yield Static(id="node-reasons")
-            yield Static(id="node-memory")
+            yield MemoryLine("unified memory  ", id="node-memory")
 
     def on_mount(self) -> None:
         self._ready = True
-        kiosk = self.spark.fleet.kiosk
-        self.set_interval(kiosk.rotate_s, self.rotate, name="kiosk-rotate")
-        self.set_interval(kiosk.shift_every_s, self.shift, name="kiosk-shift")
+        self.set_interval(self.spark.fleet.kiosk.rotate_s, self.rotate, name="kiosk-rotate")
         self.update_views(self.spark.views)
 
     def rotate(self) -> None:
         self.page = (self.page + 1) % (len(self.spark.fleet.nodes) + 1)
         self.update_views(self.spark.views)
 
-    def shift(self) -> None:
-        self._shift = (self._shift + 1) % len(SHIFTS)
-        self.styles.offset = SHIFTS[self._shift]
+    def _shift(self) -> None:
+        """Against burn-in: the picture's position follows the app's clock (``burn_in_shift``)."""
+        dx, dy = burn_in_shift(self.spark.clock(), self.spark.fleet.kiosk.shift_every_s)
+        if (dx, dy) != self.shift_offset:
+            self.shift_offset = (dx, dy)
+            self.styles.padding = (dy, SHIFT_MARGIN[0] - dx, SHIFT_MARGIN[1] - dy, dx)
 
     def update_views(self, views: Sequence[NodeView]) -> None:
         if not self.drawable:
             return
         app = self.spark
         colours = app.colours
+        self._shift()
         bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]
-        lines = ["   ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad)] if bad else []
+        lines = (
+            ["   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in map(kiosk_tile, bad))] if bad else []
+        )
         lines += app.alert_banner()[:3]
         banner = self.query_one("#kiosk-banner", Static)
         banner.update("\n".join(lines))
@@ -159,6 +274,10 @@ class KioskScreen(SparkScreen[None]):
         page = "fleet" if self.page == 0 else views[self.page - 1].name if self.page <= len(views) else "fleet"
         title.append(f"│ {page}")
         self.query_one("#kiosk-title", Static).update(title)
+        clock = kiosk_clock(views)
+        clock_widget = self.query_one("#kiosk-clock", Static)
+        clock_widget.update(clock.text)
+        clock_widget.set_class(clock.stale, "stale")
         show_fleet = self.page == 0 or self.page > len(views)
         self.query_one("#kiosk-fleet").set_class(not show_fleet, "hidden")
         self.query_one("#kiosk-node").set_class(not show_fleet, "shown")
@@ -170,32 +289,12 @@ class KioskScreen(SparkScreen[None]):
 
     def _node_page(self, view: NodeView) -> None:
         colours = self.spark.colours
-        instance = _first(view)
-        title = Text(f"{view.name}  ", style="bold")
-        title.append_text(status_text(view.status.state, colours))
-        self.query_one("#node-title", Static).update(title)
-        rates = instance.rates if instance else None
-        ttft = rates.latency.get("ttft") if rates else None
-        spec = rates.spec_decode if rates else None
-        figures = {
-            "gen": _figure(rates.generation_tokens_per_s if rates else None),
-            "kv": _figure(None if instance is None or instance.kv_usage is None else instance.kv_usage * 100, 1),
-            "ttft": _figure(ttft.p90 if ttft else None, 2),
-            "accept": _figure(spec.mean_acceptance_length if spec else None, 2),
-        }
-        for key, value in figures.items():
-            self.query_one(f"#fig-{key}", Digits).update(value)
+        tile = kiosk_tile(view, acceptance=True)
+        self.query_one("#node-title", Static).update(_band(tile, colours))
+        _show_figures(self.query_one("#kiosk-node"), tile, colours)
         reasons = "\n".join(view.status.reasons) or "all healthy"
-        self.query_one("#node-reasons", Static).update(
-            Text(reasons, style=colours[STATUS_VARIABLES[view.status.state]])
-        )
-        memory = Text("unified memory  ")
-        memory.append_text(memory_bar(view.ledger, 60, colours))
-        if view.host_memory is not None:
-            memory.append(
-                f"  {fmt_gib(view.host_memory.mem_available)} available of {fmt_gib(view.host_memory.mem_total)}"
-            )
-        self.query_one("#node-memory", Static).update(memory)
+        self.query_one("#node-reasons", Static).update(Text(reasons, style=colours[STATUS_VARIABLES[tile.state]]))
+        self.query_one("#node-memory", MemoryLine).show(view.ledger if tile.live else None, colours)
 
     def action_unlock(self) -> None:
         self.spark.unlock_kiosk()

@@ -385,7 +385,7 @@ async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, dem
         assert "kiosk (read-only, takes no input); access token required" in server.banner
         async with browser(chromium, tmp_path) as page:
             await _open(page, f"{server.url}?token={TOKEN}")
-            await page.wait_for_text("sparktui kiosk", "4 up", "t/s", "GiB avail")
+            await page.wait_for_text("sparktui kiosk", "4 up", "tok/s", "memory available", "updated")
             # The token went from the address into a cookie: the address bar no longer shows it.
             assert await page.evaluate("location.href") == server.url
             assert "-first-byte" in await page.evaluate("document.body.className")
@@ -399,8 +399,16 @@ async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, dem
             png = shots[-1]
         assert len(server.dashboards()) == 1
 
-    width, height, _ = png_pixels(png)
+    width, height, pixels = png_pixels(png)
     assert (width, height) == VIEWPORT
+    # The tiles share the whole page: something is drawn near its bottom and its right edge.
+    counts: dict[bytes, int] = {}
+    for pixel in pixels:
+        counts[pixel] = counts.get(pixel, 0) + 1
+    common = max(counts, key=lambda p: counts[p])
+    drawn = [i for i, pixel in enumerate(pixels) if pixel != common]
+    assert max(i // width for i in drawn) >= 0.9 * height, "the tiles stop short of the page's bottom"
+    assert max(i % width for i in drawn) >= 0.9 * width, "the tiles stop short of the page's right edge"
     (tmp_path / "kiosk-browser.png").write_bytes(png)
     if UPDATE_SCREENSHOTS:
         SCREENSHOT.write_bytes(png)
@@ -432,7 +440,7 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
     with served(tmp_path / "serve", args, SPARKTUI_AUDIT_LOG=str(audit)) as server:
         async with browser(chromium, tmp_path) as page:
             await _open(page, server.url)
-            await page.wait_for_text("sparktui kiosk", "t/s")
+            await page.wait_for_text("sparktui kiosk", "tok/s")
             await _until("the session's dashboard", lambda: len(server.dashboards()) == 1)
             dashboards = server.dashboards()
             assert "--kiosk" in dashboards[0].cmdline()

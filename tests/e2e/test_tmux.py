@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 TMUX = shutil.which("tmux")
@@ -88,3 +90,25 @@ def test_demo_dashboard_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
     assert status_file.read_text().strip() == "0"  # exited cleanly, status 0
     # The terminal is restored: no alternate screen, no dashboard left on it.
     assert "Gen t/s" not in tmux.screen()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_ends_the_kiosk_and_gives_the_terminal_back(tmux: Tmux, tmp_path: Path, sig: signal.Signals) -> None:
+    # A service stopping the kiosk (SIGTERM) or its terminal going away (SIGHUP): the app exits the way
+    # it does on a key, so the terminal leaves the alternate screen and gets its cursor back.
+    status_file = tmp_path / "status"
+    tmux.start(f"sh -c '{sys.executable} -m sparktui --kiosk demo; echo $? > {status_file}; exec sh'")
+    tmux.wait_for("sparktui kiosk", timeout_s=30)
+    tmux.wait_for("updated", timeout_s=10)
+    assert tmux.run("display", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "1"
+    shell = psutil.Process(int(tmux.run("display", "-p", "-t", tmux.session, "#{pane_pid}")))
+    kiosk = next(p for p in shell.children() if "--kiosk" in p.cmdline())
+    kiosk.send_signal(sig)
+    deadline = time.monotonic() + 30  # the demo fleet is stopped after the app: slow on a loaded machine
+    while not (status_file.exists() and status_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status_file.exists(), f"the kiosk did not exit within 30 s of {sig.name}; screen:\n{tmux.screen()}"
+    assert status_file.read_text().strip() == "0"
+    assert tmux.run("display", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "0"
+    assert tmux.run("display", "-p", "-t", tmux.session, "#{cursor_flag}").strip() == "1"
+    assert "sparktui kiosk" not in tmux.screen()

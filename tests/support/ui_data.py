@@ -3,6 +3,11 @@ fed into the model at fixed times, with a frozen clock."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+
 from sparktui.config import parse_config
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
@@ -147,3 +152,45 @@ def fire_node_down(app: SparkApp) -> None:
         for node in ("spark1", "spark2", "spark3", "spark4"):
             app.state.nodes[node].last_t = t
         app.refresh_views()
+
+
+def serving_fleet_app(nodes: int, **options: object) -> SparkApp:
+    """A ``fed_app``-like app of ``nodes`` single-model nodes, every one serving (the kiosk's layouts)."""
+    config = "poll_interval_s = 1.0\n" + "".join(
+        f'[[nodes]]\nname = "spark{n}"\nhost = "192.168.1.{10 + n}"\n'
+        f'[[nodes.vllm]]\nname = "model{n}"\nport = 8001\n[nodes.gpu_exporter]\nport = 9835\n'
+        for n in range(1, nodes + 1)
+    )
+    clock = Clock()
+    app = make_app(parse_config(config, source="kiosk-test.toml"), collect=False, clock=clock, **options)
+    steady = scenario_scrapes("mtp2-steady")
+    gpu = gb10_nvidia_exporter_page()
+    version = '{"version": "0.33.0"}'
+    frames = _frames()
+    for second in range(0, 30, 2):
+        t = clock.t = float(second)
+        for n in range(1, nodes + 1):
+            vllm = VllmObservation(f"model{n}", _ok("u"), _ok("u", steady[second]), _ok("u", version))
+            app.state.apply(
+                NodeObservation(node=f"spark{n}", t=t, wall=1e9 + t, vllm=(vllm,), gpu_exporter=_ok("g", gpu))
+            )
+            app.state.apply_host(HostUpdate(f"spark{n}", t, sample=frames[(second // 2) % len(frames)]))
+        app.refresh_views()
+    clock.t = NOW
+    return app
+
+
+@contextlib.contextmanager
+def local_zone(zone: str) -> Iterator[None]:
+    """Local time in ``zone`` (a ``TZ`` value) for what runs inside: the kiosk's clock shows local time."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()

@@ -206,11 +206,6 @@ async def test_kiosk_rotates_pages_and_banners_down_nodes() -> None:
         for _ in range(4):
             screen.rotate()
         assert screen.page == 0  # fleet, then four nodes, then the fleet again
-        offsets = set()
-        for _ in range(4):
-            screen.shift()
-            offsets.add((screen.styles.offset.x.value, screen.styles.offset.y.value))
-        assert len(offsets) == 4  # the picture moves against burn-in
 
 
 async def test_kiosk_unlock_key_leaves_for_the_read_only_dashboard() -> None:

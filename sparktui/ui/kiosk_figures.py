@@ -1,0 +1,168 @@
+"""What the kiosk shows, decided without Textual: the figures of a tile or a node page (formatted by
+``model.units`` from the views), the grid the tiles share, the clock line and the burn-in shift.
+The kiosk's widgets only draw what these return."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.status import State
+from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.ui.bigfont import figure_scale
+
+DEAD = (State.DOWN, State.STALE)  # their last numbers are not shown as if current
+# The picture's position, one step every ``[kiosk] shift_every_s``: by one cell at a time, two across
+# and one down at most, so nothing is cut at the edge (the screen gives up 2 columns and 1 row for it).
+SHIFTS = ((0, 0), (1, 0), (2, 0), (2, 1), (1, 1), (0, 1))
+SHIFT_MARGIN = (2, 1)
+WIDE_SAMPLE = "8,888"  # the widest figure a tile should fit large (generation tok/s in thousands)
+TILE_ASPECT = 4.0  # columns per row of a pleasing tile when no size draws figures large
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One key figure: its label (``short`` when space is tight) and its text as ``model.units`` writes it."""
+
+    key: str
+    label: str
+    short: str
+    text: str
+    usual_unit: str = ""  # the unit named when the text has none ("–")
+
+    @property
+    def number(self) -> str:
+        """The part drawn large: the text without its unit ("0.71 s" → "0.71")."""
+        return self.text.rpartition(" ")[0] if " " in self.text else self.text
+
+    @property
+    def unit(self) -> str:
+        return self.text.rpartition(" ")[2] if " " in self.text else self.usual_unit
+
+
+@dataclass(frozen=True, slots=True)
+class KioskTile:
+    """A node as the kiosk draws it: status, why, and figures (all "–" when it is down or stale)."""
+
+    name: str
+    state: State
+    reason: str
+    figures: tuple[Figure, ...]
+    requests: str
+    live: bool
+
+
+def serving_instance(view: NodeView) -> InstanceView | None:
+    """The instance whose numbers stand for the node: the first that serves HTTP (a TP worker does not)."""
+    serving = [i for i in view.instances if i.url is not None]
+    return serving[0] if serving else (view.instances[0] if view.instances else None)
+
+
+def _figures(view: NodeView, acceptance: bool) -> tuple[Figure, ...]:
+    live = view.status.state not in DEAD
+    instance = serving_instance(view) if live else None
+    rates = instance.rates if instance is not None else None
+    ttft = rates.latency.get("ttft") if rates is not None else None
+    spec = rates.spec_decode if rates is not None else None
+    memory = view.host_memory if live else None
+    figures = [
+        Figure("gen", "generation tok/s", "gen tok/s", fmt_rate(rates.generation_tokens_per_s if rates else None, "")),
+        Figure("kv", "KV cache", "KV", fmt_pct(instance.kv_usage if instance else None, 0)),
+        Figure("ttft", "TTFT p90", "TTFT", fmt_seconds(ttft.p90 if ttft is not None else None)),
+    ]
+    if acceptance:
+        figures.append(
+            Figure(
+                "accept",
+                "acceptance length",
+                "accept",
+                fmt_number(spec.mean_acceptance_length if spec is not None else None, 2),
+            )
+        )
+    figures.append(Figure("mem", "memory available", "mem", fmt_gib(memory.mem_available if memory else None), "GiB"))
+    return tuple(figures)
+
+
+def kiosk_tile(view: NodeView, acceptance: bool = False) -> KioskTile:
+    """The tile (or, with ``acceptance``, the node page) of ``view``."""
+    state = view.status.state
+    live = state not in DEAD
+    instance = serving_instance(view) if live else None
+    requests = (
+        f"run {fmt_number(instance.running)} · wait {fmt_number(instance.waiting)}"
+        if instance is not None and instance.url is not None
+        else ""
+    )
+    reason = view.status.reasons[0] if view.status.reasons and state is not State.UP else ""
+    return KioskTile(view.name, state, reason, _figures(view, acceptance), requests, live)
+
+
+# --- the grid ------------------------------------------------------------------------------------------
+
+
+def best_grid(count: int, width: int, height: int, cell_score: Callable[[int, int], float]) -> tuple[int, int]:
+    """(columns, rows) to share ``width`` x ``height`` among ``count`` cells: the one whose cells score
+    best (``cell_score`` of a cell's size), then the one with fewer empty cells, then the one whose
+    cells are nearest ``TILE_ASPECT``."""
+    count = max(1, count)
+    best: tuple[tuple[float, int, float], tuple[int, int]] | None = None
+    for columns in range(1, count + 1):
+        rows = math.ceil(count / columns)
+        cell_w, cell_h = width // columns, height // rows
+        aspect = cell_w / cell_h if cell_h > 0 else math.inf
+        closeness = abs(math.log(aspect / TILE_ASPECT)) if 0 < aspect < math.inf else math.inf
+        key = (cell_score(cell_w, cell_h), -(columns * rows - count), -closeness)
+        if best is None or key > best[0]:
+            best = (key, (columns, rows))
+    assert best is not None
+    return best[1]
+
+
+def figure_cell_score(width: int, height: int) -> float:
+    """How well a figure's cell shows it: its large scale (a label line above), else whether the
+    figure fits on one line with its short label."""
+    scale = figure_scale(WIDE_SAMPLE, width, height - 1)
+    return float(scale) if scale else (0.5 if width >= 14 and height >= 1 else 0.0)
+
+
+TILE_FRAME = (4, 5)  # a tile's border and padding across, border and its three text lines down
+
+
+def tile_score(width: int, height: int, figures: int = 4) -> float:
+    """A tile's score: that of its figures, laid out as best they can in it."""
+    inner_w, inner_h = width - TILE_FRAME[0], height - TILE_FRAME[1]
+    if inner_w <= 0 or inner_h <= 0:
+        return -1.0
+    columns, rows = best_grid(figures, inner_w, inner_h, figure_cell_score)
+    return figure_cell_score(inner_w // columns, inner_h // rows)
+
+
+# --- the clock and the burn-in shift --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KioskClock:
+    """The kiosk's clock line: when the newest data was collected, local time with the zone, and how
+    old it is; ``stale`` when no node has had data within the stale limit (every polled node stale)."""
+
+    text: str
+    stale: bool
+
+
+def kiosk_clock(views: Sequence[NodeView], local: Callable[[float], time.struct_time] = time.localtime) -> KioskClock:
+    polled = [v for v in views if v.polled_wall is not None and v.age_s is not None]
+    if not polled:
+        return KioskClock(f"updated {NO_DATA} · no data yet", stale=True)
+    newest = min(polled, key=lambda v: v.age_s or 0.0)
+    assert newest.polled_wall is not None and newest.age_s is not None
+    stamp = time.strftime("%H:%M:%S %Z", local(newest.polled_wall))
+    stale = all(v.status.state is State.STALE for v in polled)
+    return KioskClock(f"updated {stamp} · {fmt_number(max(0.0, newest.age_s))} s ago", stale=stale)
+
+
+def burn_in_shift(now: float, every_s: float) -> tuple[int, int]:
+    """(columns, rows) the picture is moved by at ``now``: the next step of ``SHIFTS`` every ``every_s``."""
+    return SHIFTS[int(now // every_s) % len(SHIFTS)]

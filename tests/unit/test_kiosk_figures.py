@@ -1,0 +1,103 @@
+"""The kiosk's decisions without Textual: the large figures' font and fit, the grid the tiles share,
+a tile's figures from the views, the burn-in shift; and where ``sparktui demo``'s event lines go."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from sparktui.demo.run import events_file
+from sparktui.model.status import State
+from sparktui.model.units import NO_DATA, fmt_gib, fmt_pct, fmt_rate
+from sparktui.ui.bigfont import big_height, big_lines, big_width, figure_scale
+from sparktui.ui.kiosk_figures import (
+    SHIFTS,
+    best_grid,
+    burn_in_shift,
+    kiosk_clock,
+    kiosk_tile,
+    serving_instance,
+    tile_score,
+)
+from tests.support.ui_data import fed_app
+
+
+@pytest.mark.parametrize("scale", [1, 2, 3, 5])
+def test_a_large_figure_takes_the_cells_it_says(scale: int) -> None:
+    lines = big_lines("1,234.5%", scale)
+    assert len(lines) == big_height(scale)
+    assert {len(line) for line in lines} == {big_width("1,234.5%", scale)}
+    assert set("".join(lines)) <= {" ", "▀", "▄", "█"}
+
+
+def test_a_figure_is_drawn_at_the_largest_scale_that_fits() -> None:
+    text = "96%"
+    for width, height in ((40, 10), (80, 30), (20, 3)):
+        scale = figure_scale(text, width, height)
+        assert scale >= 1
+        assert big_width(text, scale) <= width and big_height(scale) <= height
+        assert big_width(text, scale + 1) > width or big_height(scale + 1) > height
+    assert figure_scale(text, 80, 30) > figure_scale(text, 40, 10)
+    assert figure_scale(text, 8, 10) == 0  # too narrow even at scale 1
+    assert figure_scale(text, 40, 2) == 0  # too low
+    assert figure_scale("12 GiB", 80, 30) == 0  # letters: written as text
+    assert figure_scale(NO_DATA, 80, 30) >= 1  # no data is drawn as large as data
+
+
+def test_the_tiles_take_the_shape_that_draws_their_figures_largest() -> None:
+    assert best_grid(1, 200, 58, tile_score) == (1, 1)
+    assert best_grid(4, 160, 46, tile_score) == (2, 2)
+    columns, rows = best_grid(8, 200, 58, tile_score)
+    assert columns * rows - 8 <= 1  # at most one empty place
+    chosen = tile_score(200 // columns, 58 // rows)
+    for other in range(1, 9):
+        assert chosen >= tile_score(200 // other, 58 // -(-8 // other))
+
+
+def test_a_tile_shows_the_views_numbers_and_nothing_for_a_down_node() -> None:
+    views = {v.name: v for v in fed_app().views}
+    spark1 = views["spark1"]
+    instance = serving_instance(spark1)
+    assert instance is not None and instance.rates is not None and spark1.host_memory is not None
+    tile = kiosk_tile(spark1)
+    assert tile.live and tile.state is State.UP and tile.reason == ""
+    texts = {f.key: f.text for f in tile.figures}
+    assert texts["gen"] == fmt_rate(instance.rates.generation_tokens_per_s, "")
+    assert texts["kv"] == fmt_pct(instance.kv_usage, 0)
+    assert texts["mem"] == fmt_gib(spark1.host_memory.mem_available)
+    assert [f.key for f in kiosk_tile(spark1, acceptance=True).figures] == ["gen", "kv", "ttft", "accept", "mem"]
+    down = kiosk_tile(views["spark3"])
+    assert down.state is State.DOWN and not down.live
+    assert down.reason == "qwen235: /health connection refused"
+    assert {f.text for f in down.figures} == {NO_DATA} and down.requests == ""
+
+
+def test_the_clock_without_any_data_is_a_warning() -> None:
+    clock = kiosk_clock(())
+    assert clock.stale and NO_DATA in clock.text
+
+
+def test_the_burn_in_shift_steps_once_a_period_and_cycles() -> None:
+    every = 60.0
+    seen = [burn_in_shift(t, every) for t in (0.0, 59.9, 60.0, 61.0, 120.0)]
+    assert seen == [SHIFTS[0], SHIFTS[0], SHIFTS[1], SHIFTS[1], SHIFTS[2]]
+    assert burn_in_shift(len(SHIFTS) * every, every) == SHIFTS[0]
+    for (x0, y0), (x1, y1) in zip(SHIFTS, SHIFTS[1:] + SHIFTS[:1], strict=True):
+        assert abs(x1 - x0) + abs(y1 - y0) == 1  # one cell at a time
+
+
+def test_demo_events_go_to_a_file_while_a_command_has_the_terminal(tmp_path: Path) -> None:
+    controller, terminal = os.openpty()
+    try:
+        with open(terminal, "w", closefd=False) as tty:
+            assert tty.isatty()
+            path = events_file(["sparktui", "--kiosk"], tty)
+            assert path is not None and path.name.startswith("sparktui-demo-events-")
+            assert events_file([], tty) is None  # --serve-only: its own terminal, the events are its output
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert events_file(["sparktui", "snapshot"], io.StringIO()) is None  # piped: a log reader greps them
