@@ -19,9 +19,10 @@ history of cleared findings per node. docs/diagnosis.md describes the rules and 
 Hysteresis: a detector finding opens when its condition holds in ``open_after`` evaluations in a row
 and clears when it has been false for ``clear_after_s`` seconds (an evaluation that cannot tell, e.g.
 no host sample, changes nothing). A log finding opens on a matching line; "attempt" rules (start-up
-failures) clear after ``quiet_s`` without a new match or once the instance has been UP for
-``healthy_s`` after the last match; "process" rules (how the running process was launched) clear only
-when a later start has been UP for ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
+failures) clear once the instance serves a request after the last match, or has been serving (UP or
+DEGRADED: /health 200) for ``healthy_s`` after it, or after ``quiet_s`` without a new match; "process"
+rules (how the running process was launched) clear only when a later start has been serving for
+``healthy_s`` without the line, or after ``quiet_s`` down and silent.
 """
 
 from __future__ import annotations
@@ -92,11 +93,11 @@ class _InstanceMemory:
     cursor: int = 0  # the seq of the next log line to scan
     state: State | None = None
     serving_since: float | None = None  # UP or DEGRADED (answering /health 200) without a break
-    up_since: float | None = None  # UP without a break
     starts: int = 0
     last_start: float | None = None
     last_start_eval: int = -1
     served: bool = True  # a request finished or a token was generated since the last start
+    served_at: float | None = None  # the last evaluation whose numbers showed a request finished or a token
     reset_seen: bool = False
     service_started: float | None = None
     first_error: LogLine | None = None  # of the newest attempt that logged one
@@ -706,17 +707,13 @@ class DiagnosisEngine:
             im.serving_since = None
         elif im.serving_since is None:
             im.serving_since = now
-        if state is not State.UP:
-            im.up_since = None
-        elif im.up_since is None:
-            im.up_since = now
         im.state = state
         if started:
             self._start(ctx, inst.name, im, served_reset=True)
         if rates is not None and (
             (rates.requests_finished_per_s or 0.0) > 0 or (rates.generation_tokens_per_s or 0.0) > 0
         ):
-            im.served = True
+            im.served, im.served_at = True, now
 
     def _start(self, ctx: _Ctx, name: str, im: _InstanceMemory, served_reset: bool) -> None:
         """A new start of the instance (its log, its manager or its counters say so)."""
@@ -811,17 +808,24 @@ class DiagnosisEngine:
         inst = ctx.instances.get(track.subject or "")
         serving = inst is not None and inst.status.state in SERVING
         healthy_s, quiet_s = rule.param("healthy_s"), rule.param("quiet_s")
-        up_since = im.up_since if im is not None else None
+        # Serving (answering /health 200, UP or DEGRADED) is what a start that got through looks like;
+        # a DEGRADED poll (the warmup's cold TTFT, a busy queue) does not start the count again.
+        serving_since = im.serving_since if im is not None else None
         if log.lifetime == "attempt":
-            healthy = up_since is not None and now - max(up_since, last) >= healthy_s
-            if healthy or now - last >= quiet_s:
+            # The failed start is over once a later one serves: a request served after the last
+            # matching line, or serving for healthy_s without a request to tell.
+            served_again = serving and im is not None and im.served_at is not None and im.served_at > last
+            healthy = serving_since is not None and now - max(serving_since, last) >= healthy_s
+            if served_again or healthy or now - last >= quiet_s:
                 self._close(ctx, track)
             return
         if track.phase == 0 and serving:
             track.phase = 1  # the process that logged it is serving
         restarted_at = track.restarted_at if track.phase == 2 else None
         healthy_again = (
-            restarted_at is not None and up_since is not None and now - max(up_since, restarted_at) >= healthy_s
+            restarted_at is not None
+            and serving_since is not None
+            and now - max(serving_since, restarted_at) >= healthy_s
         )
         if healthy_again or (not serving and now - last >= quiet_s):
             self._close(ctx, track)

@@ -810,6 +810,35 @@ def test_an_attempt_log_finding_clears_once_the_instance_has_been_up_for_healthy
     assert cleared.lines[0].text.startswith("AssertionError: In Mamba cache align mode")
 
 
+def test_an_attempt_log_finding_clears_as_soon_as_the_restarted_instance_serves_a_request() -> None:
+    """The incident's recovery: vLLM's start-up check failed, the operator fixed it and restarted; the
+    first request served (the warmup) ends the failed start, long before healthy_s of quiet serving."""
+    rig = Rig()
+    rig.step(0.0, refused(), sample=incident_sample())
+    (case,) = [c for c in CASES if c["rule"] == "page-cache-blocks-start" and c["format"] == "journal"]
+    rig.log("gptoss", "journal", case["lines"])
+    rig.step(1.0, refused())
+    assert "page-cache-blocks-start" in rig.ids()
+    rig.step(2.0, ok(), MTP2[0])  # serving again: no interval yet, nothing served to tell
+    assert "page-cache-blocks-start" in rig.ids()
+    rig.step(3.0, ok(), MTP2[1])  # tokens generated since the last poll
+    assert "page-cache-blocks-start" not in rig.ids()
+    (cleared,) = [f for f in rig.engine.history() if f.id == "page-cache-blocks-start"]
+    assert cleared.cleared_at == 3.0
+
+
+def test_an_attempt_log_finding_counts_healthy_s_from_serving_and_a_degraded_poll_does_not_restart_it() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=serving_sample())
+    rig.log("gptoss", *lines_of("mamba-block-size"))
+    rig.step(1.0, refused())
+    for t in range(2, 123):  # idle (no request to tell) from t=2; one /metrics answer is broken at t=60
+        rig.step(float(t), ok(), "not prometheus {" if t == 60 else IDLE)
+        if t == 60:
+            assert rig.view(60.0).instances[0].status.state is State.DEGRADED
+        assert ("mamba-block-size" in rig.ids()) == (t < 122), t
+
+
 def test_an_attempt_log_finding_of_a_stopped_instance_clears_after_quiet_s() -> None:
     rig = Rig(overrides={"serve-twice.quiet_s": 300})
     rig.step(0.0, refused())
