@@ -41,7 +41,6 @@ from sparktui.model.tracker import VllmTracker
 from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, normalise
 
 GIB = 1024**3
-CRASH_LOOP_RESTARTS = 3  # restarts of a unit that is not running before we call it a crash loop
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
 
 
@@ -118,6 +117,20 @@ def _duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
+    """After "is crash-looping: ": "3 restarts, last exit status 1" between attempts, "2 restarts,
+    attempt 3 running for 4s, the port is not open" during one (its exit status is not known yet)."""
+    restarts = service.restarts or 0
+    status = f", last exit status {service.exit_status}" if service.exit_status else ""
+    if restarts == 0:
+        return f"its start failed{status}, restarting"
+    detail = f"{restarts} restart{'' if restarts == 1 else 's'}"
+    if service.restarting or service.failed:
+        return detail + status
+    age = f" for {_duration(age_s)}" if age_s is not None else ""
+    return f"{detail}, attempt {restarts + 1} running{age}, the port is not open"
 
 
 def _json_field(body: bytes) -> object:
@@ -300,9 +313,13 @@ class InstanceState:
                     f"({restarts} restarts)",
                 ),
             )
-        if restarts >= CRASH_LOOP_RESTARTS and (service.restarting or service.failed):
-            status = f", last exit status {service.exit_status}" if service.exit_status else ""
-            return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {restarts} restarts{status}",))
+        restarted = service.manager == "systemd" and restarts > 0 and service.state != "inactive"
+        if service.restarting or restarted:
+            # Down from the first failed start: between attempts (auto-restart), and during an attempt
+            # systemd began on its own (NRestarts counts only those; a start by hand flushes it).
+            # docker's RestartCount survives a `docker restart`, so a running container is loading.
+            detail = _crash_loop_detail(service, self.service_age_s)
+            return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {detail}",))
         if service.starting or service.running:
             age = f" for {_duration(self.service_age_s)}" if self.service_age_s is not None else ""
             return Status(
