@@ -48,6 +48,11 @@ DEFAULT_HISTORY = 200  # cleared findings kept per node
 MEMORY_TREND_S = 120.0  # how far back "MemAvailable fell …" looks
 MAX_PROBLEMS = 50
 START_WOBBLE_S = 1.0  # a service start time that moved by less is the same start (read through two clocks)
+# An action sparktui runs itself (restart, warmup, drop caches) makes an engine look stuck on purpose: a
+# restart's cold first request waits 25-60 s for the JIT with no token. The detectors that read "no or
+# slow tokens" as a wedge are held for the instance while the action runs and for ACTION_SETTLE_S after.
+ACTION_SETTLE_S = 30.0
+HELD_DURING_ACTIONS = frozenset({"requests-without-tokens", "decode-slow"})  # detector names
 
 # --- findings --------------------------------------------------------------------------------------
 
@@ -138,6 +143,17 @@ class _Track:
 
 
 @dataclass(slots=True)
+class _ActionHold:
+    """Actions running on an instance (or the whole node) and when the last one ended."""
+
+    running: int = 0
+    ended_at: float | None = None
+
+    def holds(self, now: float) -> bool:
+        return self.running > 0 or (self.ended_at is not None and now - self.ended_at < ACTION_SETTLE_S)
+
+
+@dataclass(slots=True)
 class _NodeMemory:
     instances: dict[str, _InstanceMemory] = field(default_factory=dict)
     tracks: dict[tuple[str, str | None], _Track] = field(default_factory=dict)
@@ -147,6 +163,7 @@ class _NodeMemory:
     http_failing_since: float | None = None
     ssh_failing_since: float | None = None
     available: deque[tuple[float, float]] = field(default_factory=deque)  # (t, MemAvailable)
+    actions: dict[str | None, _ActionHold] = field(default_factory=dict)  # instance (None: all) -> hold
 
     def instance(self, name: str) -> _InstanceMemory:
         found = self.instances.get(name)
@@ -629,6 +646,30 @@ class DiagnosisEngine:
         """Rules that failed to evaluate (a bug, never the node's fault), newest last."""
         return tuple(self._problems)
 
+    # -- actions sparktui runs --
+
+    def action_started(self, node: str, instance: str | None) -> None:
+        """An action of sparktui's own began on ``instance`` of ``node`` (None: the whole node): the
+        wedge-type detectors (``HELD_DURING_ACTIONS``) open nothing for it until ``ACTION_SETTLE_S``
+        after it ends. A finding already open stays as it is; one whose condition stops holding clears
+        as usual."""
+        hold = self._memory(node).actions.setdefault(instance, _ActionHold())
+        hold.running += 1
+
+    def action_ended(self, node: str, instance: str | None, now: float) -> None:
+        """The action ``action_started`` announced has ended (done, failed or cancelled)."""
+        hold = self._memory(node).actions.get(instance)
+        if hold is not None:
+            hold.running = max(0, hold.running - 1)
+            hold.ended_at = now
+
+    def held(self, node: str, instance: str, now: float) -> bool:
+        """Whether the wedge-type detectors are held for this instance at ``now``."""
+        memory = self._nodes.get(node)
+        if memory is None:
+            return False
+        return any(hold.holds(now) for key, hold in memory.actions.items() if key in (None, instance))
+
     # -- evaluation --
 
     def evaluate(
@@ -837,7 +878,18 @@ class DiagnosisEngine:
         elif spec.instance is not None:
             for inst in ctx.node.instances:
                 im = ctx.memory.instance(inst.name)
-                self._apply(ctx, rule, inst.name, spec.instance(ctx, rule, inst, im))
+                check = spec.instance(ctx, rule, inst, im)  # run even when held: detectors keep baselines
+                holding = check is not None and check.holds and rule.detector in HELD_DURING_ACTIONS
+                if holding and self.held(ctx.node.name, inst.name, ctx.now):
+                    self._hold(ctx, rule, inst.name)
+                    continue
+                self._apply(ctx, rule, inst.name, check)
+
+    def _hold(self, ctx: _Ctx, rule: Rule, subject: str) -> None:
+        """A held detector's condition holds: an open finding stays as it is, a streak starts again."""
+        track = ctx.memory.tracks.get((rule.id, subject))
+        if track is not None and not track.open:
+            del ctx.memory.tracks[(rule.id, subject)]
 
     def _apply(self, ctx: _Ctx, rule: Rule, subject: str | None, check: _Check | None) -> None:
         """Hysteresis: open after ``open_after`` holding evaluations, clear after ``clear_after_s``

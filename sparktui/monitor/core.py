@@ -11,6 +11,9 @@ a finding or an alert.
   over the window, a point of history, one diagnosis evaluation per node over the log lines written
   since the last tick and the last scrape interval, then the alert rules; the observers hear of the
   tick, each node's findings and every alert that fires; the alert events are returned.
+- Told of actions: ``action_started`` / ``action_ended`` (the dashboard's recovery actions) hold the
+  diagnosis's wedge-type detectors for what the action touches while it runs and a settle time after
+  (``diagnosis.engine.ACTION_SETTLE_S``): a restart's cold first request is no wedge.
 - Reset: ``reset()`` forgets what was collected (a replay seeking backwards starts again).
 """
 
@@ -113,6 +116,29 @@ class Monitor:
     def canaries_due(self, node: str, t: float) -> tuple[CanaryOrder, ...]:
         """The canaries a live source should send to ``node`` now (``FleetState.canaries_due``)."""
         return self.state.canaries_due(node, t)
+
+    # --- actions sparktui runs itself -----------------------------------------------------------------
+
+    def action_started(self, nodes: Iterable[str], instance: str | None) -> None:
+        """An action began on ``nodes`` (an ``ActionPlan``'s), aimed at ``instance`` (None: the whole
+        node). On a node without an instance of that name (the other rank of a multi-node job) the
+        whole node is held."""
+        for node, subject in self._action_subjects(nodes, instance):
+            self.diagnosis.action_started(node, subject)
+
+    def action_ended(self, nodes: Iterable[str], instance: str | None, now: float) -> None:
+        """The action ``action_started`` announced ended (done, failed or refused) at ``now`` (on the
+        tick's clock); the hold lasts ``ACTION_SETTLE_S`` more."""
+        for node, subject in self._action_subjects(nodes, instance):
+            self.diagnosis.action_ended(node, subject, now)
+
+    def _action_subjects(self, nodes: Iterable[str], instance: str | None) -> list[tuple[str, str | None]]:
+        subjects: list[tuple[str, str | None]] = []
+        for node in nodes:
+            state = self.state.nodes.get(node)
+            if state is not None:
+                subjects.append((node, instance if instance in state.instances else None))
+        return subjects
 
     # --- the tick -------------------------------------------------------------------------------------
 

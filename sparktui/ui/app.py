@@ -382,7 +382,11 @@ class SparkApp(App[None]):
 
     async def _execute(self, plan: ActionPlan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)
-        result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
+        self.monitor.action_started(plan.nodes, plan.instance)  # its own warmup is no wedge
+        try:
+            result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
+        finally:
+            self.monitor.action_ended(plan.nodes, plan.instance, self.clock())
         self.action_results.append(result)
         self.action_log.append((time.strftime("%H:%M:%S"), result.lines()))
         self.notify(result.message, severity="information" if result.ok else "error", timeout=12)

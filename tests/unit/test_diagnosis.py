@@ -20,7 +20,7 @@ import pytest
 
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, catalogue_markdown, parse_catalogue
-from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
@@ -496,6 +496,38 @@ def four_polls_without_tokens_are_not_yet_wedged() -> None:
     for t in range(5):
         rig.step(float(t), ok(), MTP2[0])
     assert "engine-wedged" not in rig.ids()
+
+
+def test_an_action_of_sparktuis_own_opens_no_wedge_while_it_runs_and_settles() -> None:
+    """A restart's warmup: its cold request runs with no token for half a minute. While the action runs
+    and for ACTION_SETTLE_S after, engine-wedged does not open; a wedge that outlasts that opens after
+    its open_after polls as usual."""
+    rig = Rig()
+    rig.engine.action_started("spark1", "gptoss")
+    for second in range(12):  # 11 requests running, no token: wedged in shape
+        rig.step(float(second), ok(), MTP2[0], serving_sample(41 + second))
+        assert "engine-wedged" not in rig.ids(), second
+    rig.engine.action_ended("spark1", "gptoss", 11.0)
+    settled = 11.0 + ACTION_SETTLE_S
+    t = 12.0
+    while t < settled:
+        rig.step(t, ok(), MTP2[0])
+        assert "engine-wedged" not in rig.ids(), t
+        t += 1.0
+    for polls in range(1, 6):  # the hold is over: the streak starts from nothing
+        rig.step(t, ok(), MTP2[0])
+        assert ("engine-wedged" in rig.ids()) == (polls == 5), polls
+        t += 1.0
+
+
+def test_a_hold_on_one_instance_leaves_the_others_and_other_nodes_judged() -> None:
+    rig = Rig()
+    rig.engine.action_started("spark1", "another-instance")
+    rig.engine.action_started("spark2", None)
+    for t in range(6):
+        rig.step(float(t), ok(), MTP2[0], serving_sample(41 + t))
+    assert "engine-wedged" in rig.ids("gptoss")
+    assert rig.engine.held("spark2", "gptoss", 5.0) and not rig.engine.held("spark1", "gptoss", 5.0)
 
 
 def stretched(rig: Rig, spacing: float, first: int, last: int) -> float:
