@@ -32,7 +32,6 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
@@ -40,6 +39,7 @@ from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
+from sparktui.model.units import NO_DATA, fmt_clock
 
 SERVING = frozenset({State.UP, State.DEGRADED})
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
@@ -64,7 +64,8 @@ class Finding:
     ``evidence`` is what matched, one line each: log lines with their own timestamps, or numbers with
     their units and the time they were seen. ``lines`` are the matching log lines themselves (by their
     ``seq`` the log view can highlight them). Times ``opened_at``, ``last_seen`` and ``cleared_at`` are
-    on the clock passed to ``evaluate`` (the poll loop's monotonic clock).
+    on the clock passed to ``evaluate`` (the poll loop's monotonic clock): show them with
+    ``Monitor.wall_at`` and ``units.fmt_clock``; the evidence's times are wall-clock already.
     """
 
     id: str
@@ -98,6 +99,7 @@ class _InstanceMemory:
     cursor: int = 0  # the seq of the next log line to scan
     state: State | None = None
     serving_since: float | None = None  # UP or DEGRADED (answering /health 200) without a break
+    stopped_at: float | None = None  # when it was seen to stop serving (None: serving, or never seen to)
     starts: int = 0
     last_start: float | None = None
     last_start_eval: int = -1
@@ -191,6 +193,7 @@ class _Ctx:
     memory: _NodeMemory
     intervals: Mapping[str, VllmRates | None] | None
     eval_id: int
+    wall: float | None = None  # the wall-clock time of ``now``
     instances: dict[str, InstanceView] = field(default_factory=dict)
 
     def rates(self, inst: InstanceView) -> VllmRates | None:
@@ -200,15 +203,12 @@ class _Ctx:
         return inst.rates
 
     def at(self, t: float | None = None) -> str:
-        """Engine time ``t`` (default now) as the wall-clock time of the poll, in UTC."""
+        """Engine time ``t`` (default now) as local wall-clock time with its zone (``fmt_clock``), by
+        the caller's mapping (``wall``: the wall time of ``now``), else the node's last poll's."""
         t = self.now if t is None else t
-        wall = self.node.polled_wall
-        if wall is None:
-            return f"t={t:.0f} s"
-        try:
-            return datetime.fromtimestamp(wall + (t - self.now), UTC).strftime("%H:%M:%S UTC")
-        except (OverflowError, OSError, ValueError):
-            return f"t={t:.0f} s"
+        wall = self.wall if self.wall is not None else self.node.polled_wall
+        shown = fmt_clock(wall + (t - self.now)) if wall is not None else NO_DATA
+        return f"t={t:.0f} s" if shown == NO_DATA else shown
 
 
 def _gib(value: float) -> str:
@@ -223,7 +223,7 @@ def _size(value: float) -> str:
 
 
 def _log_line(line: LogLine) -> str:
-    stamp = line.timestamp.isoformat(sep=" ", timespec="seconds") if line.timestamp else "(no time)"
+    stamp = fmt_clock(line.timestamp.timestamp(), date=True) if line.timestamp else "(no time)"
     text = line.text
     if len(text) > MAX_EVIDENCE_CHARS:
         text = text[:MAX_EVIDENCE_CHARS] + "…"
@@ -239,6 +239,13 @@ InstanceCheck = Callable[[_Ctx, Rule, InstanceView, _InstanceMemory], "_Check | 
 def _launch_not_ready(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.status.state in SERVING:
         return _NO  # a serving instance holds its memory already: the prediction does not apply
+    if inst.role == "worker":
+        return _NO  # a tensor-parallel worker starts with its head, which is judged on its own node
+    if ctx.node.is_stale("host"):
+        return _NO  # no fresh host state (a powered-off node): nothing to predict from
+    fresh_at = ctx.memory.host_fresh_at
+    if im.stopped_at is not None and (fresh_at is None or fresh_at <= im.stopped_at):
+        return None  # the memory read before it stopped still counts what it held: wait for a new sample
     launch = inst.launch
     if launch is None or launch.ready is None:
         return None
@@ -417,6 +424,8 @@ def _decode_slow(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory)
 
 
 def _position_collapse(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.status.state not in SERVING:
+        return _NO  # not answering: its numbers are not shown, and a draft that is not run costs nothing
     rates = inst.rates  # the view's window: acceptance is a trend, not one poll
     if rates is None:
         return None
@@ -468,6 +477,8 @@ def _position_collapse(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceM
 def _kv_preemptions(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.url is None:
         return None
+    if inst.status.state not in SERVING:
+        return _NO  # not answering: nothing is preempted, and its last gauges are not shown
     kv = inst.kv_usage
     rates = ctx.rates(inst)
     preempted = rates.preemptions if rates is not None else None
@@ -678,17 +689,19 @@ class DiagnosisEngine:
         new_log_lines: Mapping[str, Sequence[LogLine]] | None,
         now: float,
         intervals: Mapping[str, VllmRates | None] | None = None,
+        wall: float | None = None,
     ) -> tuple[Finding, ...]:
         """Judge every rule for ``node``; returns its active findings, worst first.
 
         ``new_log_lines`` maps an instance name to the lines it logged since the last call (lines
         below the instance's cursor are skipped). ``intervals`` maps an instance name to its numbers
-        between its last two scrapes (``last_intervals``). Call once per poll: the per-poll detectors
-        count evaluations.
+        between its last two scrapes (``last_intervals``). ``wall`` is the wall-clock time of ``now``
+        (the monitor's one mapping, ``Monitor.wall_at``) for the times in the evidence; without it the
+        node's last poll's. Call once per poll: the per-poll detectors count evaluations.
         """
         self._eval += 1
         memory = self._memory(node.name)
-        ctx = _Ctx(node, now, memory, intervals, self._eval)
+        ctx = _Ctx(node, now, memory, intervals, self._eval, wall)
         self._guard("host state", self._observe_node, ctx)
         for inst in node.instances:
             ctx.instances[inst.name] = inst
@@ -746,8 +759,12 @@ class DiagnosisEngine:
             im.service_started = began
         if not serving:
             im.serving_since = None
-        elif im.serving_since is None:
-            im.serving_since = now
+            if previous in SERVING:
+                im.stopped_at = now
+        else:
+            im.stopped_at = None
+            if im.serving_since is None:
+                im.serving_since = now
         im.state = state
         if started:
             self._start(ctx, inst.name, im, served_reset=True)

@@ -90,6 +90,7 @@ class Monitor:
         self.alerts = AlertEngine.for_fleet(self.fleet)
         self.findings: dict[str, tuple[Finding, ...]] = {}
         self.views: tuple[NodeView, ...] = ()
+        self._wall_offset: float | None = None  # wall − tick clock, from the newest observation
 
     def reset(self) -> None:
         """Forget everything collected and derived: the source starts again (a replay's seek)."""
@@ -100,6 +101,7 @@ class Monitor:
 
     def observation(self, observation: NodeObservation) -> None:
         self.state.apply(observation)
+        self._wall_offset = observation.wall - observation.t
 
     def host(self, update: HostUpdate) -> None:
         self.state.apply_host(update)
@@ -143,7 +145,9 @@ class Monitor:
     # --- the tick -------------------------------------------------------------------------------------
 
     def tick(self, now: float, wall: float | None = None) -> tuple[AlertEvent, ...]:
-        """Views, history, diagnosis and alerts at ``now``; returns the alert events of this tick."""
+        """Views, history, diagnosis and alerts at ``now``; returns the alert events of this tick.
+        ``wall`` is the wall-clock time of ``now`` for the alerts; the findings' times are mapped from
+        the observations (``wall_at``), so every consumer of the same observations shows the same."""
         self.views = self.state.view(now, window_s=self.window_s)
         if self.keep_history:
             self.history.record(self.views, now)
@@ -151,7 +155,7 @@ class Monitor:
             buffers = self.log_buffers.get(view.name, {})
             lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
             intervals = last_intervals(self.state.nodes[view.name])
-            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
+            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals, self.wall_at(now))
         events = self.alerts.evaluate(self.views, self.findings, now, wall)
         self.ticks += 1
         fired = [(f"{e.alert.severity.value} {e.alert.name}: {e.summary}", e.alert.node) for e in events if e.fired]
@@ -162,6 +166,14 @@ class Monitor:
             for reason, node in fired:
                 observer.alert(reason, node)
         return events
+
+    def wall_at(self, t: float | None) -> float | None:
+        """The unix time of ``t`` on the tick's clock (a finding's ``opened_at``, ``cleared_at``): the
+        one place the monotonic clock is mapped to the wall clock, by the newest observation's ``t``
+        and ``wall``. None before the first observation."""
+        if t is None or self._wall_offset is None:
+            return None
+        return t + self._wall_offset
 
     def views_of(self, names: Iterable[str], now: float) -> dict[str, NodeView]:
         """The named nodes' views again, between ticks (a row redrawn as its observation arrives);

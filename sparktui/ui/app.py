@@ -28,6 +28,7 @@ from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.model.units import fmt_clock
 from sparktui.monitor.core import WINDOW_S, Monitor, collect_error_text
 from sparktui.record.recorder import Recorder
 from sparktui.sources.live import FleetSource, LiveFleet
@@ -388,7 +389,7 @@ class SparkApp(App[None]):
         finally:
             self.monitor.action_ended(plan.nodes, plan.instance, self.clock())
         self.action_results.append(result)
-        self.action_log.append((time.strftime("%H:%M:%S"), result.lines()))
+        self.action_log.append((fmt_clock(time.time()), result.lines()))
         self.notify(result.message, severity="information" if result.ok else "error", timeout=12)
         self.refresh_views(force=True)
 
