@@ -158,11 +158,12 @@ async def test_the_page_cache_finding_opens_in_time_clears_after_the_fix_and_the
         assert restart.warmup is not None and restart.warmup.first_s is not None  # the cold request was served
         done_at = app.clock()
 
-        # The finding clears once a request is served (the warmup), far within the rule's healthy_s.
+        # The finding clears once a request is served (the warmup's), not after healthy_s (120 s) of
+        # serving: the times are the demo's (the app runs on its clock).
         healthy_s = app.diagnosis.catalogue.rule(PAGE_CACHE).param("healthy_s")
-        await _until(app, "the page-cache finding to clear", lambda: PAGE_CACHE not in _active(app), healthy_s / 4)
+        await _until(app, "the page-cache finding to clear", lambda: PAGE_CACHE not in _active(app), 60)
         (cleared,) = [f for f in app.diagnosis.history("spark1") if f.id == PAGE_CACHE]
-        assert cleared.cleared_at is not None and cleared.cleared_at - done_at < healthy_s
+        assert cleared.cleared_at is not None and cleared.cleared_at - done_at < healthy_s / 2
         await _until(app, "spark1 serving", lambda: _spark1(app).status.state is State.UP, 60)
 
         # The warmup's cold request looked like a wedge for more polls than engine-wedged needs to open,
