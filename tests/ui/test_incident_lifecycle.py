@@ -9,8 +9,6 @@ spark1 back, the finding clears as the restart's warmup is served (well within t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,14 +16,13 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
-from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import InstanceView
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.app import SparkApp, make_app
+from tests.support.demo_clock import launch_ready, running_incident
 from tests.support.wait import wait_until
 
 SPEED = 6.0  # slow enough that the warmup's cold request spans more polls than engine-wedged needs
@@ -77,30 +74,16 @@ class Incident:
 @pytest.fixture
 async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Incident]:
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
-    await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=SPEED))
-    try:
-        spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
+    async with running_incident(SPEED) as (fleet, spec):
         app = make_app(spec, clock=lambda: fleet.now)  # the app on the demo's clock: backoffs, ticks, actions
         ticks = Ticks(app, fleet)
         app.monitor.observers.append(ticks)
         yield Incident(app, fleet, ticks)
-    finally:
-        clock.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await clock
-        await fleet.stop()
 
 
 def _spark1(app: SparkApp) -> InstanceView:
     view = next(v for v in app.views if v.name == "spark1")
     return view.instances[0]
-
-
-def _ready(instance: InstanceView) -> bool:
-    """Launch readiness true (or no longer computed: the instance serves again)."""
-    return instance.launch is None or bool(instance.launch.ready)
 
 
 def _active(app: SparkApp) -> set[str]:
@@ -146,7 +129,7 @@ async def test_the_page_cache_finding_opens_in_time_clears_after_the_fix_and_the
         await _confirm(pilot, "d", "drop_caches")
         await _until(app, "drop caches done", lambda: len(app.action_results) == 1, 60)
         assert app.action_results[0].ok, app.action_results[0].lines()
-        await _until(app, "launch readiness", lambda: _ready(_spark1(app)), 30)
+        await _until(app, "launch readiness", lambda: launch_ready(_spark1(app)), 30)
 
         ticks.action_running = True
         restart_from = fleet.elapsed

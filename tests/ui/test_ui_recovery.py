@@ -4,22 +4,18 @@ node ends healthy with a measured warmup TTFT."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from textual.widgets import Static
 
-from sparktui.config import parse_config
-from sparktui.demo.fleet import DemoFleet
-from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.fleet import InstanceView
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.node_screen import NodeScreen
+from tests.support.demo_clock import launch_ready, running_incident
 from tests.support.wait import wait_until
 
 SPEED = 12.0
@@ -28,26 +24,12 @@ SPEED = 12.0
 @pytest.fixture
 async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
-    await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=SPEED))
-    try:
-        spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
+    async with running_incident(SPEED) as (_, spec):
         yield make_app(spec)
-    finally:
-        clock.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await clock
-        await fleet.stop()
 
 
 async def _until(app: SparkApp, what: str, check: Callable[[], bool], timeout_s: float) -> None:
     await wait_until(check, timeout_s, what=what, detail=lambda: f"spark1: {_spark1(app).status}", interval_s=0.1)
-
-
-def _ready(instance: InstanceView) -> bool:
-    """Launch readiness true (or no longer computed: the instance serves again)."""
-    return instance.launch is None or bool(instance.launch.ready)
 
 
 def _spark1(app: SparkApp) -> InstanceView:
@@ -77,7 +59,7 @@ async def test_incident_recovered_with_keys_only(incident: SparkApp, tmp_path: P
         await pilot.press("y")
         await _until(app, "drop caches done", lambda: len(app.action_results) == 1, 30)
         assert app.action_results[0].ok, app.action_results[0].lines()
-        await _until(app, "launch readiness", lambda: _ready(_spark1(app)), 20)
+        await _until(app, "launch readiness", lambda: launch_ready(_spark1(app)), 20)
 
         await pilot.press("r")
         await pilot.pause()
