@@ -241,6 +241,8 @@ def _launch_not_ready(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMe
         return _NO  # a serving instance holds its memory already: the prediction does not apply
     if inst.role == "worker":
         return _NO  # a tensor-parallel worker starts with its head, which is judged on its own node
+    if inst.status.state is State.LOADING:
+        return _NO  # a start is under way: its own allocations count against MemAvailable now
     if ctx.node.is_stale("host"):
         return _NO  # no fresh host state (a powered-off node): nothing to predict from
     fresh_at = ctx.memory.host_fresh_at

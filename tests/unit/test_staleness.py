@@ -7,10 +7,12 @@ sampler frames (tests/data/host), and the diagnosis engine over its views."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.model.fleet import FleetState, NodeView
-from sparktui.model.host import FrameSplitter, HostSample, parse_frame
+from sparktui.model.host import FrameSplitter, HostSample, ServiceState, parse_frame
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State
 from tests.conftest import DATA
@@ -171,3 +173,21 @@ def test_launch_readiness_still_warns_for_a_stopped_instance_on_a_live_node() ->
         state.apply_host(HostUpdate("spark1", t, sample=INCIDENT))
         engine.evaluate(spark(state, t), None, t)
     assert "launch-readiness" in {f.id for f in engine.active("spark1")}
+
+
+def test_launch_readiness_is_not_predicted_while_a_start_is_loading() -> None:
+    """The engine-dead scenario's restart: the new process reads its weights, MemAvailable falls with
+    them, and the start is going well; the memory check's failure would show as its own log line."""
+    engine = DiagnosisEngine(load_catalogue())
+    state = FleetState(FLEET)
+    running = ServiceState("gptoss", "docker", "vllm_gptoss", "running", restarts=1)
+    loading = replace(INCIDENT, services={"gptoss": running})
+    for second in range(0, 4):
+        t = float(second)
+        poll(state, t, REFUSED, REFUSED, ok(GPU))
+        state.apply_host(HostUpdate("spark1", t, sample=loading))
+        view = spark(state, t)
+        engine.evaluate(view, None, t)
+    assert view.instances[0].status.state is State.LOADING
+    assert view.instances[0].launch is not None and view.instances[0].launch.ready is False
+    assert "launch-readiness" not in {f.id for f in engine.active("spark1")}
