@@ -23,6 +23,10 @@ failures) clear once the instance serves a request after the last match, or has 
 DEGRADED: /health 200) for ``healthy_s`` after it, or after ``quiet_s`` without a new match; "process"
 rules (how the running process was launched) clear only when a later start has been serving for
 ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
+
+Actions: ``action_started`` / ``action_ended`` (the monitor core hears them from the dashboard) hold the
+wedge-type detectors (``HELD_DURING_ACTIONS``) of what an action touches while it runs and for
+``ACTION_SETTLE_S`` after: a restart's warmup request waits for the JIT with no token, on purpose.
 """
 
 from __future__ import annotations
