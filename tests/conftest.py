@@ -10,10 +10,16 @@ with its tier, and with what it needs beyond Python: ``sshd``, ``prometheus``, `
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# sparktui shows times in the local zone (units.fmt_clock): the tests expect them on one known clock,
+# whatever the machine's zone is (the zone tests of fmt_clock pass their own).
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 pytest_plugins = ["tests.support.sshd", "tests.support.vllm_server"]
 

@@ -331,7 +331,7 @@ def _reasons(reasons: Iterable[str]) -> tuple[str, ...]:
 
 def _in_the_dark(view: NodeView) -> bool:
     """Nothing current is known of the node: never polled, or no poll finished for a while."""
-    return view.age_s is None or view.status.state is State.STALE
+    return view.polled_wall is None or view.status.state is State.STALE
 
 
 def _node_sample(metric: str, view: NodeView) -> Sample:
@@ -341,7 +341,7 @@ def _node_sample(metric: str, view: NodeView) -> Sample:
             return _UNKNOWN
         return Sample(_flag(state is State.DOWN), evidence=_reasons(view.status.reasons))
     if metric == "node_stale":
-        if view.age_s is None:
+        if view.polled_wall is None:  # never polled (``age_s`` is None too while nothing answered 2xx)
             return _UNKNOWN
         return Sample(_flag(state is State.STALE), evidence=_reasons(view.status.reasons))
     # Host numbers: only while the node answers and its host state is fresh.

@@ -19,9 +19,14 @@ history of cleared findings per node. docs/diagnosis.md describes the rules and 
 Hysteresis: a detector finding opens when its condition holds in ``open_after`` evaluations in a row
 and clears when it has been false for ``clear_after_s`` seconds (an evaluation that cannot tell, e.g.
 no host sample, changes nothing). A log finding opens on a matching line; "attempt" rules (start-up
-failures) clear after ``quiet_s`` without a new match or once the instance has been UP for
-``healthy_s`` after the last match; "process" rules (how the running process was launched) clear only
-when a later start has been UP for ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
+failures) clear once the instance serves a request after the last match, or has been serving (UP or
+DEGRADED: /health 200) for ``healthy_s`` after it, or after ``quiet_s`` without a new match; "process"
+rules (how the running process was launched) clear only when a later start has been serving for
+``healthy_s`` without the line, or after ``quiet_s`` down and silent.
+
+Actions: ``action_started`` / ``action_ended`` (the monitor core hears them from the dashboard) hold the
+wedge-type detectors (``HELD_DURING_ACTIONS``) of what an action touches while it runs and for
+``ACTION_SETTLE_S`` after: a restart's warmup request waits for the JIT with no token, on purpose.
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
@@ -39,6 +43,7 @@ from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
+from sparktui.model.units import NO_DATA, fmt_clock
 
 SERVING = frozenset({State.UP, State.DEGRADED})
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
@@ -47,6 +52,11 @@ DEFAULT_HISTORY = 200  # cleared findings kept per node
 MEMORY_TREND_S = 120.0  # how far back "MemAvailable fell …" looks
 MAX_PROBLEMS = 50
 START_WOBBLE_S = 1.0  # a service start time that moved by less is the same start (read through two clocks)
+# An action sparktui runs itself (restart, warmup, drop caches) makes an engine look stuck on purpose: a
+# restart's cold first request waits 25-60 s for the JIT with no token. The detectors that read "no or
+# slow tokens" as a wedge are held for the instance while the action runs and for ACTION_SETTLE_S after.
+ACTION_SETTLE_S = 30.0
+HELD_DURING_ACTIONS = frozenset({"requests-without-tokens", "decode-slow"})  # detector names
 
 # --- findings --------------------------------------------------------------------------------------
 
@@ -58,7 +68,8 @@ class Finding:
     ``evidence`` is what matched, one line each: log lines with their own timestamps, or numbers with
     their units and the time they were seen. ``lines`` are the matching log lines themselves (by their
     ``seq`` the log view can highlight them). Times ``opened_at``, ``last_seen`` and ``cleared_at`` are
-    on the clock passed to ``evaluate`` (the poll loop's monotonic clock).
+    on the clock passed to ``evaluate`` (the poll loop's monotonic clock): show them with
+    ``Monitor.wall_at`` and ``units.fmt_clock``; the evidence's times are wall-clock already.
     """
 
     id: str
@@ -92,11 +103,12 @@ class _InstanceMemory:
     cursor: int = 0  # the seq of the next log line to scan
     state: State | None = None
     serving_since: float | None = None  # UP or DEGRADED (answering /health 200) without a break
-    up_since: float | None = None  # UP without a break
+    stopped_at: float | None = None  # when it was seen to stop serving (None: serving, or never seen to)
     starts: int = 0
     last_start: float | None = None
     last_start_eval: int = -1
     served: bool = True  # a request finished or a token was generated since the last start
+    served_at: float | None = None  # the last evaluation whose numbers showed a request finished or a token
     reset_seen: bool = False
     service_started: float | None = None
     first_error: LogLine | None = None  # of the newest attempt that logged one
@@ -137,6 +149,17 @@ class _Track:
 
 
 @dataclass(slots=True)
+class _ActionHold:
+    """Actions running on an instance (or the whole node) and when the last one ended."""
+
+    running: int = 0
+    ended_at: float | None = None
+
+    def holds(self, now: float) -> bool:
+        return self.running > 0 or (self.ended_at is not None and now - self.ended_at < ACTION_SETTLE_S)
+
+
+@dataclass(slots=True)
 class _NodeMemory:
     instances: dict[str, _InstanceMemory] = field(default_factory=dict)
     tracks: dict[tuple[str, str | None], _Track] = field(default_factory=dict)
@@ -146,6 +169,7 @@ class _NodeMemory:
     http_failing_since: float | None = None
     ssh_failing_since: float | None = None
     available: deque[tuple[float, float]] = field(default_factory=deque)  # (t, MemAvailable)
+    actions: dict[str | None, _ActionHold] = field(default_factory=dict)  # instance (None: all) -> hold
 
     def instance(self, name: str) -> _InstanceMemory:
         found = self.instances.get(name)
@@ -173,6 +197,7 @@ class _Ctx:
     memory: _NodeMemory
     intervals: Mapping[str, VllmRates | None] | None
     eval_id: int
+    wall: float | None = None  # the wall-clock time of ``now``
     instances: dict[str, InstanceView] = field(default_factory=dict)
 
     def rates(self, inst: InstanceView) -> VllmRates | None:
@@ -182,15 +207,12 @@ class _Ctx:
         return inst.rates
 
     def at(self, t: float | None = None) -> str:
-        """Engine time ``t`` (default now) as the wall-clock time of the poll, in UTC."""
+        """Engine time ``t`` (default now) as local wall-clock time with its zone (``fmt_clock``), by
+        the caller's mapping (``wall``: the wall time of ``now``), else the node's last poll's."""
         t = self.now if t is None else t
-        wall = self.node.polled_wall
-        if wall is None:
-            return f"t={t:.0f} s"
-        try:
-            return datetime.fromtimestamp(wall + (t - self.now), UTC).strftime("%H:%M:%S UTC")
-        except (OverflowError, OSError, ValueError):
-            return f"t={t:.0f} s"
+        wall = self.wall if self.wall is not None else self.node.polled_wall
+        shown = fmt_clock(wall + (t - self.now)) if wall is not None else NO_DATA
+        return f"t={t:.0f} s" if shown == NO_DATA else shown
 
 
 def _gib(value: float) -> str:
@@ -205,7 +227,7 @@ def _size(value: float) -> str:
 
 
 def _log_line(line: LogLine) -> str:
-    stamp = line.timestamp.isoformat(sep=" ", timespec="seconds") if line.timestamp else "(no time)"
+    stamp = fmt_clock(line.timestamp.timestamp(), date=True) if line.timestamp else "(no time)"
     text = line.text
     if len(text) > MAX_EVIDENCE_CHARS:
         text = text[:MAX_EVIDENCE_CHARS] + "…"
@@ -221,6 +243,15 @@ InstanceCheck = Callable[[_Ctx, Rule, InstanceView, _InstanceMemory], "_Check | 
 def _launch_not_ready(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.status.state in SERVING:
         return _NO  # a serving instance holds its memory already: the prediction does not apply
+    if inst.role == "worker":
+        return _NO  # a tensor-parallel worker starts with its head, which is judged on its own node
+    if inst.status.state is State.LOADING:
+        return _NO  # a start is under way: its own allocations count against MemAvailable now
+    if ctx.node.is_stale("host"):
+        return _NO  # no fresh host state (a powered-off node): nothing to predict from
+    fresh_at = ctx.memory.host_fresh_at
+    if im.stopped_at is not None and (fresh_at is None or fresh_at <= im.stopped_at):
+        return None  # the memory read before it stopped still counts what it held: wait for a new sample
     launch = inst.launch
     if launch is None or launch.ready is None:
         return None
@@ -399,6 +430,8 @@ def _decode_slow(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory)
 
 
 def _position_collapse(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
+    if inst.status.state not in SERVING:
+        return _NO  # not answering: its numbers are not shown, and a draft that is not run costs nothing
     rates = inst.rates  # the view's window: acceptance is a trend, not one poll
     if rates is None:
         return None
@@ -450,6 +483,8 @@ def _position_collapse(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceM
 def _kv_preemptions(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemory) -> _Check | None:
     if inst.url is None:
         return None
+    if inst.status.state not in SERVING:
+        return _NO  # not answering: nothing is preempted, and its last gauges are not shown
     kv = inst.kv_usage
     rates = ctx.rates(inst)
     preempted = rates.preemptions if rates is not None else None
@@ -628,6 +663,30 @@ class DiagnosisEngine:
         """Rules that failed to evaluate (a bug, never the node's fault), newest last."""
         return tuple(self._problems)
 
+    # -- actions sparktui runs --
+
+    def action_started(self, node: str, instance: str | None) -> None:
+        """An action of sparktui's own began on ``instance`` of ``node`` (None: the whole node): the
+        wedge-type detectors (``HELD_DURING_ACTIONS``) open nothing for it until ``ACTION_SETTLE_S``
+        after it ends. A finding already open stays as it is; one whose condition stops holding clears
+        as usual."""
+        hold = self._memory(node).actions.setdefault(instance, _ActionHold())
+        hold.running += 1
+
+    def action_ended(self, node: str, instance: str | None, now: float) -> None:
+        """The action ``action_started`` announced has ended (done, failed or cancelled)."""
+        hold = self._memory(node).actions.get(instance)
+        if hold is not None:
+            hold.running = max(0, hold.running - 1)
+            hold.ended_at = now
+
+    def held(self, node: str, instance: str, now: float) -> bool:
+        """Whether the wedge-type detectors are held for this instance at ``now``."""
+        memory = self._nodes.get(node)
+        if memory is None:
+            return False
+        return any(hold.holds(now) for key, hold in memory.actions.items() if key in (None, instance))
+
     # -- evaluation --
 
     def evaluate(
@@ -636,17 +695,19 @@ class DiagnosisEngine:
         new_log_lines: Mapping[str, Sequence[LogLine]] | None,
         now: float,
         intervals: Mapping[str, VllmRates | None] | None = None,
+        wall: float | None = None,
     ) -> tuple[Finding, ...]:
         """Judge every rule for ``node``; returns its active findings, worst first.
 
         ``new_log_lines`` maps an instance name to the lines it logged since the last call (lines
         below the instance's cursor are skipped). ``intervals`` maps an instance name to its numbers
-        between its last two scrapes (``last_intervals``). Call once per poll: the per-poll detectors
-        count evaluations.
+        between its last two scrapes (``last_intervals``). ``wall`` is the wall-clock time of ``now``
+        (the monitor's one mapping, ``Monitor.wall_at``) for the times in the evidence; without it the
+        node's last poll's. Call once per poll: the per-poll detectors count evaluations.
         """
         self._eval += 1
         memory = self._memory(node.name)
-        ctx = _Ctx(node, now, memory, intervals, self._eval)
+        ctx = _Ctx(node, now, memory, intervals, self._eval, wall)
         self._guard("host state", self._observe_node, ctx)
         for inst in node.instances:
             ctx.instances[inst.name] = inst
@@ -704,19 +765,19 @@ class DiagnosisEngine:
             im.service_started = began
         if not serving:
             im.serving_since = None
-        elif im.serving_since is None:
-            im.serving_since = now
-        if state is not State.UP:
-            im.up_since = None
-        elif im.up_since is None:
-            im.up_since = now
+            if previous in SERVING:
+                im.stopped_at = now
+        else:
+            im.stopped_at = None
+            if im.serving_since is None:
+                im.serving_since = now
         im.state = state
         if started:
             self._start(ctx, inst.name, im, served_reset=True)
         if rates is not None and (
             (rates.requests_finished_per_s or 0.0) > 0 or (rates.generation_tokens_per_s or 0.0) > 0
         ):
-            im.served = True
+            im.served, im.served_at = True, now
 
     def _start(self, ctx: _Ctx, name: str, im: _InstanceMemory, served_reset: bool) -> None:
         """A new start of the instance (its log, its manager or its counters say so)."""
@@ -811,17 +872,24 @@ class DiagnosisEngine:
         inst = ctx.instances.get(track.subject or "")
         serving = inst is not None and inst.status.state in SERVING
         healthy_s, quiet_s = rule.param("healthy_s"), rule.param("quiet_s")
-        up_since = im.up_since if im is not None else None
+        # Serving (answering /health 200, UP or DEGRADED) is what a start that got through looks like;
+        # a DEGRADED poll (the warmup's cold TTFT, a busy queue) does not start the count again.
+        serving_since = im.serving_since if im is not None else None
         if log.lifetime == "attempt":
-            healthy = up_since is not None and now - max(up_since, last) >= healthy_s
-            if healthy or now - last >= quiet_s:
+            # The failed start is over once a later one serves: a request served after the last
+            # matching line, or serving for healthy_s without a request to tell.
+            served_again = serving and im is not None and im.served_at is not None and im.served_at > last
+            healthy = serving_since is not None and now - max(serving_since, last) >= healthy_s
+            if served_again or healthy or now - last >= quiet_s:
                 self._close(ctx, track)
             return
         if track.phase == 0 and serving:
             track.phase = 1  # the process that logged it is serving
         restarted_at = track.restarted_at if track.phase == 2 else None
         healthy_again = (
-            restarted_at is not None and up_since is not None and now - max(up_since, restarted_at) >= healthy_s
+            restarted_at is not None
+            and serving_since is not None
+            and now - max(serving_since, restarted_at) >= healthy_s
         )
         if healthy_again or (not serving and now - last >= quiet_s):
             self._close(ctx, track)
@@ -833,7 +901,18 @@ class DiagnosisEngine:
         elif spec.instance is not None:
             for inst in ctx.node.instances:
                 im = ctx.memory.instance(inst.name)
-                self._apply(ctx, rule, inst.name, spec.instance(ctx, rule, inst, im))
+                check = spec.instance(ctx, rule, inst, im)  # run even when held: detectors keep baselines
+                holding = check is not None and check.holds and rule.detector in HELD_DURING_ACTIONS
+                if holding and self.held(ctx.node.name, inst.name, ctx.now):
+                    self._hold(ctx, rule, inst.name)
+                    continue
+                self._apply(ctx, rule, inst.name, check)
+
+    def _hold(self, ctx: _Ctx, rule: Rule, subject: str) -> None:
+        """A held detector's condition holds: an open finding stays as it is, a streak starts again."""
+        track = ctx.memory.tracks.get((rule.id, subject))
+        if track is not None and not track.open:
+            del ctx.memory.tracks[(rule.id, subject)]
 
     def _apply(self, ctx: _Ctx, rule: Rule, subject: str | None, check: _Check | None) -> None:
         """Hysteresis: open after ``open_after`` holding evaluations, clear after ``clear_after_s``

@@ -7,8 +7,10 @@ the dashboard and the headless commands render. No I/O here.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from sparktui.model.canary import CanaryClock, CanaryView, judge
 from sparktui.model.derive import VllmRates
@@ -41,7 +43,6 @@ from sparktui.model.tracker import VllmTracker
 from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, normalise
 
 GIB = 1024**3
-CRASH_LOOP_RESTARTS = 3  # restarts of a unit that is not running before we call it a crash loop
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
 
 
@@ -68,6 +69,7 @@ class InstanceView:
     waiting_for_capacity: float | None = None  # None: the version does not split waiting by reason
     waiting_deferred: float | None = None
     sleep: Sleep | None = None  # None: the version publishes no engine_sleep_state
+    metrics_age_s: float | None = None  # seconds since its last usable /metrics scrape (None: never)
 
     @property
     def asleep(self) -> bool:
@@ -92,8 +94,31 @@ class ServiceView:
     latency_s: float | None
 
 
+StalePart = Literal["node", "gpu", "host"]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeView:
+    """One node as the screens show it. The parts that come from a reading carry how old it is, so a
+    screen can dim what is older than its stale limit and show no live-looking numbers for a node that
+    stopped answering (``is_stale``):
+
+    - ``age_s``: seconds since any endpoint of the node last answered 2xx (a vLLM probe, an exporter, a
+      side service): a powered-off node's age grows from its last good answer, not from its last
+      (refused) poll. None before the first good answer.
+    - ``gpu_age_s``: seconds since the GPU exporter's last usable reading (``gpu``); None: never read.
+    - ``host_age_s``: seconds since the host state behind ``host_memory``, ``pressure``, ``ledger``,
+      ``host_state`` and ``shm_leftovers`` was read (the SSH sampler's last frame, else the exporters'
+      last memory answer); None: never read.
+    - ``stale_after_s`` is the limit for ``age_s`` and ``gpu_age_s`` (``stale_after`` poll intervals,
+      at least twice the timeout), ``host_stale_after_s`` for ``host_age_s`` (three poll intervals, at
+      least 10 s).
+
+    An instance's gauges and rates (``InstanceView.running``, ``kv_usage``, ``rates``…) are None while
+    it is not answering /health 200 or its last scrape is older than ``stale_after_s``;
+    ``InstanceView.metrics_age_s`` says how old its last scrape is.
+    """
+
     name: str
     host: str
     status: Status
@@ -104,11 +129,25 @@ class NodeView:
     pressure: MemoryPressure | None
     polled_wall: float | None
     host_state: HostSample | None = None
-    age_s: float | None = None  # seconds since the node's last finished poll
+    age_s: float | None = None
     ledger: MemoryLedger | None = None
     host_problem: str | None = None
     shm_leftovers: tuple[ShmEntry, ...] = ()
     stale_workers: tuple[HostProcess, ...] = ()
+    gpu_age_s: float | None = None
+    host_age_s: float | None = None
+    stale_after_s: float = math.inf
+    host_stale_after_s: float = math.inf
+
+    def is_stale(self, part: StalePart) -> bool:
+        """True when ``part`` ("node": ``age_s``, "gpu", "host") has a reading older than its limit;
+        False when it is fresh or was never read (then there is nothing to show)."""
+        age, limit = {
+            "node": (self.age_s, self.stale_after_s),
+            "gpu": (self.gpu_age_s, self.stale_after_s),
+            "host": (self.host_age_s, self.host_stale_after_s),
+        }[part]
+        return age is not None and age > limit
 
 
 def _duration(seconds: float) -> str:
@@ -118,6 +157,20 @@ def _duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
+    """After "is crash-looping: ": "3 restarts, last exit status 1" between attempts, "2 restarts,
+    attempt 3 running for 4s, the port is not open" during one (its exit status is not known yet)."""
+    restarts = service.restarts or 0
+    status = f", last exit status {service.exit_status}" if service.exit_status else ""
+    if restarts == 0:
+        return f"its start failed{status}, restarting"
+    detail = f"{restarts} restart{'' if restarts == 1 else 's'}"
+    if service.restarting or service.failed:
+        return detail + status
+    age = f" for {_duration(age_s)}" if age_s is not None else ""
+    return f"{detail}, attempt {restarts + 1} running{age}, the port is not open"
 
 
 def _json_field(body: bytes) -> object:
@@ -217,8 +270,8 @@ class InstanceState:
 
     def _made_progress(self) -> bool:
         rates = self.tracker.last_interval_rates()
-        if rates is None:
-            return True
+        if rates is None or rates.reset:
+            return True  # a new process (its counters went back) starts its own wait for a token
         generated = rates.generation_tokens_per_s
         return generated is None or generated > 0 or self._running() in (None, 0)
 
@@ -301,9 +354,13 @@ class InstanceState:
                     f"({restarts} restarts)",
                 ),
             )
-        if restarts >= CRASH_LOOP_RESTARTS and (service.restarting or service.failed):
-            status = f", last exit status {service.exit_status}" if service.exit_status else ""
-            return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {restarts} restarts{status}",))
+        restarted = service.manager == "systemd" and restarts > 0 and service.state != "inactive"
+        if service.restarting or restarted:
+            # Down from the first failed start: between attempts (auto-restart), and during an attempt
+            # systemd began on its own (NRestarts counts only those; a start by hand flushes it).
+            # docker's RestartCount survives a `docker restart`, so a running container is loading.
+            detail = _crash_loop_detail(service, self.service_age_s)
+            return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {detail}",))
         if service.starting or service.running:
             age = f" for {_duration(self.service_age_s)}" if self.service_age_s is not None else ""
             return Status(
@@ -354,7 +411,8 @@ class InstanceState:
         fresh_s: float | None = None,
     ) -> InstanceView:
         """``fresh_s``: numbers from a last scrape older than this are not shown (the instance stopped
-        answering; its last rates and gauges would pass for current ones)."""
+        answering; its last rates and gauges would pass for current ones); nor are they while /health
+        does not answer 200."""
         rates = self.tracker.rates(window_s=window_s)
         latest = self.tracker.latest
         model = None
@@ -366,7 +424,10 @@ class InstanceState:
             gmu = next((g for g in configured if g is not None), None)
         status = self.status(t, thresholds, rates, head)
         last = self.tracker.latest_t
-        fresh = fresh_s is None or (last is not None and t - last <= fresh_s)
+        # Gauges and rates are shown only while the engine answers: a dead engine core's API (/health
+        # 503) still serves its last, frozen numbers, and a node that went away leaves its last scrape.
+        answering = self.health is not None and self.health.ok
+        fresh = answering and (fresh_s is None or (last is not None and t - last <= fresh_s))
         # Launch readiness answers "would it start now?": it matters while the instance is not
         # serving. A running instance already holds its memory, so the check would mislead.
         serving = status.state in (State.UP, State.DEGRADED)
@@ -395,6 +456,7 @@ class InstanceState:
             service=self.service,
             metrics_problem=self.metrics_error if self.spec.base_url is not None else None,
             canary=self.canary.view(t, asleep=self.sleep() is not None) if self.canary is not None else None,
+            metrics_age_s=t - last if last is not None else None,
         )
 
 
@@ -427,6 +489,19 @@ def _service_status(spec: ServiceSpec, result: HttpResult | None, thresholds: Th
     return UP
 
 
+def host_stale_after(fleet: FleetSpec) -> float:
+    """Host state older than this is stale: three poll intervals, at least 10 s (the sampler's pace)."""
+    return max(3 * fleet.poll_interval_s, 10.0)
+
+
+def _results(obs: NodeObservation) -> Iterable[HttpResult]:
+    """Every HTTP answer of one poll."""
+    for vobs in obs.vllm:
+        yield from (r for r in (vobs.health, vobs.metrics, vobs.version, vobs.models) if r is not None)
+    yield from (result for _, result in obs.services)
+    yield from (r for r in (obs.gpu_exporter, obs.node_exporter) if r is not None)
+
+
 def _at_most_degraded(status: Status) -> Status:
     if status.state in (State.DOWN, State.STALE):
         return Status(State.DEGRADED, status.reasons)
@@ -453,6 +528,9 @@ class NodeState:
         self.host: HostSample | None = None
         self.host_t: float | None = None
         self.host_problem: str | None = None
+        self.good_t: float | None = None  # the last poll in which any endpoint answered 2xx
+        self.gpu_t: float | None = None  # the last usable GPU exporter reading
+        self.exporter_memory_t: float | None = None  # the last host memory read from an exporter
 
     def apply_host(self, update: HostUpdate) -> None:
         """A host sample (merged with what earlier frames carried) or a problem reading one."""
@@ -484,6 +562,14 @@ class NodeState:
             return self.host.memory
         return self.host_memory
 
+    def memory_age_s(self, now: float) -> float | None:
+        """How old the host memory behind ``memory`` is (None: never read)."""
+        if self.host is not None and self.host.memory.mem_total is not None:
+            read_t = self.host_t
+        else:
+            read_t = self.exporter_memory_t if self.host_memory is not None else None
+        return now - read_t if read_t is not None else None
+
     @property
     def memory_pressure(self) -> MemoryPressure | None:
         if self.host is not None and self.host.pressure is not None:
@@ -492,6 +578,8 @@ class NodeState:
 
     def apply(self, obs: NodeObservation) -> None:
         self.last_t, self.last_wall = obs.t, obs.wall
+        if any(result.ok for result in _results(obs)):
+            self.good_t = obs.t
         for vobs in obs.vllm:
             instance = self.instances.get(vobs.name)
             if instance is not None:
@@ -500,12 +588,12 @@ class NodeState:
             self.services[name] = result
         if obs.node_exporter is not None:
             self.node_result = obs.node_exporter
-            self._apply_node_exporter(obs.node_exporter)
+            self._apply_node_exporter(obs.node_exporter, obs.t)
         if obs.gpu_exporter is not None:
             self.gpu_result = obs.gpu_exporter
-            self._apply_gpu(obs.gpu_exporter)
+            self._apply_gpu(obs.gpu_exporter, obs.t)
 
-    def _apply_node_exporter(self, result: HttpResult) -> None:
+    def _apply_node_exporter(self, result: HttpResult, t: float) -> None:
         if not result.ok:
             self.host_error = f"node_exporter: {result.problem()}"
             return
@@ -517,8 +605,9 @@ class NodeState:
         self.host_error = None
         self.host_memory = host_memory_from_exposition(expo)
         self.pressure = pressure_from_exposition(expo)
+        self.exporter_memory_t = t
 
-    def _apply_gpu(self, result: HttpResult) -> None:
+    def _apply_gpu(self, result: HttpResult, t: float) -> None:
         if not result.ok:
             self.gpu_error = f"GPU exporter: {result.problem()}"
             return
@@ -533,9 +622,10 @@ class NodeState:
             self.gpu_error = "GPU exporter: no GPU series in its answer"
             return
         self.gpu_error = None
-        self.gpu = reading
-        if self.host_memory is None:
-            self.host_memory = host_memory_from_exposition(expo)
+        self.gpu, self.gpu_t = reading, t
+        found = host_memory_from_exposition(expo) if self.node_result is None else None
+        if found is not None:  # dgx-spark-prometheus's memory, read at every scrape, not only the first
+            self.host_memory, self.exporter_memory_t = found, t
 
     def head_statuses(self, now: float, window_s: float | None) -> dict[str, HeadStatus]:
         """Status of every job head on this node, by job name."""
@@ -581,9 +671,10 @@ class NodeState:
                 )
             )
         host_age = now - self.host_t if self.host_t is not None else None
+        host_stale_s = host_stale_after(fleet)
         if self.host_problem is not None:
             parts.append(Status(State.DEGRADED, (self.host_problem,)))
-        elif host_age is not None and host_age > max(3 * fleet.poll_interval_s, 10.0):
+        elif host_age is not None and host_age > host_stale_s:
             parts.append(Status(State.DEGRADED, (f"host state is {host_age:.0f} s old",)))
         status = Status.worst(parts) if parts else Status(State.UNKNOWN, ("nothing configured",))
         serving = [i.status for i in instances] or [s.status for s in services]
@@ -604,7 +695,11 @@ class NodeState:
             host_memory=self.memory,
             pressure=self.memory_pressure,
             polled_wall=self.last_wall,
-            age_s=now - self.last_t if self.last_t is not None else None,
+            age_s=now - self.good_t if self.good_t is not None else None,
+            gpu_age_s=now - self.gpu_t if self.gpu is not None and self.gpu_t is not None else None,
+            host_age_s=self.memory_age_s(now),
+            stale_after_s=fresh_s,
+            host_stale_after_s=host_stale_s,
             host_state=host,
             ledger=ledger(host, self._vllm_reserved(instances, host))
             if host is not None and host.memory.mem_total is not None

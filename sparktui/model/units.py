@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from datetime import datetime, tzinfo
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,21 @@ def fmt_seconds(value: float | None, floor: float | None = None) -> str:
         ms = value * 1000
         return f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
     return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
+def fmt_clock(wall: float | None, *, date: bool = False, tz: tzinfo | None = None) -> str:
+    """A unix time as the operator reads a clock: local time with its zone, "09:06:09 CET" (with
+    ``date``: "2026-11-26 09:06:09 CET"). Every time sparktui shows (a finding opened or cleared, the
+    "at …" of its evidence, a log line quoted, the action log) goes through here. ``tz``: a zone other
+    than the machine's local one (tests, a replay shown where it was recorded)."""
+    if wall is None or _missing(wall):
+        return NO_DATA
+    try:
+        moment = datetime.fromtimestamp(wall, tz) if tz is not None else datetime.fromtimestamp(wall).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return NO_DATA
+    zone = moment.tzname() or moment.strftime("%z")
+    return f"{moment.strftime('%Y-%m-%d %H:%M:%S' if date else '%H:%M:%S')} {zone}"
 
 
 def fmt_gib(value: float | None, decimals: int = 1) -> str:

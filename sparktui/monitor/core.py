@@ -11,6 +11,9 @@ a finding or an alert.
   over the window, a point of history, one diagnosis evaluation per node over the log lines written
   since the last tick and the last scrape interval, then the alert rules; the observers hear of the
   tick, each node's findings and every alert that fires; the alert events are returned.
+- Told of actions: ``action_started`` / ``action_ended`` (the dashboard's recovery actions) hold the
+  diagnosis's wedge-type detectors for what the action touches while it runs and a settle time after
+  (``diagnosis.engine.ACTION_SETTLE_S``): a restart's cold first request is no wedge.
 - Reset: ``reset()`` forgets what was collected (a replay seeking backwards starts again).
 """
 
@@ -87,6 +90,7 @@ class Monitor:
         self.alerts = AlertEngine.for_fleet(self.fleet)
         self.findings: dict[str, tuple[Finding, ...]] = {}
         self.views: tuple[NodeView, ...] = ()
+        self._wall_offset: float | None = None  # wall − tick clock, from the newest observation
 
     def reset(self) -> None:
         """Forget everything collected and derived: the source starts again (a replay's seek)."""
@@ -97,6 +101,7 @@ class Monitor:
 
     def observation(self, observation: NodeObservation) -> None:
         self.state.apply(observation)
+        self._wall_offset = observation.wall - observation.t
 
     def host(self, update: HostUpdate) -> None:
         self.state.apply_host(update)
@@ -114,10 +119,35 @@ class Monitor:
         """The canaries a live source should send to ``node`` now (``FleetState.canaries_due``)."""
         return self.state.canaries_due(node, t)
 
+    # --- actions sparktui runs itself -----------------------------------------------------------------
+
+    def action_started(self, nodes: Iterable[str], instance: str | None) -> None:
+        """An action began on ``nodes`` (an ``ActionPlan``'s), aimed at ``instance`` (None: the whole
+        node). On a node without an instance of that name (the other rank of a multi-node job) the
+        whole node is held."""
+        for node, subject in self._action_subjects(nodes, instance):
+            self.diagnosis.action_started(node, subject)
+
+    def action_ended(self, nodes: Iterable[str], instance: str | None, now: float) -> None:
+        """The action ``action_started`` announced ended (done, failed or refused) at ``now`` (on the
+        tick's clock); the hold lasts ``ACTION_SETTLE_S`` more."""
+        for node, subject in self._action_subjects(nodes, instance):
+            self.diagnosis.action_ended(node, subject, now)
+
+    def _action_subjects(self, nodes: Iterable[str], instance: str | None) -> list[tuple[str, str | None]]:
+        subjects: list[tuple[str, str | None]] = []
+        for node in nodes:
+            state = self.state.nodes.get(node)
+            if state is not None:
+                subjects.append((node, instance if instance in state.instances else None))
+        return subjects
+
     # --- the tick -------------------------------------------------------------------------------------
 
     def tick(self, now: float, wall: float | None = None) -> tuple[AlertEvent, ...]:
-        """Views, history, diagnosis and alerts at ``now``; returns the alert events of this tick."""
+        """Views, history, diagnosis and alerts at ``now``; returns the alert events of this tick.
+        ``wall`` is the wall-clock time of ``now`` for the alerts; the findings' times are mapped from
+        the observations (``wall_at``), so every consumer of the same observations shows the same."""
         self.views = self.state.view(now, window_s=self.window_s)
         if self.keep_history:
             self.history.record(self.views, now)
@@ -125,7 +155,7 @@ class Monitor:
             buffers = self.log_buffers.get(view.name, {})
             lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
             intervals = last_intervals(self.state.nodes[view.name])
-            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals)
+            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals, self.wall_at(now))
         events = self.alerts.evaluate(self.views, self.findings, now, wall)
         self.ticks += 1
         fired = [(f"{e.alert.severity.value} {e.alert.name}: {e.summary}", e.alert.node) for e in events if e.fired]
@@ -136,6 +166,14 @@ class Monitor:
             for reason, node in fired:
                 observer.alert(reason, node)
         return events
+
+    def wall_at(self, t: float | None) -> float | None:
+        """The unix time of ``t`` on the tick's clock (a finding's ``opened_at``, ``cleared_at``): the
+        one place the monotonic clock is mapped to the wall clock, by the newest observation's ``t``
+        and ``wall``. None before the first observation."""
+        if t is None or self._wall_offset is None:
+            return None
+        return t + self._wall_offset
 
     def views_of(self, names: Iterable[str], now: float) -> dict[str, NodeView]:
         """The named nodes' views again, between ticks (a row redrawn as its observation arrives);

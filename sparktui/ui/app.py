@@ -31,6 +31,7 @@ from sparktui.model.history import History
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.model.units import fmt_clock
 from sparktui.monitor.core import WINDOW_S, Monitor, collect_error_text
 from sparktui.record.recorder import Recorder
 from sparktui.sources.live import FleetSource, LiveFleet
@@ -421,9 +422,16 @@ class SparkApp(App[None]):
 
     async def _execute(self, plan: ActionPlan | FixPlan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)
-        result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
+        steps = plan.plans if isinstance(plan, FixPlan) else (plan,)
+        for step in steps:  # its own restart and warmup are no wedge
+            self.monitor.action_started(step.nodes, step.instance)
+        try:
+            result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
+        finally:
+            for step in steps:
+                self.monitor.action_ended(step.nodes, step.instance, self.clock())
         self.action_results.append(result)
-        self.action_log.append((time.strftime("%H:%M:%S"), result.lines()))
+        self.action_log.append((fmt_clock(time.time()), result.lines()))
         self.notify(result.message, severity="information" if result.ok else "error", timeout=12)
         self.refresh_views(force=True)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -16,7 +15,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparktui.model.drift import CommandWord, DriftGroup, DriftLine, DriftReport, drift_groups
-from sparktui.model.units import NO_DATA
+from sparktui.model.units import NO_DATA, fmt_clock
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import DRIFT_BINDINGS, DRIFT_DETAIL_BINDINGS, FINDINGS_BINDINGS
 from sparktui.ui.lists import KeyedOptionList, KeyedScroll
@@ -38,14 +37,17 @@ class FindingsScreen(SparkModal[None]):
             yield Static(Text(f"Active findings ({len(active)})", style="bold"))
             if not active:
                 yield Static("none: every rule of the catalogue is quiet")
+            clock = spark.monitor.wall_at  # the findings' times are on the tick's clock
             for finding in active:
                 head = Text(f"{finding.node}  ", style="bold")
-                yield Static(head + finding_text(finding, spark.colours, evidence_lines=5, keymap=spark.fleet.keymap))
+                body = finding_text(finding, spark.colours, evidence_lines=5, keymap=spark.fleet.keymap)
+                opened = Text(f"\n    opened {fmt_clock(clock(finding.opened_at))}", style=spark.colours["dim"])
+                yield Static(head + body + opened)
             cleared = spark.diagnosis.history()
             yield Static(Text(f"\nCleared ({len(cleared)})", style="bold"))
             for finding in cleared[-20:][::-1]:
-                when = time.strftime("%H:%M:%S", time.localtime(finding.cleared_at)) if finding.cleared_at else "?"
-                yield Static(Text(f"{finding.node}  {finding.title}  (cleared {when})", style=spark.colours["dim"]))
+                when = f"opened {fmt_clock(clock(finding.opened_at))}, cleared {fmt_clock(clock(finding.cleared_at))}"
+                yield Static(Text(f"{finding.node}  {finding.title}  ({when})", style=spark.colours["dim"]))
         yield Footer()
 
 

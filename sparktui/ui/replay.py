@@ -9,7 +9,6 @@ seek backwards resets the core (``reset``) and the source replays fast up to the
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,6 +16,7 @@ from textual.binding import BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
+from sparktui.model.units import fmt_clock
 from sparktui.monitor.core import WINDOW_S
 from sparktui.record.replay import ReplaySource
 from sparktui.record.store import wall_text
@@ -132,7 +132,7 @@ class ReplayApp(SparkApp):
         done = min(1.0, max(0.0, (source.cursor - source.start_t) / span))
         at = round(done * (BAR_CELLS - 1))
         bar = "━" * at + "●" + "─" * (BAR_CELLS - 1 - at)
-        when = datetime.fromtimestamp(source.wall()).strftime("%Y-%m-%d %H:%M:%S")
+        when = fmt_clock(source.wall(), date=True)
         elapsed = _clock_text(source.cursor - source.start_t)
         total = _clock_text(source.end_t - source.start_t)
         text = f"REPLAY {state} {_speed_text(source.speed)}  {when}  {bar} {elapsed} / {total}"

@@ -406,9 +406,9 @@ async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, dem
     for pixel in pixels:
         counts[pixel] = counts.get(pixel, 0) + 1
     common = max(counts, key=lambda p: counts[p])
-    drawn = [i for i, pixel in enumerate(pixels) if pixel != common]
-    assert max(i // width for i in drawn) >= 0.9 * height, "the tiles stop short of the page's bottom"
-    assert max(i % width for i in drawn) >= 0.9 * width, "the tiles stop short of the page's right edge"
+    painted = [i for i, pixel in enumerate(pixels) if pixel != common]
+    assert max(i // width for i in painted) >= 0.9 * height, "the tiles stop short of the page's bottom"
+    assert max(i % width for i in painted) >= 0.9 * width, "the tiles stop short of the page's right edge"
     (tmp_path / "kiosk-browser.png").write_bytes(png)
     if UPDATE_SCREENSHOTS:
         SCREENSHOT.write_bytes(png)

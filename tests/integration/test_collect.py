@@ -110,7 +110,10 @@ async def test_health_503_while_metrics_answers_is_engine_dead(node: FixtureNode
     instance = view.instances[0]
     assert instance.status.state is State.DOWN
     assert "engine dead (/health 503)" in instance.status.summary
-    assert instance.rates is not None  # the frozen numbers are still shown, flagged by the status
+    # /metrics still answers with the dead core's frozen numbers: read (the scrape is fresh), not shown
+    # (issue 18: an engine-dead node showed "Gen 6.4" and "2/0" as if it served).
+    assert instance.metrics_age_s is not None and instance.metrics_age_s < 1.0
+    assert (instance.rates, instance.running, instance.waiting, instance.kv_usage) == (None, None, None, None)
 
 
 async def test_401_on_models_is_degraded_and_says_what_to_do(node: FixtureNode) -> None:

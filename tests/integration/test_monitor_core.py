@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.diagnosis.engine import Finding
+from sparktui.diagnosis.engine import ACTION_SETTLE_S, Finding
 from sparktui.headless.watch import Watcher
 from sparktui.model.logbuffer import LogLine
 from sparktui.monitor.core import Monitor, collect_error_text
@@ -167,3 +167,18 @@ def test_a_tick_at_an_unmoved_clock_replaces_its_history_point_instead_of_adding
     assert len(after) == 16 and after[-1].t == NOW  # one point for the moment NOW, not three
     monitor.tick(NOW + 2.0)
     assert len(monitor.history.points("spark1", "gpu_temp")) == 17
+
+
+def test_an_action_holds_the_wedge_detectors_of_what_it_touches_until_it_has_settled() -> None:
+    """The dashboard tells the core when a recovery action starts and ends: the named instance is held
+    (the whole node where no instance has that name), nothing else, until ACTION_SETTLE_S after."""
+    monitor = monitor_for(fleet_spec())
+    held = monitor.diagnosis.held
+    monitor.action_started(("spark1", "spark2"), "gptoss")
+    assert held("spark1", "gptoss", 0.0)
+    assert held("spark2", "gemma4", 0.0)  # spark2 runs no "gptoss": the whole node
+    assert not held("spark3", "qwen235", 0.0)
+    monitor.action_ended(("spark1", "spark2"), "gptoss", 100.0)
+    assert held("spark1", "gptoss", 100.0 + ACTION_SETTLE_S - 1.0)
+    assert not held("spark1", "gptoss", 100.0 + ACTION_SETTLE_S)
+    assert not held("spark2", "gemma4", 100.0 + ACTION_SETTLE_S)

@@ -14,16 +14,12 @@ from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
+from tests.support.demo_clock import launch_ready
 from tests.support.wait import wait_until
 
 
 async def _until(app: SparkApp, what: str, check: Callable[[], bool], timeout_s: float) -> None:
     await wait_until(check, timeout_s, what=what, detail=lambda: f"spark1: {_spark1(app).status}", interval_s=0.1)
-
-
-def _ready(instance: InstanceView) -> bool:
-    """Launch readiness true (or no longer computed: the instance serves again)."""
-    return instance.launch is None or bool(instance.launch.ready)
 
 
 def _spark1(app: SparkApp) -> InstanceView:
@@ -53,7 +49,7 @@ async def test_incident_recovered_with_keys_only(incident: SparkApp, tmp_path: P
         await pilot.press("y")
         await _until(app, "drop caches done", lambda: len(app.action_results) == 1, 30)
         assert app.action_results[0].ok, app.action_results[0].lines()
-        await _until(app, "launch readiness", lambda: _ready(_spark1(app)), 20)
+        await _until(app, "launch readiness", lambda: launch_ready(_spark1(app)), 20)
 
         await pilot.press("r")
         await pilot.pause()

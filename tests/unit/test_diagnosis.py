@@ -20,12 +20,13 @@ import pytest
 
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, catalogue_markdown, parse_catalogue
-from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State
+from sparktui.model.units import fmt_clock
 from tests.conftest import DATA
 from tests.support.fixture_fleet import put_to_sleep, scenario_scrapes
 
@@ -307,7 +308,7 @@ def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
     for raw in case["lines"]:
         stamp, text = parse_log_line(case["format"], raw)
         assert stamp is not None
-        shown = f"{stamp.isoformat(sep=' ', timespec='seconds')}  {text}"
+        shown = f"{fmt_clock(stamp.timestamp(), date=True)}  {text}"
         assert shown in finding.evidence, f"{shown!r} not in {finding.evidence}"
     assert [line.text for line in finding.lines][: len(case["lines"])] == [
         parse_log_line(case["format"], raw)[1] for raw in case["lines"]
@@ -442,7 +443,7 @@ def crash_loop_of_a_restarting_container() -> None:
     evidence = text_of(finding)
     assert "qwen36-35b is restarting: 23 restarts, last exit status 2" in evidence
     assert (
-        "first error of the last attempt: 2026-05-30 08:29:41+00:00  vllm: error: unrecognized arguments: serve"
+        "first error of the last attempt: 2026-05-30 08:29:41 UTC  vllm: error: unrecognized arguments: serve"
         in evidence
     )
     assert [line.text for line in finding.lines] == ["vllm: error: unrecognized arguments: serve"]
@@ -496,6 +497,38 @@ def four_polls_without_tokens_are_not_yet_wedged() -> None:
     for t in range(5):
         rig.step(float(t), ok(), MTP2[0])
     assert "engine-wedged" not in rig.ids()
+
+
+def test_an_action_of_sparktuis_own_opens_no_wedge_while_it_runs_and_settles() -> None:
+    """A restart's warmup: its cold request runs with no token for half a minute. While the action runs
+    and for ACTION_SETTLE_S after, engine-wedged does not open; a wedge that outlasts that opens after
+    its open_after polls as usual."""
+    rig = Rig()
+    rig.engine.action_started("spark1", "gptoss")
+    for second in range(12):  # 11 requests running, no token: wedged in shape
+        rig.step(float(second), ok(), MTP2[0], serving_sample(41 + second))
+        assert "engine-wedged" not in rig.ids(), second
+    rig.engine.action_ended("spark1", "gptoss", 11.0)
+    settled = 11.0 + ACTION_SETTLE_S
+    t = 12.0
+    while t < settled:
+        rig.step(t, ok(), MTP2[0])
+        assert "engine-wedged" not in rig.ids(), t
+        t += 1.0
+    for polls in range(1, 6):  # the hold is over: the streak starts from nothing
+        rig.step(t, ok(), MTP2[0])
+        assert ("engine-wedged" in rig.ids()) == (polls == 5), polls
+        t += 1.0
+
+
+def test_a_hold_on_one_instance_leaves_the_others_and_other_nodes_judged() -> None:
+    rig = Rig()
+    rig.engine.action_started("spark1", "another-instance")
+    rig.engine.action_started("spark2", None)
+    for t in range(6):
+        rig.step(float(t), ok(), MTP2[0], serving_sample(41 + t))
+    assert "engine-wedged" in rig.ids("gptoss")
+    assert rig.engine.held("spark2", "gptoss", 5.0) and not rig.engine.held("spark1", "gptoss", 5.0)
 
 
 def stretched(rig: Rig, spacing: float, first: int, last: int) -> float:
@@ -808,6 +841,35 @@ def test_an_attempt_log_finding_clears_once_the_instance_has_been_up_for_healthy
     (cleared,) = [f for f in rig.engine.history() if f.id == "mamba-block-size"]
     assert (cleared.opened_at, cleared.cleared_at) == (1.0, 122.0)
     assert cleared.lines[0].text.startswith("AssertionError: In Mamba cache align mode")
+
+
+def test_an_attempt_log_finding_clears_as_soon_as_the_restarted_instance_serves_a_request() -> None:
+    """The incident's recovery: vLLM's start-up check failed, the operator fixed it and restarted; the
+    first request served (the warmup) ends the failed start, long before healthy_s of quiet serving."""
+    rig = Rig()
+    rig.step(0.0, refused(), sample=incident_sample())
+    (case,) = [c for c in CASES if c["rule"] == "page-cache-blocks-start" and c["format"] == "journal"]
+    rig.log("gptoss", "journal", case["lines"])
+    rig.step(1.0, refused())
+    assert "page-cache-blocks-start" in rig.ids()
+    rig.step(2.0, ok(), MTP2[0])  # serving again: no interval yet, nothing served to tell
+    assert "page-cache-blocks-start" in rig.ids()
+    rig.step(3.0, ok(), MTP2[1])  # tokens generated since the last poll
+    assert "page-cache-blocks-start" not in rig.ids()
+    (cleared,) = [f for f in rig.engine.history() if f.id == "page-cache-blocks-start"]
+    assert cleared.cleared_at == 3.0
+
+
+def test_an_attempt_log_finding_counts_healthy_s_from_serving_and_a_degraded_poll_does_not_restart_it() -> None:
+    rig = Rig()
+    rig.step(0.0, refused(), sample=serving_sample())
+    rig.log("gptoss", *lines_of("mamba-block-size"))
+    rig.step(1.0, refused())
+    for t in range(2, 123):  # idle (no request to tell) from t=2; one /metrics answer is broken at t=60
+        rig.step(float(t), ok(), "not prometheus {" if t == 60 else IDLE)
+        if t == 60:
+            assert rig.view(60.0).instances[0].status.state is State.DEGRADED
+        assert ("mamba-block-size" in rig.ids()) == (t < 122), t
 
 
 def test_an_attempt_log_finding_of_a_stopped_instance_clears_after_quiet_s() -> None:

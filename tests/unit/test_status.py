@@ -153,6 +153,50 @@ def test_a_crash_loop_and_a_missing_program_are_down_with_the_managers_word() ->
     )
 
 
+def test_a_crash_loop_is_down_from_its_first_failed_start() -> None:
+    """Between attempts and during an attempt systemd began on its own, the API not answering: down,
+    never loading (the incident's spark1 read "degraded" for 100 s before its third restart)."""
+    state = FleetState(FLEET)
+    observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
+    unit = "vllm-qwen36.service"
+    first_wait = ServiceState(
+        "qwen", "systemd", unit, "activating", sub_state="auto-restart", exit_status=1, restarts=0
+    )
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(first_wait)))
+    assert view(state, 0.0).status == Status(
+        State.DOWN, (f"qwen: {unit} is crash-looping: its start failed, last exit status 1, restarting",)
+    )
+    attempt = ServiceState("qwen", "systemd", unit, "active", sub_state="running", restarts=1, started_epoch=1996.0)
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(attempt)))
+    assert view(state, 0.0).status == Status(
+        State.DOWN, (f"qwen: {unit} is crash-looping: 1 restart, attempt 2 running for 4s, the port is not open",)
+    )
+    second_wait = ServiceState(
+        "qwen", "systemd", unit, "activating", sub_state="auto-restart", exit_status=1, restarts=1
+    )
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(second_wait)))
+    assert view(state, 0.0).status == Status(
+        State.DOWN, (f"qwen: {unit} is crash-looping: 1 restart, last exit status 1",)
+    )
+
+
+def test_a_start_by_hand_and_a_restarted_container_are_loading_not_a_crash_loop() -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
+    by_hand = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running", restarts=0)
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(by_hand)))
+    assert view(state, 0.0).status.state is State.LOADING
+    # docker keeps RestartCount across `docker restart`: a running container with old restarts is loading.
+    container = ServiceState("qwen", "docker", "qwen36", "running", exit_status=0, restarts=5)
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(container)))
+    assert view(state, 0.0).status.state is State.LOADING
+    between = ServiceState("qwen", "docker", "qwen36", "restarting", exit_status=1, restarts=6)
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(between)))
+    assert view(state, 0.0).status == Status(
+        State.DOWN, ("qwen: qwen36 is crash-looping: 6 restarts, last exit status 1",)
+    )
+
+
 def test_ssh_problem_degrades_the_node_and_says_why() -> None:
     state = FleetState(FLEET)
     observe(state, 0.0, ok(), ok(SCRAPES[0]))

@@ -1,0 +1,36 @@
+"""The demo's ``incident`` fleet with its clock running faster than the wall clock, for the dashboard
+tests that recover it with keys."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from sparktui.config import parse_config
+from sparktui.demo.fleet import DemoFleet
+from sparktui.demo.scenarios import SCENARIOS
+from sparktui.model.fleet import InstanceView
+from sparktui.model.specs import FleetSpec
+
+
+@contextlib.asynccontextmanager
+async def running_incident(speed: float) -> AsyncIterator[tuple[DemoFleet, FleetSpec]]:
+    """The incident (seed 21) started, its clock ``speed`` times the wall clock's, and its config with
+    a 0.25 s poll; stopped on the way out."""
+    fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
+    await fleet.start()
+    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=speed))
+    try:
+        spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
+        yield fleet, spec
+    finally:
+        clock.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await clock
+        await fleet.stop()
+
+
+def launch_ready(instance: InstanceView) -> bool:
+    """Launch readiness true (or no longer computed: the instance serves again)."""
+    return instance.launch is None or bool(instance.launch.ready)
