@@ -48,9 +48,28 @@ FLEET_BINDINGS: list[BindingType] = [
 
 NODE_BINDINGS: list[BindingType] = [
     Binding("escape", "back", "Fleet", id="back"),
-    Binding("l", "toggle_logs", "Logs", id="logs"),
+    Binding("l", "open_logs", "Logs", id="logs"),
     Binding("left", "previous_node", "Prev node", id="previous-node", show=False),
     Binding("right", "next_node", "Next node", id="next-node", show=False),
+]
+
+# The log view (``l`` on the node screen). No key of the app's actions (r d k w a x) nor of the screens
+# (f findings, v drift): wrap is ``e``, follow ``F`` beside End.
+LOG_BINDINGS: list[BindingType] = [
+    Binding("escape,l", "back", "Node", id="log-back"),
+    Binding("slash", "search", "Search", id="log-search", key_display="/"),
+    Binding("n", "next_match", "Next match", id="log-next-match"),
+    Binding("N", "previous_match", "Prev match", id="log-previous-match"),
+    Binding("end,F", "follow", "Follow", id="log-follow"),
+    Binding("e", "toggle_wrap", "Wrap", id="log-wrap"),
+    Binding("i", "next_instance", "Instance", id="log-instance"),
+    Binding("up", "scroll_lines(-1)", "Up", id="log-up", show=False),
+    Binding("down", "scroll_lines(1)", "Down", id="log-down", show=False),
+    Binding("pageup", "scroll_page(-1)", "Page up", id="log-page-up", show=False),
+    Binding("pagedown", "scroll_page(1)", "Page down", id="log-page-down", show=False),
+    Binding("home", "first", "First line", id="log-first", show=False),
+    Binding("left", "scroll_columns(-8)", "Left", id="log-left", show=False),
+    Binding("right", "scroll_columns(8)", "Right", id="log-right", show=False),
 ]
 
 TABLE_BINDINGS: list[BindingType] = [
@@ -125,6 +144,11 @@ CONTEXTS: tuple[KeyContext, ...] = (
     ),
     KeyContext("Fleet screen", FLEET_BINDINGS),
     KeyContext("Node screen", NODE_BINDINGS),
+    KeyContext(
+        "Log view",
+        LOG_BINDINGS,
+        "Every log of the node. It follows the end until you scroll up; escape clears a search, then goes back.",
+    ),
     KeyContext("Table navigation", TABLE_BINDINGS, "The fleet screen's list of nodes."),
     KeyContext("Confirm dialog", CONFIRM_BINDINGS, "Nothing runs without it."),
     KeyContext("Alerts", ALERTS_BINDINGS, "Silencing is off in kiosk mode."),
