@@ -474,7 +474,7 @@ class NodeScreen(SparkScreen[None]):
         mem = view.host_memory
         title = Text.assemble(("Unified memory", "bold"))
         if mem is not None:
-            title.append(f"  {fmt_gib(mem.mem_total)} total")
+            title.append(f"  total {fmt_gib(mem.mem_total)}")
         parts: list[RenderableType] = [title]
         if view.status.state is State.STALE:
             parts.append(
