@@ -153,7 +153,7 @@ class LogScreen(SparkScreen[None]):
     AUTO_FOCUS = None  # the keys are the screen's; the search field takes them only while it is open
     DEFAULT_CSS = """
     LogScreen { layout: vertical; }
-    #log-title { height: 1; padding: 0 1; background: $panel; }
+    #log-title { height: auto; max-height: 2; padding: 0 1; background: $panel; }
     #log-view { height: 1fr; }
     #log-search { dock: bottom; display: none; margin-bottom: 1; }
     #log-search.shown { display: block; }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -89,6 +90,11 @@ def packed(items: Iterable[Text], width: int, gap: int = 2) -> Text:
         out.append_text(item)
         used += item.cell_len
     return out
+
+
+def packed_lines(groups: Sequence[Sequence[Text]], gap: int = 3) -> Group:
+    """Each group of figures on its own lines, packed to the panel's width (``packed``)."""
+    return Group(*(_Fitted(partial(packed, group, gap=gap)) for group in groups))
 
 
 def not_serving(instance: InstanceView | None) -> str | None:
@@ -187,13 +193,15 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
     spec = rates.spec_decode if rates else None
     if spec is None:
         return Text("no speculative decoding on this instance", style=colours["dim"])
-    head = Text()
-    head.append(
-        f"acceptance {fmt_pct(spec.acceptance_rate)}   mean length {fmt_number(spec.mean_acceptance_length, 2)}"
-    )
-    head.append(
-        f"   drafts {fmt_rate(spec.draft_tokens_per_s, ' tok/s')}"
-        f"   accepted {fmt_rate(spec.accepted_tokens_per_s, ' tok/s')}"
+    head = packed_lines(
+        [
+            [
+                Text(f"acceptance {fmt_pct(spec.acceptance_rate)}"),
+                Text(f"mean length {fmt_number(spec.mean_acceptance_length, 2)}"),
+                Text(f"drafts {fmt_rate(spec.draft_tokens_per_s, ' tok/s')}"),
+                Text(f"accepted {fmt_rate(spec.accepted_tokens_per_s, ' tok/s')}"),
+            ]
+        ]
     )
     rows: list[list[Text | str]] = [["pos", "absolute", "", "conditional", ""]]
     weak = spec.weak_last_position
@@ -318,6 +326,8 @@ class NodeScreen(SparkScreen[None]):
         title.append_text(status_text(view.status.state, colours))
         title.append(f"   window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
         self._put("#title", title)
+        reasons = self.query_one("#reasons", Static)
+        reasons.display = bool(view.status.reasons)
         self._put("#reasons", "\n".join(view.status.reasons))
         self._findings(view)
         instance = view.instances[0] if view.instances else None
@@ -394,7 +404,7 @@ class NodeScreen(SparkScreen[None]):
         self._put(
             "#throughput",
             (gen, prompt, idle, self.spark.theme),
-            lambda: Group(_Fitted(lambda width: packed(figures, width, gap=3)), *([idle_text] if idle_text else [])),
+            lambda: Group(packed_lines([figures]), *([idle_text] if idle_text else [])),
         )
         self._put("#kv", kv)
         name = instance.name if instance else ""
@@ -405,41 +415,47 @@ class NodeScreen(SparkScreen[None]):
             spark.data = () if idle else app.history.series(view.name, name, series, last=120)
 
     def _requests(self, instance: InstanceView | None, idle: str | None) -> None:
-        text = Text()
-        text.append("Requests  ", style="bold")
-        if instance is None:
-            self._put("#requests", text)
-            return
+        """Requests and the engine's state; each group of figures packed on as few lines as the panel's
+        width allows, a figure never split."""
         colours = self.spark.colours
+        head = [Text("Requests", style="bold")]
+        groups: list[list[Text]] = [head]
+        if instance is None:
+            self._put("#requests", Text("Requests", style="bold"))
+            return
         rates = instance.rates
         if idle:
-            text.append(NO_DATA)
+            head.append(Text(NO_DATA))
         else:
             waiting = fmt_waiting(instance.waiting, instance.waiting_for_capacity, instance.waiting_deferred)
-            text.append(f"running {fmt_number(instance.running)}   waiting {waiting}")
-        text.append("\n")
+            head += [Text(f"running {fmt_number(instance.running)}"), Text(f"waiting {waiting}")]
         if instance.asleep and instance.sleep is not None:
-            text.append(f"engine {instance.sleep.description}\n", style=colours["status-loading"])
+            groups.append([Text(f"engine {instance.sleep.description}", style=colours["status-loading"])])
         if rates is not None and not idle:
-            text.append(f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   ")
-            text.append(f"preemptions {fmt_number(rates.preemptions)} ({fmt_rate(rates.preemptions_per_s, '/s')})   ")
-            text.append(f"prefix-cache hit {fmt_pct(rates.prefix_cache_hit_rate)}\n")
-            for line in engine_lines(rates):
-                text.append(line + "\n")
             reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(rates.finished_by_reason.items()) if v)
-            text.append(f"finish reasons: {reasons or NO_DATA}\n")
-        text.append(f"vLLM {instance.version or NO_DATA}   max_model_len {fmt_number(instance.max_model_len)}\n")
+            groups.append(
+                [
+                    Text(f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}"),
+                    Text(f"preemptions {fmt_number(rates.preemptions)} ({fmt_rate(rates.preemptions_per_s, '/s')})"),
+                    Text(f"prefix-cache hit {fmt_pct(rates.prefix_cache_hit_rate)}"),
+                    Text(f"finish reasons: {reasons or NO_DATA}"),
+                ]
+            )
+            groups.append([Text(line) for line in engine_lines(rates)])
+        groups.append(
+            [Text(f"vLLM {instance.version or NO_DATA}"), Text(f"max_model_len {fmt_number(instance.max_model_len)}")]
+        )
         if instance.service is not None:
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""
-            text.append(f"{service.manager} {service.name}: {service.state}{restarts}\n")
+            groups.append([Text(f"{service.manager} {service.name}: {service.state}{restarts}")])
         if instance.canary is not None and instance.status.state in SERVING:  # else none is sent
             style = colours["status-crit"] if instance.canary.wedged else ""
-            text.append(canary_text(instance.canary) + "\n", style=style)
+            groups.append([Text(canary_text(instance.canary), style=style)])
         if instance.launch is not None:
-            text.append(f"launch readiness: {instance.launch.reason}\n")
-        text.rstrip()
-        self._put("#requests", text)
+            groups.append([Text(f"launch readiness: {instance.launch.reason}")])
+        key = (tuple(tuple(t.plain for t in group) for group in groups), self.spark.theme)
+        self._put("#requests", key, lambda: packed_lines(groups))
 
     def _spec(self, view: NodeView, instance: InstanceView | None, rates: VllmRates | None) -> None:
         """Speculative decoding, when the instance serves with it; nothing is said of one that does not
@@ -491,12 +507,12 @@ class NodeScreen(SparkScreen[None]):
                     Text.assemble(("■ ", colours[MEMORY_VARIABLES[label]]), f"{label} {fmt_gib(size)}")
                     for label, size in ledger.segments()
                 ]
-                parts.append(_Fitted(lambda width: packed(items, width)))
+                parts.append(packed_lines([items], gap=2))
             figures = [
                 Text(f"available {fmt_gib(mem.mem_available)}", style="bold"),
                 Text(f"droppable cache {fmt_gib(mem.page_cache_droppable)}"),
             ]
-            parts.append(_Fitted(lambda width: packed(figures, width, gap=3)))
+            parts.append(packed_lines([figures]))
         pressure = view.pressure
         if pressure is not None and pressure.some_avg10 is not None:
             psi = [
@@ -504,7 +520,7 @@ class NodeScreen(SparkScreen[None]):
                 Text(f"some {fmt_number(pressure.some_avg10, 2)}% / {fmt_number(pressure.some_avg60, 2)}%"),
                 Text(f"full {fmt_number(pressure.full_avg10, 2)}% / {fmt_number(pressure.full_avg60, 2)}%"),
             ]
-            parts.append(_Fitted(lambda width: packed(psi, width)))
+            parts.append(packed_lines([psi], gap=2))
         if view.shm_leftovers:
             held = sum(e.held_bytes for e in view.shm_leftovers)
             parts.append(

@@ -67,9 +67,8 @@ async def test_search_highlights_every_match_and_n_and_shift_n_step_through_them
         await pilot.pause()
         reader = screen.reader
         assert len(reader.matches) == 12  # lines 7, 32, … 282
-        assert reader.current is not None and reader.shown[reader.current_match.line].line.text.endswith(
-            "282 done needle"
-        )  # type: ignore[union-attr]
+        first = reader.current_match
+        assert first is not None and reader.shown[first.line].line.text.endswith("282 done needle")
         visible = [row for row in _rows(view) if "needle" in _plain(row)]
         assert visible and all(
             _styled(row, "needle", app.colours["status-warn"]) or _styled(row, "needle", app.colours["status-loading"])
@@ -84,7 +83,10 @@ async def test_search_highlights_every_match_and_n_and_shift_n_step_through_them
         assert any(_styled(row, "needle", app.colours["status-loading"]) for row in _rows(view) if "257" in _plain(row))
         await pilot.press("n", "n")
         await pilot.pause()
-        assert reader.shown[reader.current_match.line].line.text == "INFO request 7 done needle"  # type: ignore[union-attr]  # round to the first
+        last = reader.current_match
+        assert (
+            last is not None and reader.shown[last.line].line.text == "INFO request 7 done needle"
+        )  # round to the first
         assert any("request 7 done needle" in _plain(row) for row in _rows(view))
         title = str(screen.query_one("#log-title", Static).content)
         assert 'search "needle": 1 of 12 matches' in title
