@@ -5,12 +5,11 @@ not serving shows "–" and why, never its last numbers."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
 import itertools
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -19,34 +18,22 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from sparktui.config import parse_config
-from sparktui.demo.fleet import DemoFleet
-from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.status import State
-from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.app import SparkApp
 from sparktui.ui.log_screen import LogView
 from sparktui.ui.node_screen import NodeScreen
+from tests.support.demo_app import demo_app
 from tests.support.ui_data import fed_app
 from tests.support.wait import wait_until
 
-SPEED = 12.0
 PANELS = ("#findings", "#memory", "#gpu", "#throughput-panel", "#requests", "#latency", "#tail-panel")
 
 
 @pytest.fixture
-async def incident(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
-    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path) + "/audit.log")
-    fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
-    await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=SPEED))
-    try:
-        spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
-        yield make_app(spec)
-    finally:
-        clock.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await clock
-        await fleet.stop()
+async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
+    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
+    async with demo_app("incident") as app:
+        yield app
 
 
 def _plain(widget: Static) -> str:
@@ -106,7 +93,7 @@ async def test_at_160x48_the_cockpit_shows_findings_memory_gpu_and_the_log_tail_
         assert not screen.query_one("#gen-spark", Sparkline).display
         assert re.search(r"–  qwen36 is (down|loading)", _plain(screen.query_one("#latency", Static)))  # a crash loop
         requests = _plain(screen.query_one("#requests", Static))
-        assert requests.startswith("Requests  –") and "running" not in requests
+        assert re.match(r"Requests\s+–\n", requests) and "running" not in requests
 
 
 async def test_at_80x24_no_two_panels_overlap_and_the_memory_ledger_scrolls_into_view(incident: SparkApp) -> None:

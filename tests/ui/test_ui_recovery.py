@@ -4,22 +4,18 @@ node ends healthy with a measured warmup TTFT."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from textual.widgets import Static
 
-from sparktui.config import parse_config
-from sparktui.demo.fleet import DemoFleet
-from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.fleet import InstanceView
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
-from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
+from tests.support.demo_app import demo_app
 from tests.support.wait import wait_until
 
 SPEED = 12.0
@@ -28,17 +24,8 @@ SPEED = 12.0
 @pytest.fixture
 async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
-    await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=SPEED))
-    try:
-        spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
-        yield make_app(spec)
-    finally:
-        clock.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await clock
-        await fleet.stop()
+    async with demo_app("incident", speed=SPEED) as app:
+        yield app
 
 
 async def _until(app: SparkApp, what: str, check: Callable[[], bool], timeout_s: float) -> None:
