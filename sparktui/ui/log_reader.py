@@ -172,8 +172,8 @@ class LogReader:
         batch.sort(key=lambda item: item[:3])
         new = [entry for *_, entry in batch]
         self.entries.extend(new)
-        if len(self.entries) > self.max_lines:
-            del self.entries[: len(self.entries) - self.max_lines]
+        if len(self.entries) > self.max_lines:  # down to 90 %, so that the next lines do not trim again
+            del self.entries[: len(self.entries) - self.max_lines * 9 // 10]
             self._refilter()
             self.follow.arrived(len(new))
             return len(new)

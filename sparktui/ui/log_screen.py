@@ -38,8 +38,12 @@ class LogView(ScrollView, can_focus=False):
     LogView.tail { scrollbar-size-vertical: 0; scrollbar-size-horizontal: 0; }
     """
 
-    class ScrolledUp(Message):
-        """The reader scrolled up with the mouse: the view stops following."""
+    class Scrolled(Message):
+        """The reader turned the mouse wheel: up stops following, down to the end follows again."""
+
+        def __init__(self, up: bool) -> None:
+            super().__init__()
+            self.up = up
 
     def __init__(
         self, reader: LogReader, *, wrap: bool = False, id: str | None = None, classes: str | None = None
@@ -103,7 +107,10 @@ class LogView(ScrollView, can_focus=False):
         self.lines_changed(restyle=self.wrap)
 
     def on_mouse_scroll_up(self) -> None:
-        self.post_message(self.ScrolledUp())
+        self.post_message(self.Scrolled(up=True))
+
+    def on_mouse_scroll_down(self) -> None:
+        self.post_message(self.Scrolled(up=False))
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
@@ -213,8 +220,8 @@ class LogScreen(SparkScreen[None]):
         text.append(f"   wrap {'on' if self.view.wrap else 'off'}", style=colours["dim"])
         self.query_one("#log-title", Static).update(text)
 
-    def on_log_view_scrolled_up(self) -> None:
-        self.reader.follow.pause()
+    def on_log_view_scrolled(self, event: LogView.Scrolled) -> None:
+        self.reader.follow.scrolled(up=event.up, at_end=self.view.is_vertical_scroll_end)
         self._title()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -59,6 +59,7 @@ WIDE = 140  # three columns of panels from this width
 MEDIUM = 100  # two from this one
 SHORT = 32  # below this height the log tail keeps only a few lines
 SERVING = (State.UP, State.DEGRADED)
+TAIL_LINES = 500  # the log tail holds no more (the log view holds the node's whole log)
 
 
 def _panel_title(text: str) -> Text:
@@ -262,7 +263,7 @@ class NodeScreen(SparkScreen[None]):
     @property
     def tail_reader(self) -> LogReader:
         if self._tail is None:
-            self._tail = LogReader(signatures=self.spark.signature_patterns, measure=cell_len)
+            self._tail = LogReader(signatures=self.spark.signature_patterns, measure=cell_len, max_lines=TAIL_LINES)
         return self._tail
 
     def compose(self) -> ComposeResult:

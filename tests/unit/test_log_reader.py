@@ -138,6 +138,11 @@ def test_signature_lines_are_marked_and_the_oldest_lines_go_past_the_bound() -> 
     buffer.append(_at(0), "INFO fine")
     buffer.append(_at(1), "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB)")
     buffer.append(_at(2), "INFO fine again")
-    reader = LogReader(signatures=(re.compile(r"Free memory on device"),), max_lines=2)
+    buffer.append(_at(3), "INFO fine, once more")
+    reader = LogReader(signatures=(re.compile(r"Free memory on device"),), max_lines=3)
     reader.pull({"qwen": buffer})
-    assert [e.signature for e in reader.shown] == [True, False]  # the first line went
+    assert [e.signature for e in reader.shown] == [False, False]  # over the bound: down to 90 %, the oldest went
+    assert [e.line.text for e in reader.shown] == ["INFO fine again", "INFO fine, once more"]
+    buffer.append(_at(4), "ValueError: Free memory on device cuda:0 (1.67/119.67 GiB)")
+    reader.pull({"qwen": buffer})
+    assert [e.signature for e in reader.shown] == [False, False, True]
