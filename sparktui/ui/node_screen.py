@@ -482,6 +482,7 @@ class NodeScreen(SparkScreen[None]):
             view.shm_leftovers,
             view.stale_workers,
             view.status.state is State.STALE,
+            view.host_problem,
             self.spark.theme,
         )
         self._put("#memory", key, lambda: self._memory_panel(view))
@@ -498,6 +499,8 @@ class NodeScreen(SparkScreen[None]):
                 Text(f"{NO_DATA}  no answer from {view.name}: the last reading is not shown", style=colours["dim"])
             )
             return Group(*parts)
+        if view.host_problem and mem is not None:  # the sampler lost the node: these are its last figures
+            parts.append(Text(f"last good reading; now {view.host_problem}", style=colours["status-warn"]))
         if mem is None:
             parts.append(Text(f"no host state {NO_DATA} (SSH or node_exporter)", style=colours["dim"]))
         else:

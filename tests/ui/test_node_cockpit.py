@@ -18,12 +18,13 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
+from sparktui.model.observations import HostUpdate
 from sparktui.model.status import State
 from sparktui.ui.app import SparkApp
 from sparktui.ui.log_screen import LogView
 from sparktui.ui.node_screen import NodeScreen
 from tests.support.demo_app import demo_app
-from tests.support.ui_data import fed_app
+from tests.support.ui_data import NOW, fed_app
 from tests.support.wait import wait_until
 
 PANELS = ("#findings", "#memory", "#gpu", "#throughput-panel", "#requests", "#latency", "#tail-panel")
@@ -127,3 +128,18 @@ async def test_a_tensor_parallel_worker_shows_no_numbers_of_its_own() -> None:
         assert worker in _plain(screen.query_one("#latency", Static))
         assert _plain(screen.query_one("#kv", Static)).startswith("KV cache  –")
         assert not screen.query_one("#spec").display
+
+
+async def test_memory_figures_read_over_a_lost_ssh_connection_say_they_are_the_last_good_reading() -> None:
+    app = fed_app()
+    problem = "ssh: spark1 (192.168.1.11:22): connection refused"
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await wait_until(lambda: isinstance(app.screen, NodeScreen), what="spark1's node screen")
+        await pilot.pause()
+        screen = app.screen
+        assert "last good reading" not in _plain(screen.query_one("#memory", Static))
+        app.monitor.host(HostUpdate(node="spark1", t=NOW + 1, problem=problem, connection_lost=True))
+        app.refresh_views(force=True)
+        await pilot.pause()
+        assert f"last good reading; now {problem}" in _plain(screen.query_one("#memory", Static))
