@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -129,6 +131,9 @@ class LogView(ScrollView, can_focus=False):
         line, part = found
         strip = self._line_strip(line)
         start = part * width if self.wrap else scroll_x
+        if y == 0 and part and self.has_class("tail"):  # the tail's top row is the end of a line: say so
+            mark = Strip([Segment("…", style + Style.parse(spark_app(self.app).colours["dim"]))], 1)
+            return Strip.join([mark, strip.crop_extend(start + 1, start + width, style)])
         return strip.crop_extend(start, start + width, style)
 
     def _line_strip(self, index: int) -> Strip:
