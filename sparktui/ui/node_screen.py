@@ -1,7 +1,8 @@
 """The node screen, an incident cockpit: the findings, the unified-memory ledger, the GPU, throughput
 and KV trends, requests and latency, and a live tail of the node's logs, all on one 160x48 screen
-without scrolling (panels in three columns from 140 cells, two from 100, one below; the less urgent
-ones, side services and the TTFT histogram, last). ``l`` opens the full log view (``log_screen.py``).
+without scrolling (three columns of panels from 140 cells: host, engine output, requests; two from
+100, one below; the less urgent panels, side services and the TTFT histogram, at the bottom). ``l``
+opens the full log view (``log_screen.py``).
 
 An instance that is not serving (down, loading, a tensor-parallel worker) shows "–" and why, never the
 last numbers it had."""
@@ -19,7 +20,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Grid, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Sparkline, Static
 
 from sparktui.model.canary import canary_text
@@ -135,7 +136,7 @@ def _text_table(rows: Sequence[Sequence[Text | str]], right: Sequence[bool], hea
 
 def _latency_table(rates: VllmRates | None, dim: str) -> RenderableType:
     """p50, p90, p99, mean and count per latency; on a narrow panel the mean, then the count, are left out."""
-    rows: list[list[Text | str]] = [["", "p50", "p90", "p99", "mean", "n"]]
+    rows: list[list[Text | str]] = [["Latency", "p50", "p90", "p99", "mean", "n"]]  # the header is the title
     for key, label in LATENCIES:
         summary = rates.latency.get(key) if rates else None
         if summary is None:
@@ -152,7 +153,7 @@ def _latency_table(rates: VllmRates | None, dim: str) -> RenderableType:
             ]
         )
     if len(rows) == 1:
-        return Text(f"{NO_DATA}  no request finished in the window", style=dim)
+        return Group(_panel_title("Latency (window)"), Text(f"{NO_DATA}  no request finished in the window", style=dim))
 
     def fitted(width: int) -> Text:
         for keep in ((0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 5), (0, 1, 2, 3)):
@@ -238,11 +239,13 @@ class NodeScreen(SparkScreen[None]):
     NodeScreen { layout: vertical; }
     #title { height: 1; padding: 0 1; background: $panel; }
     #reasons { height: auto; max-height: 3; padding: 0 1; }
-    #upper { height: auto; max-height: 70%; }
+    #upper { height: auto; max-height: 75%; }
     #findings { max-height: 10; overflow-y: auto; }
-    #grid { height: auto; grid-size: 3; grid-rows: auto; grid-gutter: 0; }
-    NodeScreen.-cols-2 #grid { grid-size: 2; }
-    NodeScreen.-cols-1 #grid { grid-size: 1; }
+    #columns { height: auto; layout: horizontal; }
+    .column { width: 1fr; height: auto; }
+    NodeScreen.-cols-2 #columns { layout: grid; grid-size: 2; grid-rows: auto; }
+    NodeScreen.-cols-2 #col-c { column-span: 2; layout: horizontal; }
+    NodeScreen.-cols-1 #columns { layout: vertical; }
     NodeScreen.-cols-1 #upper { height: 1fr; max-height: 100%; }
     NodeScreen.-cols-1 #findings { max-height: 8; }
     .panel { border: round $panel; padding: 0 1; height: auto; width: 1fr; }
@@ -271,19 +274,24 @@ class NodeScreen(SparkScreen[None]):
         yield Static(id="reasons")
         with VerticalScroll(id="upper"):
             yield Static(classes="panel", id="findings")
-            with Grid(id="grid"):
-                yield Static(classes="panel", id="memory")
-                with Vertical(classes="panel", id="throughput-panel"):
-                    yield Static(id="throughput")
-                    yield Sparkline((), id="gen-spark")
-                    yield Static(id="kv")
-                    yield Sparkline((), id="kv-spark")
-                yield Static(classes="panel", id="requests")
-                yield Static(classes="panel", id="gpu")
-                yield Static(classes="panel", id="spec")
-                yield Static(classes="panel", id="latency")
-                yield Static(classes="panel", id="services")
-                yield Static(classes="panel", id="ttft-hist")
+            # Three columns, each a stack of panels: the host, the engine's output, its requests. Two
+            # columns put the third under them, its panels side by side; one stacks them all.
+            with Horizontal(id="columns"):
+                with Vertical(classes="column", id="col-a"):
+                    yield Static(classes="panel", id="memory")
+                    yield Static(classes="panel", id="gpu")
+                    yield Static(classes="panel", id="services")
+                with Vertical(classes="column", id="col-b"):
+                    with Vertical(classes="panel", id="throughput-panel"):
+                        yield Static(id="throughput")
+                        yield Sparkline((), id="gen-spark")
+                        yield Static(id="kv")
+                        yield Sparkline((), id="kv-spark")
+                    yield Static(classes="panel", id="spec")
+                    yield Static(classes="panel", id="ttft-hist")
+                with Vertical(classes="column", id="col-c"):
+                    yield Static(classes="panel", id="requests")
+                    yield Static(classes="panel", id="latency")
         with Vertical(id="tail-panel"):
             yield Static(id="tail-title")
             yield LogView(self.tail_reader, wrap=True, id="tail", classes="tail")
@@ -337,10 +345,11 @@ class NodeScreen(SparkScreen[None]):
         self._requests(instance, idle)
         rates = None if idle else instance.rates if instance else None
         theme = app.theme
+        idle_text, dim = self._idle(idle), colours["dim"]
         self._put(
             "#latency",
             (rates, idle, theme),
-            lambda: Group(_panel_title("Latency (window)"), self._idle(idle) or _latency_table(rates, colours["dim"])),
+            lambda: Group(_panel_title("Latency (window)"), idle_text) if idle_text else _latency_table(rates, dim),
         )
         self._put(
             "#ttft-hist",
@@ -443,13 +452,15 @@ class NodeScreen(SparkScreen[None]):
                 ]
             )
             groups.append([Text(line) for line in engine_lines(rates)])
-        groups.append(
-            [Text(f"vLLM {instance.version or NO_DATA}"), Text(f"max_model_len {fmt_number(instance.max_model_len)}")]
-        )
+        engine = [
+            Text(f"vLLM {instance.version or NO_DATA}"),
+            Text(f"max_model_len {fmt_number(instance.max_model_len)}"),
+        ]
         if instance.service is not None:
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""
-            groups.append([Text(f"{service.manager} {service.name}: {service.state}{restarts}")])
+            engine.append(Text(f"{service.manager} {service.name}: {service.state}{restarts}"))
+        groups.append(engine)
         if instance.canary is not None and instance.status.state in SERVING:  # else none is sent
             style = colours["status-crit"] if instance.canary.wedged else ""
             groups.append([Text(canary_text(instance.canary), style=style)])

@@ -9,6 +9,7 @@ import io
 import itertools
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
+from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.observations import HostUpdate
 from sparktui.model.status import State
 from sparktui.ui.app import SparkApp
@@ -80,13 +82,7 @@ async def test_at_160x48_the_cockpit_shows_findings_memory_gpu_and_the_log_tail_
     app = incident
     async with app.run_test(size=(160, 48)) as pilot:
         screen = await _open_spark1(app, pilot)
-        assert screen.query_one("#upper").scroll_y == 0
-        for selector in PANELS:
-            panel = screen.query_one(selector)
-            assert panel.display, selector
-            region = panel.region
-            assert region.height > 2 and _visible(panel) == region, f"{selector} is cut or off screen: {region}"
-            assert screen.region.contains_region(region), f"{selector} is outside the screen: {region}"
+        _assert_on_screen_unscrolled(screen, PANELS)
         tail = screen.query_one("#tail", LogView)
         assert tail.reader.follow.on and tail.is_vertical_scroll_end  # the newest lines
         # spark1's vLLM is down: no live-looking numbers, and nothing said of its speculative decoding.
@@ -95,6 +91,42 @@ async def test_at_160x48_the_cockpit_shows_findings_memory_gpu_and_the_log_tail_
         assert re.search(r"–  qwen36 is (down|loading)", _plain(screen.query_one("#latency", Static)))  # a crash loop
         requests = _plain(screen.query_one("#requests", Static))
         assert re.match(r"Requests\s+–\n", requests) and "running" not in requests
+
+
+def _assert_on_screen_unscrolled(screen: NodeScreen, selectors: tuple[str, ...]) -> None:
+    assert screen.query_one("#upper").scroll_y == 0
+    for selector in selectors:
+        panel = screen.query_one(selector)
+        assert panel.display, selector
+        region = panel.region
+        assert region.height > 2 and _visible(panel) == region, f"{selector} is cut or off screen: {region}"
+        assert screen.region.contains_region(region), f"{selector} is outside the screen: {region}"
+
+
+async def test_a_serving_node_at_160x48_shows_every_key_panel_and_its_log_without_scrolling() -> None:
+    """All panels full (traffic, speculative decoding, a finding, a log): still one screen."""
+    app = fed_app()
+    buffer = LogBuffer()
+    t0 = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
+    for n in range(40):
+        buffer.append(t0 + timedelta(seconds=n), f"INFO request {n} done")
+    buffer.append(
+        t0 + timedelta(seconds=40),
+        "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    )
+    app.monitor.log_buffers["spark1"] = {"gptoss": buffer}
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await wait_until(lambda: isinstance(app.screen, NodeScreen), what="spark1's node screen")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, NodeScreen)
+        app.refresh_views(force=True)  # the finding the log line raises
+        await pilot.pause()
+        _assert_on_screen_unscrolled(screen, (*PANELS, "#spec"))
+        tail = screen.query_one("#tail", LogView)
+        assert tail.is_vertical_scroll_end and tail.reader.shown[-1].signature
 
 
 async def test_at_80x24_no_two_panels_overlap_and_the_memory_ledger_scrolls_into_view(incident: SparkApp) -> None:
