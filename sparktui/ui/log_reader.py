@@ -140,6 +140,7 @@ class LogReader:
     matches: list[Match] = field(default_factory=list)
     current: int | None = None  # index into ``matches``
     follow: Follow = field(default_factory=Follow)
+    generation: int = 0  # grows whenever a shown line's index may now mean another line
     _prefixed: bool = False  # the lines carry their instance's name (the node has several)
     _next_seq: dict[str, int] = field(default_factory=dict)
     _last_time: dict[str, datetime] = field(default_factory=dict)
@@ -149,6 +150,8 @@ class LogReader:
     def pull(self, buffers: Mapping[str, LogBuffer]) -> int:
         """Take the lines the buffers got since the last pull; returns how many are newly shown. A line
         with no timestamp (a continuation, a traceback) stays after the line before it in its log."""
+        if any(buffer.next_seq < self._next_seq.get(name, 0) for name, buffer in buffers.items()):
+            self.restart()  # a buffer started again (a replay sought back): read every log afresh
         for name in buffers:
             if name not in self.instances:
                 self.instances.append(name)
@@ -185,6 +188,14 @@ class LogReader:
         self.follow.arrived(len(kept))
         return len(kept)
 
+    def restart(self) -> None:
+        """Forget every line (the filter and the search stay)."""
+        self.entries, self.shown, self.widths, self.matches = [], [], [], []
+        self.current = None
+        self._next_seq.clear()
+        self._last_time.clear()
+        self.generation += 1
+
     def _is_signature(self, text: str) -> bool:
         return any(p.search(text) for p in self.signatures)
 
@@ -198,6 +209,7 @@ class LogReader:
         self._refilter()
 
     def _refilter(self) -> None:
+        self.generation += 1
         self.shown = [e for e in self.entries if self._kept(e)]
         self.widths = [self.measure(e.text) for e in self.shown]
         self._research()

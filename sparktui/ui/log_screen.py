@@ -54,14 +54,16 @@ class LogView(ScrollView, can_focus=False):
         self.reader = reader
         self.wrap = wrap
         self._starts: list[int] = [0]
-        self._strips: dict[int, Strip] = {}
+        self._strips: dict[int, Strip] = {}  # by shown line, valid for one ``reader.generation``
+        self._generation = reader.generation
         self._empty = NO_LOG
 
     # --- what the screen calls ----------------------------------------------------------------------
 
     def lines_changed(self, *, restyle: bool = False) -> None:
         """The reader's lines (or, with ``restyle``, their matches, colours or wrap) changed."""
-        if restyle:
+        if restyle or self.reader.generation != self._generation:
+            self._generation = self.reader.generation
             self._strips.clear()
         width = self._wrap_width()
         self._starts = row_starts(self.reader.widths, width if self.wrap else None)

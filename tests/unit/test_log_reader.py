@@ -146,3 +146,18 @@ def test_signature_lines_are_marked_and_the_oldest_lines_go_past_the_bound() -> 
     buffer.append(_at(4), "ValueError: Free memory on device cuda:0 (1.67/119.67 GiB)")
     reader.pull({"qwen": buffer})
     assert [e.signature for e in reader.shown] == [False, False, True]
+
+
+def test_a_buffer_that_starts_again_is_read_afresh() -> None:
+    """A replay sought back fills new buffers from line 0: the view shows them, not what it had."""
+    before = LogBuffer()
+    for n in range(5):
+        before.append(_at(n), f"old {n}")
+    reader = LogReader()
+    reader.pull({"qwen": before})
+    generation = reader.generation
+    again = LogBuffer()
+    again.append(_at(0), "new 0")
+    assert reader.pull({"qwen": again}) == 1
+    assert [e.line.text for e in reader.shown] == ["new 0"]
+    assert reader.generation > generation  # the view's rendered lines are stale
