@@ -12,6 +12,7 @@ The keys themselves never appear in any message.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import ssl
@@ -503,8 +504,10 @@ def _resolve_notifier(
     return notifier.model_copy(update=update)
 
 
+@functools.cache
 def load_catalogue() -> Catalogue:
-    """The failure catalogue shipped with sparktui (``sparktui/data/failures.toml``), parsed and validated."""
+    """The failure catalogue shipped with sparktui (``sparktui/data/failures.toml``), parsed and validated
+    once (it is immutable; the screens ask it for a finding's fix on every frame)."""
     from importlib import resources
 
     from sparktui.diagnosis.catalogue import parse_catalogue

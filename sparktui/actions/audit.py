@@ -3,6 +3,7 @@
 Each line has ``time`` (UTC, ISO 8601), ``user`` (the local user who ran sparktui), ``event`` and the
 action's fields: ``step`` lines carry the node, target, exact command, exit status, duration and
 result of one command or request; an ``action`` line ends each action with its overall result; a
+``fix`` line ends a finding's fix (several actions in a row, whose lines carry its ``fix_id``); a
 ``refused`` line records an action that was not run and why. Secrets (API keys) are never written.
 
 The file is ``$SPARKTUI_AUDIT_LOG`` when set, else ``audit.log`` in the user state folder

@@ -14,13 +14,17 @@ a multi-node job before its head; then wait for ``/health`` and warm the JIT wit
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from pydantic import SecretStr
 
+from sparktui.diagnosis.catalogue import Catalogue
+from sparktui.diagnosis.engine import Finding
 from sparktui.model.commands import (
     SHM_NAME_RE,
     UnsafeName,
@@ -31,6 +35,7 @@ from sparktui.model.commands import (
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.host import HostProcess, HostSample, leftovers, stale_workers
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
+from sparktui.model.status import State
 from sparktui.model.units import fmt_gib, fmt_seconds
 
 
@@ -41,6 +46,7 @@ class ActionKind(StrEnum):
     DROP_CACHES = "drop-caches"
     KILL_WORKERS = "kill-workers"
     WARMUP = "warmup"
+    FIX = "fix"  # a finding's whole fix: several of the above in order (``FixPlan``)
 
 
 class StepKind(StrEnum):
@@ -146,6 +152,7 @@ class ActionPlan:
     timeout_s: float  # overall
     notes: tuple[str, ...] = ()
     ttft_before_s: float | None = None  # restart and warmup: the instance's mean TTFT from /metrics
+    warnings: tuple[str, ...] = ()  # what running it now would break (requests in flight, a load under way)
 
     @property
     def title(self) -> str:
@@ -173,6 +180,7 @@ class ActionPlan:
             lines.append(f"    {number}. {where}: {step.command}")
         lines.append(f"  timeout: {_duration(self.timeout_s)} overall")
         lines += [f"  note: {note}" for note in self.notes]
+        lines += [f"  warning: {warning}" for warning in self.warnings]
         return tuple(lines)
 
 
@@ -183,6 +191,81 @@ class Refusal:
     kind: ActionKind
     node: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FixPlan:
+    """A finding's whole fix: one ``ActionPlan`` per action, in order, every one planned before anything
+    runs (``plan_fix``). The runner runs them one after another and stops at the first that fails."""
+
+    node: str
+    finding: str  # the rule id of the finding it fixes
+    finding_title: str
+    plans: tuple[ActionPlan, ...]
+
+    @property
+    def kind(self) -> ActionKind:
+        return ActionKind.FIX
+
+    @property
+    def title(self) -> str:
+        return f"fix {self.node}: {self.finding}"
+
+    @property
+    def actions(self) -> tuple[ActionKind, ...]:
+        return tuple(plan.kind for plan in self.plans)
+
+    @property
+    def sequence(self) -> str:
+        """The actions as the operator reads them: "drop caches → restart → warm up"."""
+        return fix_sequence_text(a.value for a in self.actions)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n for plan in self.plans for n in plan.nodes))
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        return tuple(t for plan in self.plans for t in plan.targets)
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        return tuple(c for plan in self.plans for c in plan.commands)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(w for plan in self.plans for w in plan.warnings))
+
+    @property
+    def timeout_s(self) -> float:
+        return sum(plan.timeout_s for plan in self.plans)
+
+    def confirmation(self) -> tuple[str, ...]:
+        """Every action of the fix with its targets and exact commands, in order, then the overall timeout."""
+        count = len(self.plans)
+        lines = [f"{self.title}?", f"  {self.finding_title}: {self.sequence}"]
+        lines.append(f"  {count} actions, in this order; the first that fails stops the rest:")
+        for number, plan in enumerate(self.plans, 1):
+            own = plan.confirmation()
+            lines.append(f"  step {number}/{count}: {plan.title}")
+            lines += [f"  {line}" for line in own[1:] if not line.lstrip().startswith("warning: ")]
+        lines.append(f"  timeout: {_duration(self.timeout_s)} overall")
+        lines += [f"  warning: {warning}" for warning in self.warnings]
+        return tuple(lines)
+
+
+# The actions as a finding's fix names them, in the operator's words.
+ACTION_WORDS: Mapping[str, str] = {
+    ActionKind.RESTART: "restart",
+    ActionKind.DROP_CACHES: "drop caches",
+    ActionKind.KILL_WORKERS: "kill workers",
+    ActionKind.WARMUP: "warm up",
+}
+
+
+def fix_sequence_text(actions: Iterable[str]) -> str:
+    """``("drop-caches", "restart", "warmup")`` as "drop caches → restart → warm up"."""
+    return " → ".join(ACTION_WORDS.get(a, a.replace("-", " ")) for a in actions)
 
 
 # --- planning -----------------------------------------------------------------------------------------
@@ -203,6 +286,8 @@ def plan_action(
     except ValueError:
         choices = ", ".join(k.value for k in ActionKind)
         return Refusal(ActionKind.RESTART, node, f"unknown action {kind!r}; choose one of: {choices}")
+    if action is ActionKind.FIX:
+        return Refusal(action, node, "a fix is a finding's sequence of actions: it is planned by plan_fix")
     if action is ActionKind.RESTART:
         return plan_restart(fleet, node, instance, views=views, settings=settings)
     if action is ActionKind.WARMUP:
@@ -250,6 +335,7 @@ def plan_restart(
             notes.append(f"job {job!r}: {len(workers)} worker(s) restart first, then the head")
     steps: list[Step] = []
     targets: list[Target] = []
+    warnings: list[str] = []
     for rank_node, rank in ranks:
         transport = _transport_refusal(kind, rank_node)
         if transport is not None:
@@ -271,6 +357,8 @@ def plan_restart(
             )
         )
         targets.append(Target(rank_node.name, _service_text(rank_node, rank, by_name.get(rank_node.name))))
+        rank_view = _instance_view(by_name.get(rank_node.name), rank.name)
+        warnings += filter(None, (_in_flight(rank_node.name, rank_view), _still_starting(rank_node, rank, rank_view)))
     head_node, head = ranks[-1]
     head_view = _instance_view(by_name.get(head_node.name), head.name)
     if head.base_url is not None:
@@ -298,6 +386,7 @@ def plan_restart(
         _overall(steps, settings),
         tuple(notes),
         ttft_before_s=_ttft_mean(head_view),
+        warnings=tuple(warnings),
     )
 
 
@@ -419,7 +508,8 @@ def plan_kill_workers(
         settings.kill_timeout_s,
     )
     targets = tuple(Target(node, _process_text(p, host)) for p in workers)
-    return ActionPlan(kind, node, None, targets, (step,), _overall([step], settings))
+    warnings = tuple(filter(None, (_in_flight(node, i) for i in services)))
+    return ActionPlan(kind, node, None, targets, (step,), _overall([step], settings), warnings=warnings)
 
 
 def plan_warmup(
@@ -454,6 +544,79 @@ def plan_warmup(
         (step,),
         _overall([step], settings),
         ttft_before_s=_ttft_mean(view),
+    )
+
+
+def plan_fix(
+    fleet: FleetSpec,
+    node: str,
+    actions: Sequence[str],
+    *,
+    finding: str,
+    finding_title: str = "",
+    instance: str | None = None,
+    views: Iterable[NodeView] = (),
+    settings: ActionSettings = DEFAULT_SETTINGS,
+) -> FixPlan | Refusal:
+    """Plan every action of a fix up front, on the state known now; one refused action refuses the whole
+    fix (nothing runs). A restart followed by a warm-up of the same instance leaves the warm-up to that
+    step, so no request is sent twice."""
+    kind = ActionKind.FIX
+    if not actions:
+        return Refusal(kind, node, f"{finding} has no fix that sparktui can apply")
+    plans: list[ActionPlan] = []
+    for number, action in enumerate(actions, 1):
+        plan = plan_action(action, fleet, node, instance=instance, views=views, settings=settings)
+        if isinstance(plan, Refusal):
+            return Refusal(
+                kind, node, f"step {number}/{len(actions)} ({action}) is refused, so nothing runs: {plan.reason}"
+            )
+        plans.append(plan)
+    for index, (plan, following) in enumerate(itertools.pairwise(list(plans))):
+        last = plan.steps[-1] if plan.steps else None
+        if (
+            plan.kind is ActionKind.RESTART
+            and following.kind is ActionKind.WARMUP
+            and last is not None
+            and last.kind is StepKind.WARMUP
+            and (last.node, last.instance) == (following.node, following.instance)
+        ):
+            steps = plan.steps[:-1]
+            plans[index] = replace(plan, steps=steps, timeout_s=_overall(steps, settings))
+    return FixPlan(node, finding, finding_title or finding, tuple(plans))
+
+
+def finding_fix(finding: Finding, catalogue: Catalogue) -> tuple[str, ...]:
+    """The actions that apply a finding's fix, in order (its rule's ``fix_actions``)."""
+    try:
+        return catalogue.rule(finding.id).fix_actions
+    except KeyError:  # a finding of another catalogue (a recording's): its one action, if any
+        return (finding.action,) if finding.action else ()
+
+
+def plan_finding_fix(
+    fleet: FleetSpec,
+    node: str,
+    findings: Iterable[Finding],
+    catalogue: Catalogue,
+    *,
+    views: Iterable[NodeView] = (),
+    settings: ActionSettings = DEFAULT_SETTINGS,
+) -> FixPlan | Refusal:
+    """The fix of the worst open finding of ``node`` that has one (the ``fix`` key)."""
+    mine = [f for f in findings if f.node == node and f.active and finding_fix(f, catalogue)]
+    if not mine:
+        return Refusal(ActionKind.FIX, node, f"no open finding on {node} has a fix that sparktui can apply")
+    worst = max(mine, key=lambda f: f.severity.rank)  # the first of the worst: findings come worst first
+    return plan_fix(
+        fleet,
+        node,
+        finding_fix(worst, catalogue),
+        finding=worst.id,
+        finding_title=worst.title,
+        instance=worst.instance,
+        views=views,
+        settings=settings,
     )
 
 
@@ -537,6 +700,39 @@ def _service_text(node: NodeSpec, vllm: VllmSpec, view: NodeView | None) -> str:
         if pids:
             details.append("pid " + ", ".join(str(p) for p in pids[:6]))
     return text + (": " + "; ".join(details) if details else "")
+
+
+def _in_flight(node: str, instance: InstanceView | None) -> str | None:
+    """The requests a restart or a kill would cut off, as the instance's last poll counted them (none
+    when it is down or its numbers are stale: those requests are already lost)."""
+    if instance is None or instance.status.state in (State.DOWN, State.STALE, State.UNKNOWN):
+        return None
+    running, waiting = _count(instance.running), _count(instance.waiting)
+    if not running and not waiting:
+        return None
+    parts = [f"{running} request{'s' if running != 1 else ''} running"] if running else []
+    if waiting:
+        parts.append(f"{waiting} waiting" if running else f"{waiting} request{'s' if waiting != 1 else ''} waiting")
+    return f"{node}/{instance.name}: {', '.join(parts)} will be cut off"
+
+
+def _still_starting(node: NodeSpec, vllm: VllmSpec, instance: InstanceView | None) -> str | None:
+    """A restart while the unit or container is still starting, or the instance still loading (a
+    systemd unit is active as soon as vLLM's process runs), throws the load so far away. Not while
+    systemd waits between two attempts of a crash loop: no load is under way then."""
+    if instance is None:
+        return None
+    service = instance.service
+    if service is not None and service.sub_state == "auto-restart":
+        return None
+    if not (service is not None and service.starting) and instance.status.state is not State.LOADING:
+        return None
+    what = f"unit {vllm.unit}" if vllm.unit is not None else f"container {vllm.container}"
+    return f"the {what} on {node.name} is still starting: a restart begins the load again"
+
+
+def _count(value: float | None) -> int:
+    return 0 if value is None or math.isnan(value) else max(0, round(value))
 
 
 def _page_cache_text(host: HostSample | None) -> str:

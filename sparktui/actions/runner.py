@@ -11,6 +11,7 @@ written.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -22,13 +23,14 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sparktui.actions.audit import AuditLog
-from sparktui.actions.plans import ActionKind, ActionPlan, Refusal, Step, StepKind, Warmup
+from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, Step, StepKind, Warmup
 from sparktui.model.memory import GIB, HostMemory, parse_meminfo
+from sparktui.model.safe_text import safe_lines
 from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.model.units import fmt_gib, fmt_seconds
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import fetch, make_client
-from sparktui.sources.ssh import NodeSsh, SshProblemKind
+from sparktui.sources.ssh import MAX_COMMAND_OUTPUT, STREAM_CHUNK, NodeSsh, SshProblemKind, read_tail
 
 ProgressCallback = Callable[[str], None]
 MemoryReader = Callable[[str], HostMemory | None]  # node name -> its latest host memory, if known
@@ -80,7 +82,8 @@ class WarmupResult:
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
-    """How an action ended. ``plan`` is None when it was refused before a plan existed."""
+    """How an action ended. ``plan`` is None when it was refused before a plan existed, and for a fix,
+    whose actions' results are its ``parts`` (the last one the action that failed, if one did)."""
 
     kind: ActionKind
     node: str
@@ -94,6 +97,7 @@ class ActionResult:
     ttft_before_s: float | None = None
     memory_before: HostMemory | None = None  # drop caches: MemAvailable before and after
     memory_after: HostMemory | None = None
+    parts: tuple[ActionResult, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -107,8 +111,11 @@ class ActionResult:
         return None if before is None or after is None else after - before
 
     def lines(self) -> tuple[str, ...]:
-        """The report: the one-line message, then each step with its exit status and output tail."""
+        """The report: the one-line message, then each step with its exit status and output tail (a fix:
+        each of its actions' reports)."""
         out = [self.message]
+        if self.parts:
+            return (*out, *(f"  {line}" for part in self.parts for line in part.lines()))
         for number, step in enumerate(self.steps, 1):
             out.append(f"  {number}. {step.step.command}")
             out.append(f"     {step.message} ({fmt_seconds(step.duration_s)})")
@@ -169,7 +176,7 @@ class ActionRunner:
         """The title of the action running on ``node``, or None when it is free."""
         return self._busy.get(node)
 
-    def refusal(self, plan: ActionPlan | Refusal) -> str | None:
+    def refusal(self, plan: ActionPlan | FixPlan | Refusal) -> str | None:
         """Why ``run(plan)`` would be refused right now (read-only, a busy node, a refused plan), or None.
         The dashboard can ask before it shows the confirmation; ``run`` checks again."""
         if self._read_only:
@@ -185,19 +192,24 @@ class ActionRunner:
                 )
         return None
 
-    async def run(self, plan: ActionPlan | Refusal, on_progress: ProgressCallback | None = None) -> ActionResult:
-        """Run the plan (after the operator confirmed it); returns how it ended, never raises."""
+    async def run(
+        self, plan: ActionPlan | FixPlan | Refusal, on_progress: ProgressCallback | None = None
+    ) -> ActionResult:
+        """Run the plan (after the operator confirmed it); returns how it ended, never raises. A fix runs
+        its actions in order, each audited as on its own, and stops at the first that fails."""
         progress = on_progress or (lambda _message: None)
         refused = self.refusal(plan)
         if refused is not None:
             return await self._refused(plan, refused, progress)
-        assert isinstance(plan, ActionPlan)
+        assert not isinstance(plan, Refusal)
         for node in plan.nodes:  # no await since the check above: nothing can take the nodes between
             self._busy[node] = plan.title
         try:
             problem = await asyncio.to_thread(self.audit.check)
             if problem is not None:
                 return await self._refused(plan, problem, progress, audit=False)
+            if isinstance(plan, FixPlan):
+                return await self._run_fix(plan, progress)
             return await self._run(plan, progress)
         finally:
             for node in plan.nodes:
@@ -210,7 +222,59 @@ class ActionRunner:
 
     # --- running -----------------------------------------------------------------------------------------
 
-    async def _run(self, plan: ActionPlan, progress: ProgressCallback) -> ActionResult:
+    async def _run_fix(self, fix: FixPlan, progress: ProgressCallback) -> ActionResult:
+        """The fix's actions one after another (the nodes stay locked between them); the first that
+        fails ends it, and the rest are not run."""
+        fix_id = uuid.uuid4().hex[:12]
+        started = self.clock()
+        count = len(fix.plans)
+        progress(f"{fix.title}: started ({fix.sequence})")
+        parts: list[ActionResult] = []
+        failure: str | None = None
+        for number, plan in enumerate(fix.plans, 1):
+            progress(f"step {number}/{count}: {plan.title}")
+            part = await self._run(plan, _prefixed(progress, f"step {number}/{count}: "), {"fix_id": fix_id})
+            parts.append(part)
+            if not part.ok:
+                rest = [p.title for p in fix.plans[number:]]
+                failure = f"stopped at step {number}/{count}: {part.message}" + (
+                    f"; not run: {', '.join(rest)}" if rest else ""
+                )
+                break
+        duration = self.clock() - started
+        message = f"{fix.title}: " + (failure or f"ok in {fmt_seconds(duration)} ({fix.sequence})")
+        result = ActionResult(
+            ActionKind.FIX,
+            fix.node,
+            fix.title,
+            Outcome.FAILED if failure is not None else Outcome.OK,
+            message,
+            steps=tuple(step for part in parts for step in part.steps),
+            duration_s=duration,
+            warmup=next((p.warmup for p in reversed(parts) if p.warmup is not None), None),
+            parts=tuple(parts),
+        )
+        await self._audit(
+            progress,
+            "fix",
+            fix_id=fix_id,
+            action=ActionKind.FIX.value,
+            node=fix.node,
+            finding=fix.finding,
+            actions=[a.value for a in fix.actions],
+            command=list(fix.commands),
+            duration_s=round(duration, 3),
+            result=result.outcome.value,
+            message=message,
+        )
+        progress(message)
+        return result
+
+    async def _run(
+        self, plan: ActionPlan, progress: ProgressCallback, extra: dict[str, object] | None = None
+    ) -> ActionResult:
+        """One action; ``extra`` fields (a fix's id) go on each of its audit lines."""
+        extra = extra or {}
         action_id = uuid.uuid4().hex[:12]
         started = self.clock()
         progress(f"{plan.title}: started")
@@ -232,7 +296,7 @@ class ActionRunner:
                         current = None
                         warmup = found or warmup
                         results.append(done)
-                        await self._audit_step(plan, action_id, done, progress)
+                        await self._audit_step(plan, action_id, done, progress, extra)
                         progress(f"[{number}/{len(plan.steps)}] {done.message} ({fmt_seconds(done.duration_s)})")
                         if not done.ok:
                             failure = f"failed at step {number}/{len(plan.steps)} ({step.what}): {done.message}"
@@ -249,7 +313,7 @@ class ActionRunner:
                         timed_out=True,
                     )
                     results.append(cut)
-                    await self._audit_step(plan, action_id, cut, progress)
+                    await self._audit_step(plan, action_id, cut, progress, extra)
                     failure = f"failed at step {number}/{len(plan.steps)} ({step.what}): {failure}"
             except asyncio.CancelledError:
                 with contextlib.suppress(OSError):  # no await here: the task is being cancelled
@@ -262,6 +326,7 @@ class ActionRunner:
                         duration_s=round(self.clock() - started, 3),
                         result="cancelled",
                         message=f"{plan.title}: cancelled (sparktui stopped or the action was cancelled)",
+                        **extra,
                     )
                 raise
         memory_after = None
@@ -294,6 +359,7 @@ class ActionRunner:
             duration_s=round(duration, 3),
             result=result.outcome.value,
             message=result.message,
+            **extra,
         )
         progress(result.message)
         return result
@@ -478,13 +544,14 @@ class ActionRunner:
         return memory if memory.mem_available is not None else None
 
     async def _read_memory_after(self, node: str, before: HostMemory | None) -> HostMemory | None:
-        """After the drop: the reader's next sample (waiting up to ``memory_settle_s`` for one that
-        differs from ``before``), or /proc/meminfo read again."""
+        """After the drop: the reader's first sample with more MemAvailable than ``before`` (a sample
+        read on the node before the drop landed can still arrive after it, a little different), else
+        its latest after ``memory_settle_s``; or /proc/meminfo read again."""
         if self._memory is None:
             return await self._read_memory(node)
         deadline = time.monotonic() + self.memory_settle_s
         latest = self._memory(node)
-        while (latest is None or latest == before) and time.monotonic() < deadline:
+        while not _grew(before, latest) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
             latest = self._memory(node)
         return latest
@@ -492,17 +559,17 @@ class ActionRunner:
     # --- refusals and the audit log ----------------------------------------------------------------------
 
     async def _refused(
-        self, plan: ActionPlan | Refusal, reason: str, progress: ProgressCallback, *, audit: bool = True
+        self, plan: ActionPlan | FixPlan | Refusal, reason: str, progress: ProgressCallback, *, audit: bool = True
     ) -> ActionResult:
-        title = plan.title if isinstance(plan, ActionPlan) else f"{plan.kind.value} {plan.node}"
+        title = plan.title if not isinstance(plan, Refusal) else f"{plan.kind.value} {plan.node}"
         if audit:
             await self._audit(
                 progress,
                 "refused",
                 action=plan.kind.value,
                 node=plan.node,
-                target=[t.what for t in plan.targets] if isinstance(plan, ActionPlan) else [],
-                command=list(plan.commands) if isinstance(plan, ActionPlan) else [],
+                target=[t.what for t in plan.targets] if not isinstance(plan, Refusal) else [],
+                command=list(plan.commands) if not isinstance(plan, Refusal) else [],
                 result=Outcome.REFUSED.value,
                 message=reason,
             )
@@ -518,7 +585,13 @@ class ActionRunner:
         )
 
     async def audit_refusal(
-        self, action: str, node: str | None, reason: str, *, plan: ActionPlan | Refusal | None = None, where: str
+        self,
+        action: str,
+        node: str | None,
+        reason: str,
+        *,
+        plan: ActionPlan | FixPlan | Refusal | None = None,
+        where: str,
     ) -> None:
         """A ``refused`` line for an action refused before ``run`` (by the dashboard: read-only, the kiosk,
         a plan that cannot be made, a busy node). ``where`` says what refused it."""
@@ -527,15 +600,20 @@ class ActionRunner:
             "refused",
             action=action,
             node=node,
-            target=[t.what for t in plan.targets] if isinstance(plan, ActionPlan) else [],
-            command=list(plan.commands) if isinstance(plan, ActionPlan) else [],
+            target=[t.what for t in plan.targets] if isinstance(plan, ActionPlan | FixPlan) else [],
+            command=list(plan.commands) if isinstance(plan, ActionPlan | FixPlan) else [],
             result=Outcome.REFUSED.value,
             message=reason,
             refused_by=where,
         )
 
     async def _audit_step(
-        self, plan: ActionPlan, action_id: str, result: StepResult, progress: ProgressCallback
+        self,
+        plan: ActionPlan,
+        action_id: str,
+        result: StepResult,
+        progress: ProgressCallback,
+        extra: dict[str, object],
     ) -> None:
         step = result.step
         outcome = "ok" if result.ok else ("timeout" if result.timed_out else "failed")
@@ -552,6 +630,7 @@ class ActionRunner:
             duration_s=round(result.duration_s, 3),
             result=outcome,
             message=result.message,
+            **extra,
         )
 
     async def _audit(self, progress: ProgressCallback, event: str, **fields: object) -> None:
@@ -569,8 +648,28 @@ class _Problem:
     message: str
 
 
+class _Decoded:
+    """A local process's output as text, decoded as it is read (a character split between two reads
+    is kept whole)."""
+
+    def __init__(self, stream: asyncio.StreamReader | None) -> None:
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def read(self, n: int = -1, /) -> str:
+        if self._stream is None:
+            return ""
+        while chunk := await self._stream.read(n if n > 0 else STREAM_CHUNK):
+            text = self._decoder.decode(chunk)
+            if text:
+                return text
+        return self._decoder.decode(b"", final=True)
+
+
 async def _run_local(command: str, timeout_s: float) -> _Ran:
-    """Run ``command`` with ``sh -c`` on this machine; on timeout its whole process group is killed."""
+    """Run ``command`` with ``sh -c`` on this machine; on timeout its whole process group is killed. Of
+    its output the last MAX_COMMAND_OUTPUT characters of each stream are kept and escape sequences
+    removed, as over SSH."""
     try:
         process = await asyncio.create_subprocess_shell(
             command,
@@ -583,7 +682,11 @@ async def _run_local(command: str, timeout_s: float) -> _Ran:
         return _Ran(None, "", "", problem=f"cannot start `{command}` locally: {exc.strerror or exc}")
     try:
         async with asyncio.timeout(timeout_s):
-            stdout, stderr = await process.communicate()
+            out, err = await asyncio.gather(
+                read_tail(_Decoded(process.stdout), MAX_COMMAND_OUTPUT),
+                read_tail(_Decoded(process.stderr), MAX_COMMAND_OUTPUT),
+            )
+            await process.wait()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -595,7 +698,7 @@ async def _run_local(command: str, timeout_s: float) -> _Ran:
             os.killpg(process.pid, signal.SIGKILL)
         raise
     status = process.returncode
-    out, err = stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace")
+    out, err = safe_lines(out), safe_lines(err)  # printed in the report: made safe as over SSH
     if status is not None and status < 0:
         return _Ran(None, out, err, problem=f"`{command}` was killed by signal {-status}")
     return _Ran(status, out, err)
@@ -638,6 +741,20 @@ def _carries_token(data: str) -> bool:
         if choice.get("text"):
             return True
     return False
+
+
+def _grew(before: HostMemory | None, after: HostMemory | None) -> bool:
+    """Whether ``after`` is a sample taken after a drop: more MemAvailable than ``before`` (when either
+    is unknown, any other sample)."""
+    if after is None or after == before:
+        return False
+    if before is None or before.mem_available is None or after.mem_available is None:
+        return True
+    return after.mem_available > before.mem_available
+
+
+def _prefixed(progress: ProgressCallback, prefix: str) -> ProgressCallback:
+    return lambda message: progress(prefix + message)
 
 
 def _tail(text: str, limit: int = TAIL_CHARS) -> str:

@@ -6,20 +6,25 @@ import argparse
 
 from sparktui.cli.common import EXIT_CONFIG, load_fleet
 
-ACTIONS = ("restart", "drop-caches", "kill-workers", "warmup")
+ACTIONS = ("restart", "drop-caches", "kill-workers", "warmup", "fix")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     action = sub.add_parser(
         "action",
-        help="run a recovery action on a node (restart, drop-caches, kill-workers, warmup)",
+        help="run a recovery action on a node (restart, drop-caches, kill-workers, warmup), or a finding's fix",
         description="Collect the node's state, print the plan (node, target, exact commands), confirm on a "
         "terminal (or --yes), run it and print the result; every action goes to the audit log "
-        "(docs/actions.md). Exit 0 done, 1 failed, 2 refused or not confirmed.",
+        "(docs/actions.md). `fix` runs the whole fix of a finding (--finding ID, else the worst one open on the "
+        "node), its actions in order, stopping at the first that fails. Exit 0 done, 1 failed, 2 refused or not "
+        "confirmed.",
     )
     action.add_argument("node", metavar="NODE", help="the node's name in the config")
     action.add_argument("action", metavar="ACTION", choices=ACTIONS, help=", ".join(ACTIONS))
     action.add_argument("--instance", metavar="NAME", help="which vLLM of the node (needed when it runs several)")
+    action.add_argument(
+        "--finding", metavar="ID", help="fix: the finding (rule id) whose fix to run (default: the worst one open)"
+    )
     action.add_argument("--yes", action="store_true", help="run without asking (for scripts)")
     return action
 
@@ -31,4 +36,12 @@ def run(args: argparse.Namespace) -> int:
     if fleet is None:
         return EXIT_CONFIG
     read_only = bool(args.read_only or args.kiosk)
-    return action.main(fleet, args.node, args.action, instance=args.instance, yes=args.yes, read_only=read_only)
+    return action.main(
+        fleet,
+        args.node,
+        args.action,
+        instance=args.instance,
+        finding=args.finding,
+        yes=args.yes,
+        read_only=read_only,
+    )

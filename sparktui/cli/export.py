@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from sparktui.config import catalogue_for
-    from sparktui.record.export import METRICS, check_metrics, export
+    from sparktui.record.export import METRICS, check_metrics, export, open_output
     from sparktui.record.store import RecordingReader
 
     if args.metrics == "list":
@@ -55,7 +55,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.output is None:
         rows, problem = export(args.file, args.to, names, sys.stdout, catalogue_for=catalogue_for, window_s=args.window)
     else:
-        with args.output.open("w", encoding="utf-8", newline="") as out:
+        with open_output(args.output) as out:
             rows, problem = export(args.file, args.to, names, out, catalogue_for=catalogue_for, window_s=args.window)
     if problem is not None:
         print(f"sparktui export: {problem}", file=sys.stderr)

@@ -39,5 +39,11 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.ui import screenshot
 
     return screenshot.main(
-        out, theme=theme, screen=args.screen, size=(columns, rows), seed=args.seed, scenario=args.scenario
+        out,
+        theme=theme,
+        screen=args.screen,
+        size=(columns, rows),
+        seed=args.seed,
+        scenario=args.scenario,
+        seconds=args.seconds,
     )

@@ -50,6 +50,18 @@ class AlertState(StrEnum):
     RESOLVED = "resolved"
 
 
+class RuleState(StrEnum):
+    """Where a rule stands now, for one subject (or for all of them, when ``ok``)."""
+
+    FIRING = "firing"
+    SILENCED = "silenced"  # firing, its messages held back until the silence ends
+    PENDING = "pending"  # the condition holds, not yet for the rule's ``for_s``
+    OK = "ok"  # nothing of the rule holds anywhere
+
+
+RULE_STATE_ORDER = (RuleState.FIRING, RuleState.SILENCED, RuleState.PENDING, RuleState.OK)
+
+
 @dataclass(frozen=True, slots=True)
 class AlertKey:
     """One alert: a rule on a node, about a part of it (an instance, a service, a finding) or all of it."""
@@ -131,6 +143,21 @@ class Reading:
     summary: str
     evidence: tuple[str, ...]
     fix: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleStatus:
+    """One line of the rules' state: a rule firing, silenced or pending on one subject (``key``), or
+    ``ok`` everywhere (``key`` None). ``since``: when the condition began to hold."""
+
+    rule: AlertRuleSpec
+    state: RuleState
+    key: AlertKey | None = None
+    severity: Severity | None = None
+    since: float | None = None
+    summary: str = ""
+    alert: Alert | None = None  # while firing or silenced
+    silenced_until: float | None = None
 
 
 # --- the metrics ---------------------------------------------------------------------------------------
@@ -634,6 +661,53 @@ def _order(alert: Alert) -> tuple[int, float, str]:
     return (-alert.severity.rank, alert.fired_at, str(alert.key))
 
 
+def _firing_order(status: RuleStatus) -> tuple[int, int, float, str]:
+    assert status.alert is not None
+    return (RULE_STATE_ORDER.index(status.state), *_order(status.alert))
+
+
+def held_text(seconds: float) -> str:
+    """A rule's hold time as the operator reads it: ``30 s``, ``5 min``, ``1 h 30 min``."""
+    whole = round(seconds)
+    if whole < 120:
+        return f"{whole} s"
+    minutes = round(whole / 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h" + (f" {rest} min" if rest else "")
+
+
+def status_timing(status: RuleStatus, now: float) -> str:
+    """How long a rule has stood where it is: ``pending 45 s of 2 min``, ``firing 3 min``,
+    ``silenced 58 min more``; empty for a quiet rule."""
+    if status.state is RuleState.PENDING and status.since is not None:
+        return f"pending {held_text(now - status.since)} of {held_text(status.rule.for_s)}"
+    if status.state is RuleState.SILENCED and status.silenced_until is not None:
+        return f"silenced {held_text(status.silenced_until - now)} more"
+    if status.alert is not None:
+        return f"firing {held_text(now - status.alert.fired_at)}"
+    return ""
+
+
+def rule_condition(rule: AlertRuleSpec) -> str:
+    """What a rule watches, in one short line: ``KV-cache usage ≥ 90.0% for 5 min``."""
+    if rule.metric is None:
+        what = f"finding {rule.finding}" if rule.finding is not None else "any finding"
+        if rule.finding_severity is not None:
+            what += f" at {rule.finding_severity} or worse"
+    else:
+        metric = METRICS[rule.metric]
+        what = metric.label + (f" {rule.position}" if rule.metric == "position_acceptance" else "")
+        if rule.above is not None:
+            what += f" ≥ {metric.show(rule.above)}"
+        elif rule.below is not None:
+            what += f" ≤ {metric.show(rule.below)}"
+    if rule.nodes:
+        what += f" on {', '.join(rule.nodes)}"
+    return what + (f" for {held_text(rule.for_s)}" if rule.for_s else "")
+
+
 class AlertEngine:
     """Every rule over the whole fleet; call ``evaluate`` once per tick."""
 
@@ -670,6 +744,44 @@ class AlertEngine:
         return {
             key: t.pending_since for key, t in self._tracks.items() if t.alert is None and t.pending_since is not None
         }
+
+    def rule_states(self, now: float) -> tuple[RuleStatus, ...]:
+        """Every rule with where it stands at ``now``: each subject firing (worst first), silenced or
+        pending (the longest pending first), then the rules quiet everywhere, in the config's order."""
+        firing: list[RuleStatus] = []
+        pending: list[RuleStatus] = []
+        busy: set[str] = set()
+        for key, track in self._tracks.items():
+            alert = track.alert
+            if alert is not None:
+                until = self.silenced_until(key, now)
+                state = RuleState.FIRING if until is None else RuleState.SILENCED
+                firing.append(
+                    RuleStatus(
+                        track.rule, state, key, alert.severity, alert.since, alert.summary, alert, silenced_until=until
+                    )
+                )
+            elif track.pending_since is not None and track.last is not None:
+                reading = track.last
+                until = self.silenced_until(key, now)  # silenced ahead: it will fire without a message
+                pending.append(
+                    RuleStatus(
+                        track.rule,
+                        RuleState.PENDING,
+                        key,
+                        reading.severity,
+                        track.pending_since,
+                        reading.summary,
+                        silenced_until=until,
+                    )
+                )
+            else:
+                continue
+            busy.add(key.rule)
+        firing.sort(key=_firing_order)
+        pending.sort(key=lambda s: (s.since or 0.0, str(s.key)))
+        quiet = [RuleStatus(rule, RuleState.OK) for rule in self.rules if rule.name not in busy]
+        return (*firing, *pending, *quiet)
 
     # -- silences --
 

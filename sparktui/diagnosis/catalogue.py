@@ -35,6 +35,7 @@ _RULE_KEYS = (
     "explanation",
     "fix",
     "action",
+    "fix_steps",
     "evidence",
     "suppressed_by",
     "not_observed",
@@ -128,6 +129,7 @@ class Rule:
     fix: str
     action: str | None
     params: Mapping[str, float]
+    fix_steps: tuple[str, ...] = ()  # a fix of several actions, in order (the first is ``action``)
     log: LogMatch | None = None
     detector: str | None = None
     detector_args: Mapping[str, str] = field(default_factory=dict)
@@ -139,6 +141,11 @@ class Rule:
 
     def param(self, name: str) -> float:
         return self.params[name]
+
+    @property
+    def fix_actions(self) -> tuple[str, ...]:
+        """The actions that apply the fix, in order: ``fix_steps``, else the one ``action``, else none."""
+        return self.fix_steps or ((self.action,) if self.action else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +313,7 @@ class _Parser:
         action = self.text(table, "action", where, required=False)
         if action is not None and action not in ACTIONS:
             raise self.fail(where, f"'action' must be one of {', '.join(ACTIONS)} (got {action!r})")
+        fix_steps = self.fix_steps(table, action, where)
         extras = self.texts(table, "evidence", where)
         if any(e not in EXTRA_EVIDENCE for e in extras):
             raise self.fail(where, f"'evidence' may list {', '.join(EXTRA_EVIDENCE)} (got {list(extras)})")
@@ -339,6 +347,7 @@ class _Parser:
             explanation=str(self.text(table, "explanation", where)),
             fix=str(self.text(table, "fix", where)),
             action=action,
+            fix_steps=fix_steps,
             params=params,
             log=log,
             detector=detector,
@@ -349,6 +358,21 @@ class _Parser:
             not_observed=self.text(table, "not_observed", where, required=False),
             source=self.text(table, "source", where, required=False),
         )
+
+    def fix_steps(self, table: Mapping[str, object], action: str | None, where: str) -> tuple[str, ...]:
+        """A fix of several actions: two or more known actions, none twice, the first one ``action``
+        (the key that applies the first part alone)."""
+        if "fix_steps" not in table:
+            return ()
+        steps = self.texts(table, "fix_steps", where)
+        unknown = [s for s in steps if s not in ACTIONS]
+        if unknown:
+            raise self.fail(where, f"'fix_steps' may list {', '.join(ACTIONS)} (got {unknown[0]!r})")
+        if len(steps) < 2 or len(set(steps)) != len(steps):
+            raise self.fail(where, f"'fix_steps' must list two or more different actions (got {list(steps)})")
+        if action != steps[0]:
+            raise self.fail(where, f"'fix_steps' must start with the rule's 'action' ({action!r}), got {steps[0]!r}")
+        return steps
 
     def log_match(self, value: object, where: str) -> LogMatch:
         table = self.table(value, f"{where} log")
@@ -402,7 +426,7 @@ def catalogue_markdown(catalogue: Catalogue) -> str:
             lines.append(f"| **{_cell(section)}** | | | | |")
         lines.append(
             f"| `{rule.id}` | {rule.severity.value} | {', '.join(rule.where)} | {_cell(rule.looks_at)} "
-            f"| {f'`{rule.action}`' if rule.action else '–'} |"
+            f"| {' → '.join(f'`{a}`' for a in rule.fix_actions) or '–'} |"
         )
     lines += ["", "Partly observable rows (what sparktui cannot see):", "", "| id | not observed |", "|---|---|"]
     lines += [f"| `{r.id}` | {_cell(r.not_observed)} |" for r in catalogue.rules if r.not_observed]

@@ -5,6 +5,10 @@ node and the host state over SSH), prints the plan (node, target, exact commands
 confirmation on a terminal unless ``--yes`` (with no terminal and no ``--yes`` it refuses), runs it
 through ``ActionRunner`` (the same refusals and audit log as the dashboard), prints the progress and
 the result. Exit status: 0 done, 1 failed, 2 refused (or not confirmed, or a config error).
+
+``fix`` runs a finding's whole fix (``sparktui.actions.plans.plan_fix``): the finding named with
+``--finding``, else the worst one open on the node after one diagnosis of the collected state (one poll
+sees only what shows at once: the dashboard, or ``--finding``, knows more).
 """
 
 from __future__ import annotations
@@ -15,10 +19,22 @@ from collections.abc import Callable
 from typing import TextIO
 
 from sparktui.actions.audit import AuditLog
-from sparktui.actions.plans import DEFAULT_SETTINGS, ActionKind, ActionPlan, ActionSettings, Refusal, plan_action
+from sparktui.actions.plans import (
+    DEFAULT_SETTINGS,
+    ActionKind,
+    ActionPlan,
+    ActionSettings,
+    FixPlan,
+    Refusal,
+    plan_action,
+    plan_finding_fix,
+    plan_fix,
+)
 from sparktui.actions.runner import ActionResult, ActionRunner, Outcome
+from sparktui.config import catalogue_for
+from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals
 from sparktui.headless.snapshot import collect
-from sparktui.model.fleet import NodeView
+from sparktui.model.fleet import FleetState
 from sparktui.model.specs import FleetSpec
 
 EXIT_OK = 0
@@ -36,6 +52,7 @@ def main(
     action: str,
     *,
     instance: str | None = None,
+    finding: str | None = None,
     yes: bool = False,
     read_only: bool = False,
     interactive: bool | None = None,
@@ -45,7 +62,7 @@ def main(
     audit: AuditLog | None = None,
     settings: ActionSettings = DEFAULT_SETTINGS,
 ) -> int:
-    """Run one action as ``sparktui action`` does; returns the exit status."""
+    """Run one action (or a finding's fix) as ``sparktui action`` does; returns the exit status."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
 
@@ -67,10 +84,17 @@ def main(
         return EXIT_REFUSED
     involved = _involved(fleet, node)
     say(f"collecting the state of {', '.join(n.name for n in involved.nodes)}…")
-    views = asyncio.run(_views(involved))
-    plan = plan_action(kind, fleet, node, instance=instance, views=views, settings=settings)
+    state, now = asyncio.run(collect(involved, polls=1, interval_s=0.0))
+    if kind is ActionKind.FIX:
+        plan: ActionPlan | FixPlan | Refusal = _plan_fix(
+            fleet, node, state, now, finding=finding, instance=instance, settings=settings
+        )
+    else:
+        plan = plan_action(
+            kind, fleet, node, instance=instance, views=state.view(now, window_s=None), settings=settings
+        )
     refused = runner.refusal(plan)
-    if refused is not None or not isinstance(plan, ActionPlan):
+    if refused is not None or isinstance(plan, Refusal):
         result = asyncio.run(runner.run(plan))
         print(f"sparktui action: {result.message}", file=err)
         return EXIT_REFUSED
@@ -106,12 +130,48 @@ def _involved(fleet: FleetSpec, node: str) -> FleetSpec:
     return fleet.model_copy(update={"nodes": nodes})
 
 
-async def _views(fleet: FleetSpec) -> tuple[NodeView, ...]:
-    state, now = await collect(fleet, polls=1, interval_s=0.0)
-    return state.view(now, window_s=None)
+def _plan_fix(
+    fleet: FleetSpec,
+    node: str,
+    state: FleetState,
+    now: float,
+    *,
+    finding: str | None,
+    instance: str | None,
+    settings: ActionSettings,
+) -> FixPlan | Refusal:
+    """The fix of the finding named, or of the worst one a diagnosis of the collected state finds open."""
+    catalogue = catalogue_for(fleet.diagnosis)
+    views = state.view(now, window_s=None)
+    if finding is not None:
+        if finding not in catalogue.ids:
+            return Refusal(ActionKind.FIX, node, f"the failure catalogue has no rule {finding!r} (docs/diagnosis.md)")
+        rule = catalogue.rule(finding)
+        actions = rule.fix_actions
+        return plan_fix(
+            fleet,
+            node,
+            actions,
+            finding=rule.id,
+            finding_title=rule.title,
+            instance=instance,
+            views=views,
+            settings=settings,
+        )
+    engine = DiagnosisEngine(catalogue)
+    view = next(v for v in views if v.name == node)
+    found = engine.evaluate(view, None, now, last_intervals(state.nodes[node]))
+    plan = plan_finding_fix(fleet, node, found, catalogue, views=views, settings=settings)
+    if isinstance(plan, Refusal):
+        return Refusal(
+            ActionKind.FIX,
+            node,
+            f"{plan.reason} (one poll sees only what shows at once: name the finding with --finding ID)",
+        )
+    return plan
 
 
-async def _run(runner: ActionRunner, plan: ActionPlan, say: Callable[[str], None]) -> ActionResult:
+async def _run(runner: ActionRunner, plan: ActionPlan | FixPlan, say: Callable[[str], None]) -> ActionResult:
     try:
         return await runner.run(plan, on_progress=say)
     finally:

@@ -213,13 +213,28 @@ def _window_summary(deltas: Deltas, latest: ModelScrape, key: str) -> LatencySum
     return LatencySummary.of(window) if window is not None else None
 
 
+def _prefix_hit_rate(deltas: Deltas, latest: ModelScrape) -> float | None:
+    """Hits over queries in the window; on V0, which has no such counters, its own ratio gauge (the
+    latest value: V0 computes it over its own recent requests, formulas.md §4)."""
+    queries = deltas.get("prefix_cache_queries")
+    if queries is None:
+        return latest.prefix_hit_rate_gauge
+    return ratio(deltas.get("prefix_cache_hits"), queries)
+
+
 def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
     """Derive the window numbers; None for an empty window (two scrapes with the same time)."""
     seconds = deltas.seconds
     if seconds <= 0:
         return None
     finished = deltas.labelled("finished")
-    computed = deltas.get("prompt_by_source:local_compute")
+    # Prompt tokens actually prefilled; a server without the by-source counter (< 0.16) has only the
+    # total, which its own log line reported as the prompt throughput (formulas.md §2).
+    computed = (
+        deltas.get("prompt_by_source:local_compute")
+        if deltas.labelled("prompt_by_source")
+        else deltas.get("prompt_tokens")
+    )
     cached = deltas.get("prompt_tokens_cached")
     if cached is None:
         cached = deltas.get("prompt_by_source:local_cache_hit")
@@ -244,7 +259,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         prompt_tokens_cached_per_s=_per_s(cached, seconds),
         requests_finished_per_s=_per_s(sum(finished.values()), seconds) if finished else None,
         finished_by_reason=finished,
-        prefix_cache_hit_rate=ratio(deltas.get("prefix_cache_hits"), deltas.get("prefix_cache_queries")),
+        prefix_cache_hit_rate=_prefix_hit_rate(deltas, latest),
         preemptions=preemptions,
         preemptions_per_s=_per_s(preemptions, seconds),
         spec_decode=spec_decode_stats(deltas),

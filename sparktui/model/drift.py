@@ -10,10 +10,11 @@ host sampler's process list.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sparktui.model.fleet import FleetState, NodeState
+from sparktui.model.units import NO_DATA
 
 # The cache_config_info labels that matter when two ranks must agree.
 CACHE_KEYS = ("gpu_memory_utilization", "block_size", "cache_dtype", "enable_prefix_caching", "num_gpu_blocks")
@@ -114,12 +115,146 @@ def drift_report(state: FleetState) -> DriftReport:
     rows = tuple(_row(node, name) for node in state.nodes.values() for name in node.instances)
     mismatches: dict[tuple[str, str], set[str]] = {}
     for key, members in _groups(rows).items():
-        # A worker serves no HTTP: compare only what the ranks both report.
-        fields = FIELDS if key.startswith("job:") else ("version", *CACHE_KEYS[1:3])
-        for field in fields:
+        for field in _compared(key):
             known = {m.values.get(field) for m in members if m.values.get(field) is not None}
             if len(known) > 1:
                 for member in members:
                     if member.values.get(field) is not None:
                         mismatches.setdefault((member.node, member.instance), set()).add(field)
     return DriftReport(rows, {k: tuple(sorted(v)) for k, v in mismatches.items()})
+
+
+# --- what the drift screen shows: the differences first, per group, nodes as columns ----------------
+
+FIELD_LABELS = {
+    "version": "vLLM version",
+    "model": "model",
+    "spec_tokens": "draft tokens",
+    "gpu_memory_utilization": "GPU memory share",
+    "block_size": "block size",
+    "cache_dtype": "KV-cache dtype",
+    "enable_prefix_caching": "prefix caching",
+    "num_gpu_blocks": "GPU blocks",
+    "command": "launch command",
+}
+_BOOLEANS = {"true": "yes", "false": "no"}
+
+
+def shown_value(value: str | None) -> str:
+    """A reported value as the drift screen shows it: ``–`` unknown, ``yes``/``no`` for booleans,
+    thousands separated for long counts."""
+    if value is None:
+        return NO_DATA
+    text = value.strip()
+    if text.lower() in _BOOLEANS:
+        return _BOOLEANS[text.lower()]
+    if text.isdigit() and len(text) > 4:
+        return f"{int(text):,}"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class DriftLine:
+    """One field across a group's members: what each shows, and whether they disagree."""
+
+    field: str
+    label: str
+    values: tuple[str, ...]  # one per member, as shown
+    differs: bool  # they disagree where they must agree
+    varies: bool = False  # they disagree (a model's hosts may, on the draft length or the memory share)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandWord:
+    """A word of a launch command (a flag with its value counts as one) and whether the group's other
+    members lack it."""
+
+    text: str
+    differs: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DriftGroup:
+    """Instances that must agree (the ranks of a job, or the hosts of one model; one instance alone
+    when nothing runs beside it), side by side."""
+
+    title: str
+    members: tuple[str, ...]  # column headings: the node, or node/instance where a node has two
+    lines: tuple[DriftLine, ...]  # every field but the command
+    commands: tuple[tuple[CommandWord, ...] | None, ...]  # per member; None: not known
+    commands_must_match: bool = False  # the ranks of a job; the hosts of a model may differ in flags
+
+    @property
+    def alone(self) -> bool:
+        return len(self.members) == 1
+
+    @property
+    def differing(self) -> tuple[DriftLine, ...]:
+        return tuple(line for line in self.lines if line.differs)
+
+    @property
+    def command_differs(self) -> bool:
+        """The members' commands differ where they must match (the detail marks any difference)."""
+        return self.commands_must_match and any(word.differs for words in self.commands if words for word in words)
+
+
+def command_words(command: str) -> tuple[str, ...]:
+    """A command line as words, each flag with its value (``--max-model-len 32768``) as one."""
+    words = command.split()
+    out: list[str] = []
+    for word in words:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and " " not in out[-1] and not word.startswith("-"):
+            out[-1] = f"{out[-1]} {word}"
+        else:
+            out.append(word)
+    return tuple(out)
+
+
+def _command_diff(commands: Sequence[str | None]) -> tuple[tuple[CommandWord, ...] | None, ...]:
+    split = [command_words(c) if c is not None else None for c in commands]
+    known = [set(words) for words in split if words is not None]
+    common = set.intersection(*known) if known else set()
+    return tuple(
+        None if words is None else tuple(CommandWord(w, len(known) > 1 and w not in common) for w in words)
+        for words in split
+    )
+
+
+def _compared(key: str) -> tuple[str, ...]:
+    # The ranks of a job compare everything they both report (a worker serves no HTTP, so its unknowns
+    # are left out); the hosts of one model only what must match for the same weights to behave alike.
+    return FIELDS if key.startswith("job:") else ("version", *CACHE_KEYS[1:3])
+
+
+def _group(title: str, members: Sequence[DriftRow], compared: Sequence[str]) -> DriftGroup:
+    nodes = [m.node for m in members]
+    headings = tuple(m.node if nodes.count(m.node) == 1 else f"{m.node}/{m.instance}" for m in members)
+    lines = []
+    for field in FIELDS:
+        if field == "command":
+            continue
+        raw = [m.values.get(field) for m in members]
+        known = {v for v in raw if v is not None}
+        varies = len(known) > 1
+        shown = tuple(shown_value(v) for v in raw)
+        lines.append(DriftLine(field, FIELD_LABELS[field], shown, field in compared and varies, varies))
+    commands = _command_diff([m.values.get("command") for m in members])
+    return DriftGroup(title, headings, tuple(lines), commands, "command" in compared)
+
+
+def drift_groups(report: DriftReport) -> tuple[DriftGroup, ...]:
+    """The report as the screen reads it: the groups whose members disagree first (the most differences
+    first), then those that agree, then each instance with nothing to compare to."""
+    grouped = _groups(report.rows)
+    groups = []
+    for key, members in grouped.items():
+        kind, name = key.split(":", 1)
+        groups.append(_group(f"{kind} {name}", members, _compared(key)))
+    in_a_group = {(m.node, m.instance) for members in grouped.values() for m in members}
+    alone = [
+        _group(f"{row.values.get('model') or row.instance}", [row], ())
+        for row in report.rows
+        if (row.node, row.instance) not in in_a_group
+    ]
+    groups.sort(key=lambda g: (-(len(g.differing) + g.command_differs), g.title))
+    return (*groups, *alone)

@@ -154,7 +154,8 @@ class InstanceState:
             self.health = obs.health
         if obs.metrics is not None:
             self.metrics = obs.metrics
-            self._apply_metrics(obs.metrics, t)
+            # Timed by its own answer, not the end of the node's poll (VllmObservation.metrics_t).
+            self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t)
         if obs.version is not None and obs.version.ok:
             found = _json_field(obs.version.body)
             if isinstance(found, dict) and isinstance(found.get("version"), str):

@@ -1,14 +1,15 @@
 """Short histories of the numbers the dashboard draws as sparklines and trends.
 
-``History.record(views, t)`` takes one point per node (and per instance) from the views of one
-render tick; ``series()`` returns a new tuple each time (a widget compares by value, so re-assigning a
-mutated deque would not redraw). Unknown values are skipped, never recorded as 0.
+``History.record(views, t)`` takes one point per node (and per instance), and one for the whole
+fleet (key ``FLEET``: totals of throughput, the worst TTFT p90), from the views of one render tick;
+``series()`` returns a new tuple each time (a widget compares by value, so re-assigning a mutated
+deque would not redraw). Unknown values are skipped, never recorded as 0.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sparktui.model.fleet import InstanceView, NodeView
@@ -67,6 +68,19 @@ NODE_METRICS: dict[str, NodeMetric] = {
 }
 
 
+FleetMetric = Callable[[Sequence[NodeView]], float | None]
+
+FLEET = "*"  # the key of the fleet-wide series, series(FLEET, "generation_tps"): no node can be named "*"
+
+FLEET_METRICS: dict[str, FleetMetric] = {
+    "generation_tps": lambda views: _sum(_gen(i) for n in views for i in n.instances),
+    "prompt_tps": lambda views: _sum(_prompt(i) for n in views for i in n.instances),
+    "ttft_p90": lambda views: _max(_ttft_p90(i) for n in views for i in n.instances),
+    "running": lambda views: _sum(i.running for n in views for i in n.instances),
+    "waiting": lambda views: _sum(i.waiting for n in views for i in n.instances),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Point:
     t: float
@@ -90,7 +104,9 @@ class History:
             series.pop()  # the clock did not move (a redraw, a paused replay): one moment, one point
         series.append(Point(t, float(value)))
 
-    def record(self, views: Iterable[NodeView], t: float) -> None:
+    def record(self, views: Sequence[NodeView], t: float) -> None:
+        for name, fleet_metric in FLEET_METRICS.items():
+            self._append((FLEET, name), t, fleet_metric(views))
         for node in views:
             for name, node_metric in NODE_METRICS.items():
                 self._append((node.name, name), t, node_metric(node))

@@ -68,7 +68,9 @@ SECTIONS = ("meminfo", "pressure", "loadavg", "uptime", "shm", "processes", "ser
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_SHM_ENTRIES = 1000
-MAX_ARGS_CHARS = 200
+# A `vllm serve` line with a speculative config runs to several hundred characters, and the drift
+# screen compares the flags past the first two hundred too; still a bound on what a node may send.
+MAX_ARGS_CHARS = 2000
 
 # Which command lines are vLLM's (the sampler's grep pattern matches the same, see sampler.py).
 VLLM_PROCESS_RE = re.compile(r"VLLM::|vllm.serve|vllm[.]entrypoints")

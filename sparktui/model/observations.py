@@ -57,6 +57,10 @@ class VllmObservation:
     version: HttpResult | None = None
     models: HttpResult | None = None
     canary: HttpResult | None = None  # a canary completion that finished since the last poll
+    # The monotonic time /metrics answered: its counters are of that moment, so rates are timed by it,
+    # not by the end of the whole node poll (a slow neighbour on the node would stretch the interval).
+    # None: the observation's ``t`` (a recording from before it was kept, the Prometheus source).
+    metrics_t: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

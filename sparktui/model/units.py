@@ -61,6 +61,26 @@ def fmt_gib(value: float | None, decimals: int = 1) -> str:
     return f"{value / GIB:.{decimals}f} GiB"
 
 
+def fmt_gib_short(value: float | None) -> str:
+    """Bytes as GiB in at most four cells, for a table cell: ``1.6G``, ``112G``."""
+    if value is None or _missing(value):
+        return NO_DATA
+    gib = value / GIB
+    return f"{gib:.1f}G" if gib < 9.95 else f"{gib:.0f}G"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A span as an operator says it: ``45s``, ``3m05s``, ``2h10m``."""
+    if seconds is None or _missing(seconds):
+        return NO_DATA
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
 def fmt_tokens(value: float | None) -> str:
     """Token counts: 983k, 1.6M."""
     if value is None or _missing(value):

@@ -68,6 +68,8 @@ GAUGES: Mapping[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    # V0 only: the prefix-cache hit rate, already a ratio (formulas.md §4); V1 exports counters instead
+    "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
 }
 
 CACHE_CONFIG = "vllm:cache_config_info"
@@ -160,6 +162,13 @@ class ModelScrape:
     waiting_by_reason: Mapping[str, float]  # capacity, deferred; empty when the version has no split
     kv_usage_by_engine: Mapping[str, float]
     sleep: Sleep | None  # None: this vLLM publishes no engine_sleep_state
+    prefix_hit_rate_by_engine: Mapping[str, float] = field(default_factory=dict)  # V0's ratio gauge
+
+    @property
+    def prefix_hit_rate_gauge(self) -> float | None:
+        """V0's ``vllm:gpu_prefix_cache_hit_rate`` (a ratio, averaged over engines); None elsewhere."""
+        values = self.prefix_hit_rate_by_engine.values()
+        return sum(values) / len(values) if values else None
 
     @property
     def waiting_for_capacity(self) -> float | None:
@@ -241,7 +250,17 @@ def _first_present(expo: Exposition, names: tuple[str, ...]) -> str | None:
 
 
 class _ModelAccumulator:
-    __slots__ = ("counters", "engines", "hist", "kv", "running", "sleep_flags", "waiting", "waiting_by_reason")
+    __slots__ = (
+        "counters",
+        "engines",
+        "hist",
+        "kv",
+        "prefix_hit_rate",
+        "running",
+        "sleep_flags",
+        "waiting",
+        "waiting_by_reason",
+    )
 
     def __init__(self) -> None:
         self.engines: set[str] = set()
@@ -249,6 +268,7 @@ class _ModelAccumulator:
         # histogram key -> (bucket le -> cumulative count, [sum, count])
         self.hist: dict[str, tuple[dict[float, float], list[float]]] = {}
         self.kv: dict[str, float] = {}
+        self.prefix_hit_rate: dict[str, float] = {}
         self.running: float | None = None
         self.waiting: float | None = None
         self.waiting_by_reason: dict[str, float] = {}
@@ -319,6 +339,9 @@ def normalise(expo: Exposition) -> VllmScrape:
     kv = _first_present(expo, GAUGES["kv_usage"])
     for labels, value in _finite(kv, expo.get(kv)) if kv else ():
         model(labels).kv[labels.get("engine", "0")] = value
+    hit_rate = _first_present(expo, GAUGES["prefix_hit_rate"])
+    for labels, value in _finite(hit_rate, expo.get(hit_rate)) if hit_rate else ():
+        model(labels).prefix_hit_rate[labels.get("engine", "0")] = value
     for labels, value in _finite(SLEEP_STATE, expo.get(SLEEP_STATE)):
         flags = model(labels).sleep_flags.setdefault(labels.get("engine", "0"), {})
         flags[labels.get("sleep_state", "")] = value
@@ -391,4 +414,5 @@ def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
         waiting_by_reason=acc.waiting_by_reason,
         kv_usage_by_engine=acc.kv,
         sleep=_sleep(acc.sleep_flags),
+        prefix_hit_rate_by_engine=acc.prefix_hit_rate,
     )

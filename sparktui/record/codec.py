@@ -308,15 +308,16 @@ def _observation_parts(obs: NodeObservation) -> tuple[dict[str, Any], list[tuple
     bodies: list[tuple[str, bytes]] = []
     vllm = []
     for v in obs.vllm:
-        vllm.append(
-            {
-                "name": v.name,
-                **{
-                    part: _result_json(getattr(v, part), f"v/{v.name}/{part}", bodies)
-                    for part in ("health", "metrics", "version", "models", "canary")
-                },
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": v.name,
+            **{
+                part: _result_json(getattr(v, part), f"v/{v.name}/{part}", bodies)
+                for part in ("health", "metrics", "version", "models", "canary")
+            },
+        }
+        if v.metrics_t is not None:  # kept as its lead on the poll's end, which replays re-time
+            entry["metrics_before_s"] = obs.t - v.metrics_t
+        vllm.append(entry)
     meta = {
         "wall": obs.wall,
         "vllm": vllm,
@@ -337,6 +338,7 @@ def _observation_from_parts(node: str, t: float, meta: Mapping[str, Any], bodies
             version=_result_from_json(v.get("version"), bodies),
             models=_result_from_json(v.get("models"), bodies),
             canary=_result_from_json(v.get("canary"), bodies),
+            metrics_t=t - float(v["metrics_before_s"]) if "metrics_before_s" in v else None,
         )
         for v in meta["vllm"]
     )

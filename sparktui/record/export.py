@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -140,3 +141,11 @@ def export(
     finally:
         reader.close()
     return rows, reader.problem
+
+
+def open_output(path: Path) -> TextIO:
+    """The export's output file, for the owner only (0600, also when it existed): it holds what the
+    fleet did, like the recording it comes from."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "w", encoding="utf-8", newline="")

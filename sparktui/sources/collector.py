@@ -78,9 +78,17 @@ class _InstancePoller:
             self.metrics_url = metrics_url(base, self.spec.metrics_filter)
         ask_version = self.need_version or self.polls % VERSION_EVERY == 0
         ask_models = self.need_models or self.polls % MODELS_EVERY == 0
+        metrics_at: list[float] = []
+        url = self.metrics_url
+
+        async def timed_metrics() -> HttpResult:
+            result = await fetch(client, url, timeout_s=timeout, max_bytes=cap)
+            metrics_at.append(self.clock())  # the moment its counters are of
+            return result
+
         calls: list[Awaitable[HttpResult]] = [
             fetch(client, f"{base}/health", timeout_s=timeout, max_bytes=64 * 1024),
-            fetch(client, self.metrics_url, timeout_s=timeout, max_bytes=cap),
+            timed_metrics(),
         ]
         if ask_version:
             calls.append(fetch(client, f"{base}/version", timeout_s=timeout, max_bytes=64 * 1024))
@@ -108,7 +116,13 @@ class _InstancePoller:
             self.need_version = self.need_models = True
         self.was_healthy = healthy
         return VllmObservation(
-            name=self.spec.name, health=health, metrics=metrics, version=version, models=models, canary=canary
+            name=self.spec.name,
+            health=health,
+            metrics=metrics,
+            version=version,
+            models=models,
+            canary=canary,
+            metrics_t=metrics_at[0] if metrics_at else None,
         )
 
 

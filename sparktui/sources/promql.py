@@ -181,13 +181,19 @@ def numbers() -> tuple[Number, ...]:
         Number("generation_tokens_per_s", "generation", _counter("generation_tokens"), " tok/s"),
         Number("prompt_tokens_per_s", "prompt", _counter("prompt_tokens"), " tok/s"),
         Number(
-            "prompt_tokens_computed_per_s", "prompt computed", _labelled("prompt_by_source", "local_compute"), " tok/s"
+            "prompt_tokens_computed_per_s",
+            "prompt computed",
+            # without the by-source counter (< 0.16): every prompt token (formulas.md §2)
+            f"({_labelled('prompt_by_source', 'local_compute')}) or ({_counter('prompt_tokens')})",
+            " tok/s",
         ),
         Number("requests_finished_per_s", "finished", _labelled("finished"), " req/s"),
         Number(
             "prefix_cache_hit_rate",
             "prefix cache hit",
-            _ratio(_counter("prefix_cache_hits"), _counter("prefix_cache_queries")),
+            # V0 exports the ratio itself (formulas.md §4)
+            f"({_ratio(_counter('prefix_cache_hits'), _counter('prefix_cache_queries'))})"
+            f" or ({_gauge('prefix_hit_rate', 'avg')})",
             percent=True,
         ),
         Number("preemptions_per_s", "preemptions", _counter("preemptions"), " /s"),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import asyncssh
 
@@ -259,7 +259,7 @@ class NodeSsh:
                         )
                     try:
                         stdout, stderr = await asyncio.gather(
-                            _read_tail(process.stdout, max_output), _read_tail(process.stderr, max_output)
+                            read_tail(process.stdout, max_output), read_tail(process.stderr, max_output)
                         )
                         done = await process.wait(check=False)
                     except (asyncssh.Error, OSError) as exc:
@@ -667,7 +667,13 @@ class NodeSsh:
         return SshProblem(SshProblemKind.EXITED, f"{self.where}: `{_short(command)}` {how}; running it again")
 
 
-async def _read_tail(stream: asyncssh.SSHReader[str], limit: int) -> str:
+class TextReader(Protocol):
+    """A stream of text read in chunks: an SSH channel's, or a local process's decoded."""
+
+    async def read(self, n: int = -1, /) -> str: ...
+
+
+async def read_tail(stream: TextReader, limit: int) -> str:
     """All of ``stream``, or its last ``limit`` characters after a line saying how many went before:
     a command that prints without end must not fill the watcher's memory."""
     tail = ""

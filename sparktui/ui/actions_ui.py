@@ -1,5 +1,6 @@
 """The recovery actions in the dashboard: the confirmation that names node, target and the exact
-commands, and the action log. Running, refusing and auditing happen in ``sparktui.actions``."""
+commands (every action of a fix, in order) and warns of what running it now would break, and the
+action log. Running, refusing and auditing happen in ``sparktui.actions``."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
-from sparktui.actions.plans import ActionPlan
+from sparktui.actions.plans import ActionPlan, FixPlan
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import ACTION_LOG_BINDINGS, CONFIRM_BINDINGS
 
 
 class ConfirmAction(SparkModal[bool]):
-    """y runs the plan shown, n or escape does not. Nothing runs without it."""
+    """y runs the plan shown (one action, or a fix's actions in order), n or escape does not. Nothing
+    runs without it. The warnings (requests in flight, a load under way) come first, in the warning colour."""
 
     BINDINGS: ClassVar[list[BindingType]] = CONFIRM_BINDINGS
     DEFAULT_CSS = """
@@ -26,19 +28,38 @@ class ConfirmAction(SparkModal[bool]):
     ConfirmAction > Vertical { width: 100; max-width: 95%; height: auto; max-height: 90%; border: thick $warning;
                                background: $surface; padding: 1 2; }
     ConfirmAction #confirm-title { text-style: bold; margin-bottom: 1; }
+    ConfirmAction #confirm-warnings { color: $warning; text-style: bold; margin-bottom: 1; }
+    ConfirmAction #confirm-warnings.-empty { display: none; }
+    ConfirmAction #confirm-scroll { height: auto; max-height: 50vh; }
     """
 
-    def __init__(self, plan: ActionPlan) -> None:
+    def __init__(self, plan: ActionPlan | FixPlan) -> None:
         super().__init__()
         self.plan = plan
 
     def compose(self) -> ComposeResult:
         lines = self.plan.confirmation()
+        warnings = self.plan.warnings
+        body = [line for line in lines[1:] if not line.lstrip().startswith("warning: ")]
         with Vertical():
             yield Static(lines[0], id="confirm-title")
-            yield Static("\n".join(lines[1:]), id="confirm-body")
+            yield Static(
+                "\n".join(f"⚠ {warning}" for warning in warnings),
+                id="confirm-warnings",
+                classes="" if warnings else "-empty",
+            )
+            with VerticalScroll(id="confirm-scroll"):  # a fix's many commands scroll at 80x24
+                yield Static(_body_text(body), id="confirm-body")
             yield Static(Text("y runs it, n or escape cancels", style="bold"), id="confirm-keys")
         yield Footer()
+
+
+def _body_text(lines: Sequence[str]) -> Text:
+    """The plan's lines as they are (indentation kept, no markup read in a command), a fix's steps in bold."""
+    text = Text()
+    for index, line in enumerate(lines):
+        text.append(("\n" if index else "") + line, style="bold" if line.startswith("  step ") else "")
+    return text
 
 
 class ActionLogScreen(SparkModal[None]):

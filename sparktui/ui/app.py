@@ -17,7 +17,7 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.dom import DOMNode
 
-from sparktui.actions.plans import ActionPlan, Refusal, plan_action
+from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, plan_action, plan_finding_fix
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEngine
@@ -59,7 +59,9 @@ class SparkApp(App[None]):
     # alerts, ages). A replay draws only what its recording's ticks computed.
     DRAW_ON_ARRIVAL: ClassVar[bool] = True
     NODE_SCREENS_KEPT: ClassVar[int] = 4  # node screens kept composed after they close (see _node_screen)
-    BINDINGS: ClassVar[list[BindingType]] = [*APP_BINDINGS, *ACTION_BINDINGS]
+    # The recovery actions first: the footer lists them before the rest, so a narrow terminal cuts
+    # Theme or Pause (still in help, `?`), never Restart.
+    BINDINGS: ClassVar[list[BindingType]] = [*ACTION_BINDINGS, *APP_BINDINGS]
     CSS = """
     Screen { background: $background; }
     """
@@ -353,7 +355,7 @@ class SparkApp(App[None]):
         if node is None:
             self._refuse(kind, None, "pick a node first", where="dashboard")
             return
-        plan = plan_action(kind, self.fleet, node, views=self.views)
+        plan = self._plan(kind, node)
         if isinstance(plan, Refusal):
             self._refuse(kind, node, plan.reason, plan=plan, where="plan")
             return
@@ -368,13 +370,20 @@ class SparkApp(App[None]):
 
         self.push_screen(ConfirmAction(plan), confirmed)
 
+    def _plan(self, kind: str, node: str) -> ActionPlan | FixPlan | Refusal:
+        """One action on the state shown, or (``fix``) the whole fix of the node's worst open finding."""
+        if kind == ActionKind.FIX:
+            findings = self.findings.get(node, ())
+            return plan_finding_fix(self.fleet, node, findings, self.diagnosis.catalogue, views=self.views)
+        return plan_action(kind, self.fleet, node, views=self.views)
+
     def _refuse(
         self,
         kind: str,
         node: str | None,
         reason: str,
         *,
-        plan: ActionPlan | Refusal | None = None,
+        plan: ActionPlan | FixPlan | Refusal | None = None,
         where: str,
         quiet: bool = False,
     ) -> None:
@@ -384,7 +393,7 @@ class SparkApp(App[None]):
         refused = self.actions.audit_refusal(kind, node, reason, plan=plan, where=where)
         self.run_worker(refused, group="audit", exit_on_error=False)
 
-    async def _execute(self, plan: ActionPlan) -> None:
+    async def _execute(self, plan: ActionPlan | FixPlan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)
         result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
         self.action_results.append(result)
@@ -404,17 +413,24 @@ class SparkApp(App[None]):
     def action_warmup(self) -> None:
         self.start_action("warmup")
 
+    def action_fix(self) -> None:
+        self.start_action("fix")
+
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
 
-    def alert_banner(self) -> list[str]:
-        """The firing, unsilenced alerts as one line each, worst first (for the screens' banners)."""
+    def firing_alerts(self) -> list[tuple[str, str]]:
+        """The firing, unsilenced alerts, worst first: (severity, one line) each, for the banners."""
         now = self.clock()
         return [
-            f"{a.severity.value.upper()} {a.node} {a.name}: {a.summary}"
+            (a.severity.value, f"{a.severity.value.upper()} {a.node} {a.name}: {a.summary}")
             for a in self.alerts.active()
             if self.alerts.silenced_until(a.key, now) is None
         ]
+
+    def alert_banner(self) -> list[str]:
+        """The firing, unsilenced alerts as one line each, worst first (for the screens' banners)."""
+        return [line for _, line in self.firing_alerts()]
 
     def action_alerts(self) -> None:
         self.push_screen(AlertsScreen())
@@ -443,6 +459,38 @@ class SparkApp(App[None]):
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
         self.refresh_views(force=True)
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """f8: the screen as an SVG, in the folder sparktui was started from (``path`` when given), named
+        by the local time; the notification gives the full path, or why it could not be written.
+        (Textual's own would deliver it to a Downloads folder a server seldom has, and say nothing.)"""
+        try:
+            folder = Path(path).expanduser() if path else Path.cwd()
+        except OSError as exc:
+            self.notify(
+                f"screenshot not saved: the current folder cannot be read ({exc.strerror or exc}); "
+                "start sparktui from a folder you can write to",
+                severity="error",
+                timeout=10,
+            )
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = folder.absolute() / (filename or f"sparktui-{stamp}.svg")
+        taken = 1
+        while filename is None and target.exists():  # two in one second
+            taken += 1
+            target = target.with_name(f"sparktui-{stamp}-{taken}.svg")
+        try:
+            target.write_text(self.export_screenshot(), encoding="utf-8")
+        except OSError as exc:
+            self.notify(
+                f"screenshot not saved: cannot write {target} ({exc.strerror or exc}); "
+                "start sparktui from a folder you can write to",
+                severity="error",
+                timeout=10,
+            )
+            return
+        self.notify(f"screenshot saved: {target}", timeout=10)
 
 
 def make_app(fleet: FleetSpec, **options: object) -> SparkApp:

@@ -6,9 +6,13 @@ checker and, at run time, when first asked for.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, TypeVar
 
+from textual import events
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer
 
 if TYPE_CHECKING:
     from sparktui.ui.app import SparkApp
@@ -24,10 +28,19 @@ def spark_app(app: object) -> SparkApp:
     return app
 
 
+COMPACT_FOOTER_BELOW = 140  # columns: a narrower terminal gets the footer's compact style
+
+
 class SparkScreen(Screen[ResultType]):
     """A full screen of the dashboard."""
 
     _ready = False  # set by the screen's on_mount, once its widgets are composed and mounted
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A narrow terminal packs the footer's keys closer, so the action keys (listed first) fit.
+        (Textual calls each class's own handler: a screen's ``on_resize`` runs besides this one.)"""
+        with contextlib.suppress(NoMatches):
+            self.query_one(Footer).compact = event.size.width < COMPACT_FOOTER_BELOW
 
     @property
     def spark(self) -> SparkApp:

@@ -3,22 +3,38 @@ highlighted node's reasons below."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static
 
 from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.history import FLEET, Point
+from sparktui.model.levels import falling_level, gpu_temp_level, kv_level, memory_level, ttft_level, waiting_level
+from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.model.units import NO_DATA, fmt_duration, fmt_gib_short, fmt_number, fmt_pct, fmt_rate, fmt_seconds
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import FLEET_BINDINGS
-from sparktui.ui.render import finding_text, findings_cell, memory_bar, node_reason, spark_text, status_text
+from sparktui.ui.render import (
+    SEVERITY_GLYPH,
+    STATUS_GLYPH,
+    column_chart,
+    finding_line,
+    finding_text,
+    findings_cell,
+    level_text,
+    memory_bar,
+    node_reason,
+    spark_text,
+    status_text,
+)
 from sparktui.ui.table import RowTable, TableColumn
 
 if TYPE_CHECKING:
@@ -31,27 +47,44 @@ class Column:
     label: str
     width: int
     min_screen: int  # the column is shown from this terminal width up
+    grow: int = 0  # cells it may take beyond ``width`` when the terminal is wider than everything shown
 
 
 # Widths are content widths; the table adds 2 cells of padding per column. From 160 columns up
-# everything shows (151 cells); narrower terminals drop the columns with the highest min_screen.
+# everything shows (151 cells); narrower terminals drop the columns with the highest min_screen, and
+# wider ones give the spare cells to the model's name first (full names at 200), then to the trend.
 COLUMNS: tuple[Column, ...] = (
     Column("node", "Node", 9, 0),
     Column("status", "Status", 10, 0),
-    Column("model", "Model", 20, 118),
+    Column("model", "Model", 20, 118, grow=20),
     Column("gen", "Gen t/s", 7, 0),
-    Column("trend", "Gen trend", 10, 136),
+    Column("trend", "Gen trend", 10, 136, grow=20),
     Column("prompt", "Prompt t/s", 10, 148),
     Column("reqs", "Run/Wait", 8, 0),
     Column("kv", "KV", 4, 0),
     Column("ttft", "TTFT p90", 8, 0),
     Column("accept", "Acc len", 7, 128),
-    Column("mem", "Memory", 14, 96),
+    Column("mem", "Mem avail", 14, 96),
     Column("gpu", "GPU", 10, 154),
     Column("svc", "Svc", 3, 157),
     Column("find", "Find", 4, 0),
     Column("age", "Age", 4, 0),
 )
+MEM_BAR = 9  # cells of the memory cell's bar; the available GiB follows it
+CHARTS_MIN_HEIGHT = 30  # below this many rows the fleet charts give their room to the table
+
+
+def fit_columns(width: int) -> tuple[Column, ...]:
+    """The columns shown at a terminal ``width``, with the spare cells given to the growing ones in
+    order (each up to its ``grow``)."""
+    shown = [c for c in COLUMNS if width >= c.min_screen]
+    spare = width - sum(c.width + 2 for c in shown) - 2  # a margin for the scroll bar
+    fitted: list[Column] = []
+    for column in shown:
+        extra = max(0, min(column.grow, spare))
+        spare -= extra
+        fitted.append(replace(column, width=column.width + extra) if extra else column)
+    return tuple(fitted)
 
 
 def _model_name(instance: InstanceView) -> str:
@@ -66,6 +99,11 @@ def _ttft(instance: InstanceView) -> str:
     return fmt_seconds(latency.p90, latency.floor)
 
 
+def _ttft_p90(instance: InstanceView | None) -> float | None:
+    latency = instance.rates.latency.get("ttft") if instance is not None and instance.rates else None
+    return latency.p90 if latency is not None and latency.count else None
+
+
 def _accept(instance: InstanceView) -> str:
     spec = instance.rates.spec_decode if instance.rates else None
     return fmt_number(spec.mean_acceptance_length, 2) if spec is not None else NO_DATA
@@ -76,10 +114,18 @@ class FleetScreen(SparkScreen[None]):
     DEFAULT_CSS = """
     FleetScreen { layout: vertical; }
     #summary { height: 1; padding: 0 1; background: $panel; }
-    #banner { height: auto; padding: 0 1; display: none; background: $error 30%; color: $text; }
-    #banner.shown { display: block; }
-    #fleet { height: 1fr; }
+    .banner { height: auto; padding: 0 1; display: none; color: $text; text-wrap: nowrap; text-overflow: ellipsis; }
+    .banner.shown { display: block; }
+    #crit-banner { background: $error 35%; }
+    #warn-banner { background: $warning 25%; }
+    #fleet { height: auto; max-height: 1fr; }
     #detail { height: auto; max-height: 8; padding: 0 1; border-top: solid $panel; }
+    #charts { height: 2fr; max-height: 20; display: none; }
+    #charts.shown { display: block; }
+    #lists { height: 1fr; min-height: 4; }
+    #lists.hidden { display: none; }
+    .fleet-panel { width: 1fr; height: 100%; border: round $panel; border-title-color: $foreground; padding: 0 1; }
+    #lists .fleet-panel { text-wrap: nowrap; text-overflow: ellipsis; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
     """
@@ -91,33 +137,51 @@ class FleetScreen(SparkScreen[None]):
         self._order: list[str] = []
         self._row_cells: dict[str, tuple[Text | str, ...]] = {}  # row key -> its cells, in column order
         self._panels: dict[str, Text | str] = {}  # what each panel shows now
+        self._trend_high: float | None = None  # the shared scale of the rows' trends
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(id="summary")
-            yield Static(id="banner")
+            yield Static(id="crit-banner", classes="banner")
+            yield Static(id="warn-banner", classes="banner")
             yield RowTable(id="fleet")
             yield Static(id="detail")
+            with Horizontal(id="charts"):
+                yield Static(id="gen-chart", classes="fleet-panel")
+                yield Static(id="ttft-chart", classes="fleet-panel")
+            with Horizontal(id="lists"):
+                yield Static(id="open-findings", classes="fleet-panel")
+                yield Static(id="recent-actions", classes="fleet-panel")
         yield Input(placeholder="filter nodes by name, model or status (escape clears)", id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
         self._ready = True
+        self.query_one("#gen-chart", Static).border_title = "Fleet generation tok/s"
+        self.query_one("#ttft-chart", Static).border_title = "Worst TTFT p90"
+        self.query_one("#open-findings", Static).border_title = "Open findings"
+        self.query_one("#recent-actions", Static).border_title = "Recent actions"
         self._rebuild_columns(self.size.width)
+        self._fit_panels()
         self.update_views(self.spark.views)
 
-    def on_resize(self) -> None:
-        wanted = self._wanted_columns(self.size.width)
+    def on_resize(self, event: events.Resize) -> None:
+        wanted = fit_columns(self.size.width)
         if wanted != self._columns:
             self._rebuild_columns(self.size.width)
-            self.update_views(self.spark.views)
+        self._fit_panels()
+        self._panels.pop("#gen-chart", None)
+        self._panels.pop("#ttft-chart", None)
+        self.update_views(self.spark.views)
 
-    @staticmethod
-    def _wanted_columns(width: int) -> tuple[Column, ...]:
-        return tuple(c for c in COLUMNS if width >= c.min_screen)
+    def _fit_panels(self) -> None:
+        """The charts take the spare rows of a tall terminal; a short one keeps them for the table."""
+        height = self.size.height
+        self.query_one("#charts").set_class(height >= CHARTS_MIN_HEIGHT, "shown")
+        self.query_one("#lists").set_class(height < 20, "hidden")
 
     def _rebuild_columns(self, width: int) -> None:
-        self._columns = self._wanted_columns(width)
+        self._columns = fit_columns(width)
         self.query_one("#fleet", RowTable).set_columns([TableColumn(c.key, c.label, c.width) for c in self._columns])
         self._order = []
         self._row_cells = {}
@@ -159,37 +223,73 @@ class FleetScreen(SparkScreen[None]):
         ).lower()
         return self._filter.lower() in haystack
 
+    def _trend_width(self) -> int:
+        return next((c.width for c in self._columns if c.key == "trend"), 10)
+
+    def _shared_trend_high(self, rows: Sequence[tuple[str, NodeView, InstanceView | None, str]]) -> float | None:
+        """One scale for every row's trend (the highest value any row shows), so rows compare."""
+        width = self._trend_width()
+        history = self.spark.history
+        tops = [
+            max(series)
+            for _, view, instance, _ in rows
+            if instance is not None
+            for series in (history.series(view.name, instance.name, "generation_tps", last=width),)
+            if series
+        ]
+        return max(tops) if tops else None
+
     def _cells(self, view: NodeView, instance: InstanceView | None, label: str) -> dict[str, Text | str]:
         app = self.spark
         colours = app.colours
+        limits = app.fleet.thresholds
         state = view.status.state
-        gen = instance.rates.generation_tokens_per_s if instance and instance.rates else None
-        prompt = instance.rates.prompt_tokens_per_s if instance and instance.rates else None
+        serving = instance is not None and instance.status.state in (State.UP, State.DEGRADED)
+        rates = instance.rates if instance is not None else None
+        gen = rates.generation_tokens_per_s if rates else None
+        prompt = rates.prompt_tokens_per_s if rates else None
         is_worker = instance is not None and instance.url is None
-        trend = app.history.series(view.name, instance.name, "generation_tps") if instance else ()
+        width = self._trend_width()
+        trend = app.history.series(view.name, instance.name, "generation_tps", last=width) if instance else ()
+        # A trend of an instance that no longer serves is its past: drawn dim, not as if it were live.
+        trend_colour = colours["status-ok"] if serving else colours["dim"]
         gpu = view.gpu
         age = view.age_s
         services = view.services
         services_up = sum(1 for s in services if s.status.state is State.UP)
+        ttft = _ttft_p90(instance)
         cells: dict[str, Text | str] = {
             "node": Text(label, style="bold"),
             "status": status_text(state, colours),
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
-            "gen": "" if is_worker else fmt_rate(gen, ""),
-            "trend": "" if is_worker else spark_text(trend, 10, colours["status-ok"]),
-            "prompt": "" if is_worker else fmt_rate(prompt, ""),
-            "reqs": ""
-            if is_worker or instance is None
-            else f"{fmt_number(instance.running)}/{fmt_number(instance.waiting)}",
-            "kv": "" if is_worker or instance is None else fmt_pct(instance.kv_usage, 0),
-            "ttft": "" if is_worker or instance is None else _ttft(instance),
-            "accept": "" if is_worker or instance is None else _accept(instance),
-            "mem": memory_bar(view.ledger, 14, colours),
-            "gpu": (f"{fmt_number(gpu.temperature_c)}°C {fmt_number(gpu.power_w)}W" if gpu else NO_DATA),
+            "gen": NO_DATA if is_worker else fmt_rate(gen, ""),
+            "trend": NO_DATA if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),
+            "prompt": NO_DATA if is_worker else fmt_rate(prompt, ""),
+            "reqs": NO_DATA,
+            "kv": NO_DATA,
+            "ttft": NO_DATA,
+            "accept": NO_DATA,
+            "mem": _memory_cell(view, colours, app.no_color, limits),
+            "gpu": level_text(
+                f"{fmt_number(gpu.temperature_c)}°C {fmt_number(gpu.power_w)}W",
+                gpu_temp_level(gpu.temperature_c, limits),
+                colours,
+            )
+            if gpu
+            else NO_DATA,
             "svc": f"{services_up}/{len(services)}" if services else "",
             "find": findings_cell(app.findings.get(view.name, ()), colours),
-            "age": "" if age is None else f"{age:.0f}s",
+            "age": NO_DATA if age is None else f"{age:.0f}s",
         }
+        if instance is not None and not is_worker:  # a TP worker's numbers are its head's: "–" on its row
+            waiting_level_ = waiting_level(instance.waiting, limits)
+            reqs = Text(f"{fmt_number(instance.running)}/")
+            reqs.append_text(Text.assemble(level_text(fmt_number(instance.waiting), waiting_level_, colours)))
+            cells["reqs"] = reqs
+            cells["kv"] = level_text(fmt_pct(instance.kv_usage, 0), kv_level(instance.kv_usage, limits), colours)
+            cells["ttft"] = level_text(_ttft(instance), ttft_level(ttft, limits), colours)
+            accept_trend = app.history.series(view.name, instance.name, "acceptance_length", last=120)
+            cells["accept"] = level_text(_accept(instance), falling_level(accept_trend), colours)
         if state is not State.UP and instance is not None and instance.status.state is not State.UP:
             cells["model"] = Text(str(cells["model"]), style=colours["dim"])
         return cells
@@ -200,6 +300,8 @@ class FleetScreen(SparkScreen[None]):
         if not self.drawable:
             return
         rows = self._rows(views)
+        if changed is None:
+            self._trend_high = self._shared_trend_high(rows)
         self._order = [key for key, *_ in rows]
         table_rows: list[tuple[str, tuple[Text | str, ...]]] = []
         known = self._row_cells
@@ -212,38 +314,106 @@ class FleetScreen(SparkScreen[None]):
             self._row_cells[key] = cells
             table_rows.append((key, cells))
         self.query_one("#fleet", RowTable).set_rows(table_rows)
-        if changed is None:  # fleet totals and banners at the render tick; a node's arrival redraws its row
-            self._update_summary(views)
+        self._update_summary(views)  # the totals with the rows they add up, also as a node's poll arrives
+        if changed is None:  # banners, charts and lists at the render tick
+            self._update_banners(views)
+            self._update_charts()
+            self._update_lists()
         highlighted = self.highlighted(views)
         if changed is None or (highlighted is not None and highlighted.name in changed):
             self._update_detail(views)
 
     def _update_summary(self, views: Sequence[NodeView]) -> None:
         app = self.spark
-        gen = sum(i.rates.generation_tokens_per_s or 0.0 for v in views for i in v.instances if i.rates is not None)
-        prompt = sum(i.rates.prompt_tokens_per_s or 0.0 for v in views for i in v.instances if i.rates is not None)
+        rates = [i.rates for v in views for i in v.instances if i.rates is not None]
+        gen = _total(r.generation_tokens_per_s for r in rates)
+        prompt = _total(r.prompt_tokens_per_s for r in rates)
         counts: dict[State, int] = {}
         for view in views:
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
         summary = Text()
-        summary.append(f"{len(views)} nodes  ", style="bold")
+        summary.append(f"{len(views)} node{'' if len(views) == 1 else 's'}  ", style="bold")
         for state in (State.UP, State.DEGRADED, State.LOADING, State.STALE, State.DOWN, State.UNKNOWN):
             if counts.get(state):
                 summary.append_text(status_text(state, app.colours, label=False))
                 summary.append(f" {counts[state]} {state.value}  ")
         summary.append(f"│ generation {fmt_rate(gen, ' tok/s')}  prompt {fmt_rate(prompt, ' tok/s')}")
+        running = _total(i.running for v in views for i in v.instances)
+        waiting = _total(i.waiting for v in views for i in v.instances)
+        summary.append(f"  │ running {fmt_number(running)}  waiting {fmt_number(waiting)}")
         if app.paused:
             summary.append("  │ PAUSED (p resumes)", style=f"bold {app.colours['status-warn']}")
         self._show("#summary", summary)
-        bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]
-        lines = ["  ".join(f"{v.name} {v.status.state.value.upper()}: {node_reason(v)}" for v in bad)] if bad else []
-        alerts = app.alert_banner()
-        if alerts:
-            more = f"  (+{len(alerts) - 2} more: ! lists them)" if len(alerts) > 2 else "  (! lists them)"
-            lines.append("alerts: " + " | ".join(alerts[:2]) + more)
+
+    def _update_banners(self, views: Sequence[NodeView]) -> None:
+        crit, warn = self._banner_lines(views)
+        self._banner("#crit-banner", crit)
+        self._banner("#warn-banner", warn)
+
+    def _banner_lines(self, views: Sequence[NodeView]) -> tuple[list[str], list[str]]:
+        """What is wrong now, by severity: down and stale nodes and critical alerts (red), warnings (amber)."""
+        down = [
+            f"{STATUS_GLYPH[v.status.state]} {v.name} {v.status.state.value.upper()}: {node_reason(v)}"
+            for v in views
+            if v.status.state in (State.DOWN, State.STALE)
+        ]
+        crit: list[str] = []
+        warn: list[str] = []
+        for severity, line in self.spark.firing_alerts():
+            (crit if severity == "crit" else warn).append(f"{SEVERITY_GLYPH.get(severity, '●')} {line}")
+        crit = _capped(crit, BANNER_LINES - 1 if down else BANNER_LINES)
+        return (["   ".join(down)] if down else []) + crit, _capped(warn, BANNER_LINES)
+
+    def _banner(self, selector: str, lines: list[str]) -> None:
         if lines:
-            self._show("#banner", "\n".join(lines))
-        self.query_one("#banner", Static).set_class(bool(lines), "shown")
+            self._show(selector, "\n".join(lines))
+        self.query_one(selector, Static).set_class(bool(lines), "shown")
+
+    def _update_charts(self) -> None:
+        if not self.query_one("#charts").has_class("shown"):
+            return
+        app = self.spark
+        colours = app.colours
+        for selector, metric, colour, unit in (
+            ("#gen-chart", "generation_tps", colours["status-ok"], " tok/s"),
+            ("#ttft-chart", "ttft_p90", colours["status-loading"], ""),
+        ):
+            panel = self.query_one(selector, Static)
+            width, height = panel.content_size.width, panel.content_size.height
+            if width <= 0 or height <= 1:
+                continue
+            points = app.history.points(FLEET, metric)[-width:]
+            self._show(selector, _chart(points, (width, height), (colour, colours["dim"]), metric, unit))
+
+    def _update_lists(self) -> None:
+        if self.query_one("#lists").has_class("hidden"):
+            return
+        app = self.spark
+        colours = app.colours
+        findings = sorted(
+            (f for found in app.findings.values() for f in found), key=lambda f: (-f.severity.rank, f.node)
+        )
+        text = Text()
+        room = max(1, self.query_one("#open-findings").content_size.height)
+        shown = findings[:room] if len(findings) <= room else findings[: room - 1]
+        for index, finding in enumerate(shown):
+            if index:
+                text.append("\n")
+            text.append_text(finding_line(finding, colours, keymap=app.fleet.keymap))
+        if len(shown) < len(findings):
+            text.append(f"\n… {len(findings) - len(shown)} more (f lists them)", style=colours["dim"])
+        self._show("#open-findings", text if findings else Text("none open", style=colours["dim"]))
+        actions = Text()
+        room = max(1, self.query_one("#recent-actions").content_size.height)
+        for index, (at, lines) in enumerate(reversed(app.action_log[-room:])):
+            if index:
+                actions.append("\n")
+            actions.append(f"{at} ", style=colours["dim"])
+            actions.append(lines[0] if lines else "")
+        self._show(
+            "#recent-actions",
+            actions if app.action_log else Text("none this session (a lists them)", style=colours["dim"]),
+        )
 
     def _update_detail(self, views: Sequence[NodeView]) -> None:
         view = self.highlighted(views)
@@ -315,6 +485,54 @@ class FleetScreen(SparkScreen[None]):
 
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         self.query_one("#fleet", RowTable).focus()
+
+
+BANNER_LINES = 3  # lines per banner (the down nodes take one, side by side); the rest are counted
+
+
+def _capped(lines: list[str], most: int) -> list[str]:
+    """At most ``most`` lines, the last one counting what was left out."""
+    if len(lines) <= most:
+        return lines
+    return [*lines[: most - 1], f"… and {len(lines) - most + 1} more (! lists the alerts)"]
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum of the known values; None when none is known (the header says "–", not 0)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _memory_cell(view: NodeView, colours: Mapping[str, str], patterns: bool, limits: Thresholds) -> Text | str:
+    """The unified-memory bar with MemAvailable beside it, coloured against its thresholds."""
+    mem = view.host_memory
+    if mem is None:
+        return NO_DATA
+    cell = memory_bar(view.ledger, MEM_BAR, colours, patterns=patterns)
+    cell.append(" ")
+    cell.append_text(
+        Text.assemble(level_text(fmt_gib_short(mem.mem_available), memory_level(mem.mem_available, limits), colours))
+    )
+    return cell
+
+
+def _chart(points: Sequence[Point], size: tuple[int, int], colours: tuple[str, str], metric: str, unit: str) -> Text:
+    """A panel's chart (``size``: width, height; ``colours``: the columns', the labels'): the latest
+    value, the scale and the span on the first line, the columns under it."""
+    width, height = size
+    colour, dim = colours
+    if not points:
+        return Text(f"no data yet {NO_DATA}", style=dim)
+    series = [p.value for p in points]
+    top = max(series)
+
+    def shown(value: float) -> str:
+        return fmt_seconds(value) if metric == "ttft_p90" else fmt_rate(value, unit)
+
+    head = Text()
+    head.append(f"now {shown(series[-1])}", style="bold")
+    head.append(f"   max {shown(top)}   over {fmt_duration(points[-1].t - points[0].t)}", style=dim)
+    return Text("\n").join([head, column_chart(series, width, height - 1, colour, high=top or None)])
 
 
 def _job_of(app: SparkApp, node: str, instance: str) -> str | None:

@@ -8,7 +8,7 @@ so none of them can drift. No destructive action sits on a Ctrl chord (tmux uses
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
@@ -25,6 +25,8 @@ APP_BINDINGS: list[BindingType] = [
     Binding("v", "drift", "Drift", id="drift"),
     Binding("exclamation_mark", "alerts", "Alerts", id="alerts", key_display="!"),
     Binding("f8", "screenshot", "Screenshot", id="screenshot", show=False),
+    # Textual would add its own ctrl+p, without an id; this one is in the keymap and the help.
+    Binding("ctrl+p", "command_palette", "Commands", id="command-palette", show=False, priority=True),
 ]
 
 # The recovery actions, on the node shown (node screen) or highlighted (fleet screen). Each asks for a
@@ -33,11 +35,13 @@ APP_BINDINGS: list[BindingType] = [
 ACTION_BINDINGS: list[BindingType] = [
     Binding("r", "restart", "Restart", id="restart"),
     Binding("d", "drop_caches", "Drop caches", id="drop-caches"),
-    Binding("k", "kill_workers", "Kill workers", id="kill-workers"),
+    # Shift+k: a plain k moves the cursor up (vim) in every list, and must never kill anything.
+    Binding("K", "kill_workers", "Kill workers", id="kill-workers"),
     Binding("w", "warmup", "Warmup", id="warmup"),
+    Binding("x", "fix", "Fix", id="fix"),  # the worst open finding's whole fix, behind one confirmation
     Binding("a", "action_log", "Actions", id="action-log"),
 ]
-RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup"})
+RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup", "fix"})
 
 FLEET_BINDINGS: list[BindingType] = [
     Binding("enter", "open_node", "Open node", id="open-node"),
@@ -53,34 +57,58 @@ NODE_BINDINGS: list[BindingType] = [
     Binding("right", "next_node", "Next node", id="next-node", show=False),
 ]
 
-# The log view (``l`` on the node screen). No key of the app's actions (r d k w a x) nor of the screens
-# (f findings, v drift): wrap is ``e``, follow ``F`` beside End.
+
+def _navigation(
+    prefix: str, up: str, down: str, first: str, last: str, *, ends: tuple[str, str] = ("First", "Last")
+) -> list[BindingType]:
+    """Moving through a list or page: the arrows, the pages, the ends, and vim's keys beside them
+    (j/k, g/G), each with an id of its own (``table-down``, ``table-down-vim``) so either can be remapped."""
+    return [
+        Binding("up", up, "Up", id=f"{prefix}-up", show=False),
+        Binding("down", down, "Down", id=f"{prefix}-down", show=False),
+        Binding("k", up, "Up", id=f"{prefix}-up-vim", show=False),
+        Binding("j", down, "Down", id=f"{prefix}-down-vim", show=False),
+        Binding("pageup", "page_up", "Page up", id=f"{prefix}-page-up", show=False),
+        Binding("pagedown", "page_down", "Page down", id=f"{prefix}-page-down", show=False),
+        Binding("home", first, ends[0], id=f"{prefix}-first", show=False),
+        Binding("end", last, ends[1], id=f"{prefix}-last", show=False),
+        Binding("g", first, ends[0], id=f"{prefix}-first-vim", show=False),
+        Binding("G", last, ends[1], id=f"{prefix}-last-vim", show=False),
+    ]
+
+
+# The log view (``l`` on the node screen). No key of the app's actions (r d K w x a) nor of the screens
+# (f findings, v drift): wrap is ``e``, follow ``F`` (and End, G: the last line).
 LOG_BINDINGS: list[BindingType] = [
     Binding("escape,l", "back", "Node", id="log-back"),
     Binding("slash", "search", "Search", id="log-search", key_display="/"),
     Binding("n", "next_match", "Next match", id="log-next-match"),
     Binding("N", "previous_match", "Prev match", id="log-previous-match"),
-    Binding("end,F", "follow", "Follow", id="log-follow"),
+    Binding("F", "follow", "Follow", id="log-follow"),
     Binding("e", "toggle_wrap", "Wrap", id="log-wrap"),
     Binding("i", "next_instance", "Instance", id="log-instance"),
-    Binding("up", "scroll_lines(-1)", "Up", id="log-up", show=False),
-    Binding("down", "scroll_lines(1)", "Down", id="log-down", show=False),
-    Binding("pageup", "scroll_page(-1)", "Page up", id="log-page-up", show=False),
-    Binding("pagedown", "scroll_page(1)", "Page down", id="log-page-down", show=False),
-    Binding("home", "first", "First line", id="log-first", show=False),
+    *_navigation("log", "scroll_lines(-1)", "scroll_lines(1)", "first", "follow", ends=("First line", "Follow")),
     Binding("left", "scroll_columns(-8)", "Left", id="log-left", show=False),
     Binding("right", "scroll_columns(8)", "Right", id="log-right", show=False),
 ]
 
 TABLE_BINDINGS: list[BindingType] = [
-    Binding("up", "cursor_up", "Up", id="table-up", show=False),
-    Binding("down", "cursor_down", "Down", id="table-down", show=False),
-    Binding("pageup", "page_up", "Page up", id="table-page-up", show=False),
-    Binding("pagedown", "page_down", "Page down", id="table-page-down", show=False),
-    Binding("home", "first", "First", id="table-first", show=False),
-    Binding("end", "last", "Last", id="table-last", show=False),
+    *_navigation("table", "cursor_up", "cursor_down", "first", "last"),
+    Binding("left", "scroll_left", "Scroll left", id="table-scroll-left", show=False),
+    Binding("right", "scroll_right", "Scroll right", id="table-scroll-right", show=False),
     Binding("enter", "select", "Select", id="table-select", show=False),
 ]
+
+# The lists over the dashboard (alerts, drift): they replace Textual's OptionList keys (which have no id).
+LIST_BINDINGS: list[BindingType] = [
+    *_navigation("list", "cursor_up", "cursor_down", "first", "last"),
+    Binding("enter", "select", "Open", id="list-select", show=False),
+]
+
+# The scrolled pages (help, findings, a drift group's detail): they replace Textual's scrolling keys.
+SCROLL_BINDINGS: list[BindingType] = _navigation(
+    "scroll", "scroll_up", "scroll_down", "scroll_home", "scroll_end", ends=("Top", "Bottom")
+)
 
 # --- dialogs and lists over the dashboard -------------------------------------------------------------
 
@@ -97,6 +125,8 @@ ALERTS_BINDINGS: list[BindingType] = [
 FINDINGS_BINDINGS: list[BindingType] = [Binding("escape,q,f", "dismiss", "Close", id="close-findings")]
 
 DRIFT_BINDINGS: list[BindingType] = [Binding("escape,q,v", "dismiss", "Close", id="close-drift")]
+
+DRIFT_DETAIL_BINDINGS: list[BindingType] = [Binding("escape,q", "dismiss", "Back", id="close-drift-detail")]
 
 ACTION_LOG_BINDINGS: list[BindingType] = [Binding("escape,q,a", "dismiss", "Close", id="close-action-log")]
 
@@ -136,7 +166,12 @@ class KeyContext:
 
 
 CONTEXTS: tuple[KeyContext, ...] = (
-    KeyContext("Everywhere", APP_BINDINGS),
+    KeyContext(
+        "Everywhere",
+        APP_BINDINGS,
+        "Textual's own keys too: ctrl+q quits, tab moves the focus, and in the command palette ↑ ↓ enter pick"
+        " and escape closes.",
+    ),
     KeyContext(
         "Recovery actions",
         ACTION_BINDINGS,
@@ -150,10 +185,13 @@ CONTEXTS: tuple[KeyContext, ...] = (
         "Every log of the node. It follows the end until you scroll up; escape clears a search, then goes back.",
     ),
     KeyContext("Table navigation", TABLE_BINDINGS, "The fleet screen's list of nodes."),
+    KeyContext("Lists", LIST_BINDINGS, "The alerts and the drift."),
+    KeyContext("Scrolling", SCROLL_BINDINGS, "Help, findings and a drift detail."),
     KeyContext("Confirm dialog", CONFIRM_BINDINGS, "Nothing runs without it."),
     KeyContext("Alerts", ALERTS_BINDINGS, "Silencing is off in kiosk mode."),
     KeyContext("Findings", FINDINGS_BINDINGS),
     KeyContext("Drift", DRIFT_BINDINGS),
+    KeyContext("Drift detail", DRIFT_DETAIL_BINDINGS),
     KeyContext("Action log", ACTION_LOG_BINDINGS),
     KeyContext("Help", HELP_BINDINGS),
     KeyContext(
@@ -165,12 +203,24 @@ CONTEXTS: tuple[KeyContext, ...] = (
     KeyContext("Replay", REPLAY_BINDINGS, "`sparktui replay`, besides the keys above (no recovery action)."),
 )
 
+# The dashboard-wide keys (the app's and the recovery actions') are live under every screen and widget
+# below: none of these may bind one of them, so a navigation key never shadows an action or runs one.
+DASHBOARD_WIDE: tuple[list[BindingType], ...] = (APP_BINDINGS, ACTION_BINDINGS)
+UNDER_THE_DASHBOARD: tuple[list[BindingType], ...] = (
+    FLEET_BINDINGS,
+    NODE_BINDINGS,
+    TABLE_BINDINGS,
+    LIST_BINDINGS,
+    SCROLL_BINDINGS,
+)
+
 HEADER = """\
 # Keys
 
 Generated from `sparktui/ui/keys.py` (`python -m sparktui.ui.keys > docs/keys.md`); the help screen
-(`?`) shows the same tables. Remap any binding by its id in the config's `[keymap]`, one key per id,
-named as Textual names keys (`question_mark`, `full_stop`, `ctrl+u`):
+(`?`) shows the same keys on one screen, with the config's remapping applied. Remap any binding by
+its id in the config's `[keymap]`, one key per id, named as Textual names keys (`question_mark`,
+`full_stop`, `ctrl+u`; `K` is shift+k):
 
 ```toml
 [keymap]
@@ -244,6 +294,87 @@ def keys_markdown() -> str:
                 continue
             lines.append(f"| {_keys_cell(binding)} | `{binding.action}` | `{binding.id}` | {binding.description} |")
     return "\n".join(lines) + "\n"
+
+
+# --- the help screen: every key of every context, compact ------------------------------------------------
+
+# Short names for the keys the help shows (docs/keys.md keeps Textual's names, which the keymap takes).
+_SHORT = {
+    "up": "↑",
+    "down": "↓",
+    "left": "←",
+    "right": "→",
+    "pageup": "PgUp",
+    "pagedown": "PgDn",
+    "escape": "esc",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HelpSection:
+    """One context of the help: (keys, what they do) rows, bindings with one action merged."""
+
+    title: str
+    rows: tuple[tuple[str, str], ...]
+
+    @property
+    def lines(self) -> int:
+        return 1 + len(self.rows)  # the title, then one line per row
+
+
+def _help_keys(binding: Binding, keymap: Mapping[str, str]) -> list[str]:
+    keys = keymap.get(binding.id, binding.key) if binding.id else binding.key
+    if binding.id == UNLOCK_ID and binding.id not in keymap:
+        return ["unlock_key"]
+    return [_SHORT.get(key.strip(), _key_text(key.strip())) for key in keys.split(",")]
+
+
+def help_sections(keymap: Mapping[str, str] | None = None) -> tuple[HelpSection, ...]:
+    """Every context's keys for the help screen, as remapped by ``keymap`` (binding id -> key)."""
+    keymap = keymap or {}
+    sections = []
+    for context in CONTEXTS:
+        merged: dict[tuple[str, str], list[str]] = {}
+        picks = [b for b in _bindings(context.bindings) if b.id and b.id.startswith("pick-node-")]
+        for binding in _bindings(context.bindings):
+            if binding in picks:
+                continue
+            merged.setdefault((binding.action, binding.description), []).extend(_help_keys(binding, keymap))
+        if picks:
+            remapped = any(b.id in keymap for b in picks)
+            shown = [k for b in picks for k in _help_keys(b, keymap)] if remapped else ["1…9"]
+            merged[("pick_node", "Open the Nth node")] = shown
+        rows = tuple((" ".join(keys), description) for (_, description), keys in merged.items())
+        sections.append(HelpSection(context.title, rows))
+    return tuple(sections)
+
+
+def pack_columns(sections: Sequence[HelpSection], columns: int) -> list[list[HelpSection]]:
+    """``sections`` in order over at most ``columns`` columns, the tallest column as short as it can be
+    (a blank line between two sections of a column)."""
+    count = len(sections)
+    columns = max(1, min(columns, count))
+
+    def height(part: Sequence[HelpSection]) -> int:
+        return sum(s.lines for s in part) + max(0, len(part) - 1)
+
+    # best[c][i]: the tallest column when the first i sections fill c columns; cut[c][i] where the last starts
+    best = [[0] + [10**9] * count] + [[10**9] * (count + 1) for _ in range(columns)]
+    cut = [[0] * (count + 1) for _ in range(columns + 1)]
+    best[0][0] = 0
+    for c in range(1, columns + 1):
+        for i in range(count + 1):
+            for j in range(i + 1):
+                tallest = max(best[c - 1][j], height(sections[j:i]))
+                if tallest < best[c][i]:
+                    best[c][i], cut[c][i] = tallest, j
+    packed: list[list[HelpSection]] = []
+    end = count
+    for c in range(columns, 0, -1):
+        start = cut[c][end]
+        packed.insert(0, list(sections[start:end]))
+        end = start
+    return [column for column in packed if column]
 
 
 if __name__ == "__main__":

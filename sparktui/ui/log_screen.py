@@ -308,7 +308,13 @@ class LogScreen(SparkScreen[None]):
     def action_scroll_lines(self, rows: int) -> None:
         self._scroll(rows)
 
-    def action_scroll_page(self, pages: int) -> None:
+    def action_page_up(self) -> None:
+        self._scroll_page(-1)
+
+    def action_page_down(self) -> None:
+        self._scroll_page(1)
+
+    def _scroll_page(self, pages: int) -> None:
         self._scroll(pages * max(1, self.view.scrollable_content_region.height - 1))
 
     def action_first(self) -> None:

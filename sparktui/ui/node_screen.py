@@ -42,7 +42,7 @@ from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.log_reader import LogReader
 from sparktui.ui.log_screen import LogView
-from sparktui.ui.render import finding_text, level_bar, memory_bar, status_text
+from sparktui.ui.render import MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
 from sparktui.ui.themes import MEMORY_VARIABLES
 
 LATENCIES = (
@@ -516,10 +516,14 @@ class NodeScreen(SparkScreen[None]):
             parts.append(Text(f"no host state {NO_DATA} (SSH or node_exporter)", style=colours["dim"]))
         else:
             ledger = view.ledger
-            parts.append(_Fitted(lambda width: memory_bar(ledger, width, colours)))
+            patterns = self.spark.no_color  # without colour, each part has its own shade, in the legend too
+            parts.append(_Fitted(lambda width: memory_bar(ledger, width, colours, patterns=patterns)))
             if ledger is not None:
                 items = [
-                    Text.assemble(("■ ", colours[MEMORY_VARIABLES[label]]), f"{label} {fmt_gib(size)}")
+                    Text.assemble(
+                        (f"{MEMORY_PATTERNS[label] if patterns else '■'} ", colours[MEMORY_VARIABLES[label]]),
+                        f"{label} {fmt_gib(size)}",
+                    )
                     for label, size in ledger.segments()
                 ]
                 parts.append(packed_lines([items], gap=2))

@@ -12,9 +12,12 @@ from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 
+from sparktui.actions.plans import finding_fix, fix_sequence_text
+from sparktui.config import load_catalogue
 from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
+from sparktui.model.levels import Level
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA
 from sparktui.ui.keys import action_key
@@ -31,16 +34,37 @@ STATUS_GLYPH = {
 }
 
 
-def spark_text(values: Sequence[float], width: int, colour: str, floor: float | None = 0.0) -> Text:
-    """A one-line sparkline of the last ``width`` values, scaled from ``floor`` (or the minimum)."""
+def spark_text(
+    values: Sequence[float], width: int, colour: str, floor: float | None = 0.0, high: float | None = None
+) -> Text:
+    """A one-line sparkline of the last ``width`` values, scaled from ``floor`` (or the minimum) to
+    ``high`` (a scale shared by several lines, so rows compare) or else the values' own maximum."""
     tail = [v for v in values[-width:] if not math.isnan(v)]
     if not tail:
         return Text(NO_DATA, style=colour)
     low = floor if floor is not None else min(tail)
-    high = max(tail)
-    span = high - low
-    chars = [BLOCKS[0] if span <= 0 else BLOCKS[min(7, int((v - low) / span * 7.999))] for v in tail]
+    top = max(tail) if high is None else max(high, low)
+    span = top - low
+    chars = [BLOCKS[0] if span <= 0 else BLOCKS[max(0, min(7, int((v - low) / span * 7.999)))] for v in tail]
     return Text("".join(chars).rjust(width), style=colour)
+
+
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def column_chart(values: Sequence[float], width: int, height: int, colour: str, high: float | None = None) -> Text:
+    """A chart of the last ``width`` values, one column each, ``height`` rows of eighth blocks (8 steps
+    a row), from 0 to ``high`` (else the values' maximum); the newest value is the right-most column."""
+    tail = [max(0.0, v) for v in values[-width:] if not math.isnan(v)]
+    top = high if high is not None else max(tail, default=0.0)
+    rows: list[str] = []
+    for row in range(height - 1, -1, -1):  # top row first
+        cells = []
+        for value in tail:
+            eighths = 0 if top <= 0 else round(min(1.0, value / top) * height * 8)
+            cells.append(EIGHTHS[max(0, min(8, eighths - row * 8))])
+        rows.append("".join(cells).rjust(width))
+    return Text("\n".join(rows), style=colour)
 
 
 def status_text(state: State, colours: Mapping[str, str], label: bool = True) -> Text:
@@ -49,8 +73,13 @@ def status_text(state: State, colours: Mapping[str, str], label: bool = True) ->
     return Text(f"{glyph} {state.value}" if label else glyph, style=f"bold {colour}")
 
 
-def memory_bar(ledger: MemoryLedger | None, width: int, colours: Mapping[str, str]) -> Text:
-    """The unified-memory bar: vLLM | other | reclaimable cache | shmem | free, to scale."""
+# Each memory segment's fill: one shade each, so the parts stay apart without colour (NO_COLOR).
+MEMORY_PATTERNS = {"vLLM": "█", "other": "▓", "reclaimable cache": "▒", "shmem": "░", "free": "·"}
+
+
+def memory_bar(ledger: MemoryLedger | None, width: int, colours: Mapping[str, str], patterns: bool = False) -> Text:
+    """The unified-memory bar: vLLM | other | reclaimable cache | shmem | free, to scale; ``patterns``
+    fills each part with its own shade (MEMORY_PATTERNS) for a screen without colour."""
     segments = ledger.segments() if ledger is not None else ()
     total = sum(size for _, size in segments)
     if not segments or total <= 0:
@@ -61,8 +90,20 @@ def memory_bar(ledger: MemoryLedger | None, width: int, colours: Mapping[str, st
         cells = round(size / total * width) if index < len(segments) - 1 else width - used
         cells = max(0, min(cells, width - used))
         used += cells
-        text.append("█" * cells, style=colours[MEMORY_VARIABLES[label]])
+        fill = MEMORY_PATTERNS[label] if patterns else "█"
+        text.append(fill * cells, style=colours[MEMORY_VARIABLES[label]])
     return text
+
+
+LEVEL_VARIABLES = {Level.OK: "", Level.WARN: "status-warn", Level.CRIT: "status-crit"}
+
+
+def level_text(value: str, level: Level | None, colours: Mapping[str, str]) -> Text | str:
+    """A number coloured by its level against its threshold (amber warning, red critical); plain when
+    normal or unknown."""
+    if level is None or level is Level.OK:
+        return value
+    return Text(value, style=f"bold {colours[LEVEL_VARIABLES[level]]}")
 
 
 def level_bar(fraction: float | None, width: int, colour: str, empty: str) -> Text:
@@ -90,6 +131,21 @@ def findings_cell(findings: Sequence[Finding], colours: Mapping[str, str]) -> Te
     return Text(f"{len(findings)} {SEVERITY_GLYPH[worst]}", style=f"bold {colours[SEVERITY_VARIABLES[worst]]}")
 
 
+def finding_line(finding: Finding, colours: Mapping[str, str], keymap: Mapping[str, str] | None = None) -> Text:
+    """A finding in one line, for a list: severity, node (instance), title and the key that fixes it."""
+    severity = finding.severity.value
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{SEVERITY_GLYPH[severity]} ", style=f"bold {colours[SEVERITY_VARIABLES[severity]]}")
+    text.append(finding.node, style="bold")
+    if finding.instance:
+        text.append(f"/{finding.instance}", style=colours["dim"])
+    key = action_key(finding.action, keymap) if finding.action else None
+    if key:
+        text.append(f" [{key}]", style=f"bold {colours['status-loading']}")
+    text.append(f" {finding.title}")
+    return text
+
+
 def finding_text(
     finding: Finding,
     colours: Mapping[str, str],
@@ -97,14 +153,20 @@ def finding_text(
     keymap: Mapping[str, str] | None = None,
 ) -> Text:
     """A finding as the operator reads it: what, where, the evidence, the fix, the key that applies it
-    (``keymap``: the config's remapped keys)."""
+    (``keymap``: the config's remapped keys): a fix of several actions on the ``fix`` key, with them in
+    order (``[x: drop caches → restart → warm up]``), a one-action fix on that action's key."""
     severity = finding.severity.value
     colour = colours[SEVERITY_VARIABLES[severity]]
     text = Text()
     text.append(f"{SEVERITY_GLYPH[severity]} {finding.title}", style=f"bold {colour}")
     if finding.instance:
         text.append(f"  ({finding.instance})", style=colours["dim"])
-    if finding.action:
+    fix = finding_fix(finding, load_catalogue())
+    if len(fix) > 1:
+        key = action_key("fix", keymap)
+        what = fix_sequence_text(fix)
+        text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])
+    elif finding.action:
         key = action_key(finding.action, keymap)
         what = finding.action.replace("-", " ")
         text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])

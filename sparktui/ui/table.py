@@ -40,7 +40,7 @@ class TableColumn:
     width: int  # content width; the column takes width + 2 * PADDING cells
 
 
-class RowTable(ScrollView, can_focus=True):
+class RowTable(ScrollView, can_focus=True, inherit_bindings=False):  # its keys: keys.TABLE_BINDINGS
     """Rows of cells under a fixed header; a row cursor. Rows are replaced whole with ``set_rows``."""
 
     BINDINGS: ClassVar[list[BindingType]] = TABLE_BINDINGS

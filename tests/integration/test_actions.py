@@ -23,7 +23,6 @@ from sparktui.actions.audit import AUDIT_ENV, AuditLog
 from sparktui.actions.plans import (
     ActionKind,
     ActionPlan,
-    ActionSettings,
     Refusal,
     StepKind,
     plan_action,
@@ -46,22 +45,13 @@ from sparktui.model.memory import GIB, HostMemory
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
 from sparktui.model.units import fmt_seconds
+from tests.support.actions import FAST, config_for, fast_demo
 from tests.support.fixture_fleet import Endpoint, FixtureServer
 from tests.support.sshd import Sshd
 from tests.support.wait import wait_until
 
+FIX_FINDING = "page-cache-blocks-start"  # its fix: drop caches, restart, warm up
 HOSTILE = ["x; rm -rf /", "a b", "it's", 'q"uote', "new\nline", "-rf", "$(id)", "`id`", "a|b"]
-FAST = ActionSettings(
-    command_timeout_s=10.0,
-    remove_timeout_s=10.0,
-    kill_timeout_s=10.0,
-    ready_timeout_s=20.0,
-    health_poll_s=0.05,
-    warmup_request_timeout_s=20.0,
-    warmup_ttft_target_s=5.0,
-    warmup_max_requests=3,
-    margin_s=5.0,
-)
 QWEN36 = PROFILES["qwen36"].served_name
 
 
@@ -448,7 +438,8 @@ async def test_drop_caches_syncs_drops_then_removes_the_leftovers_and_reports_me
     (view,) = views_with(fleet, {"spark1": host_sample(shm=shm)})
     plan = plan_drop_caches(fleet, "spark1", view, settings=FAST)
     assert isinstance(plan, ActionPlan)
-    samples = iter([memory(7.2), memory(7.2), memory(112.4)])  # before; a stale one; then the fresh sample
+    # Before; the same again; one read on the node before the drop landed; then the fresh sample.
+    samples = iter([memory(7.2), memory(7.2), memory(7.1), memory(112.4)])
     runner = runner_for(fleet, tmp_path, memory=lambda _node: next(samples), memory_settle_s=5.0)
     try:
         async with asyncio.timeout(30):
@@ -529,7 +520,7 @@ async def test_read_only_runner_refuses_every_action_and_sends_nothing(sshd: Ssh
         assert result.outcome is Outcome.REFUSED
         assert "read-only" in result.message and "--read-only or --kiosk" in result.message
     assert len(sshd.calls()) == before
-    assert [r["result"] for r in AuditLog(tmp_path / "audit.log").records()] == ["refused"] * 4
+    assert [r["result"] for r in AuditLog(tmp_path / "audit.log").records()] == ["refused"] * len(ActionKind)
 
 
 async def test_one_action_at_a_time_per_node_while_another_node_proceeds(
@@ -628,48 +619,34 @@ async def test_warmup_streams_tiny_completions_and_measures_ttft(demo: DemoFleet
 async def test_restart_on_the_demo_fleet_waits_for_readiness_and_warms_the_cold_jit(tmp_path: Path) -> None:
     """Through the demo's own SSH server: the restart really restarts the simulated unit; the readiness
     check waits out the model load and the warmup the cold JIT (timed on the simulation's clock)."""
-    fleet = DemoFleet(
-        nodes=(DemoNodeSpec("spark1", (InstanceSpec("qwen36", "qwen36", unit="vllm-qwen36.service"),), "nvidia"),),
-        seed=11,
-    )
-    await fleet.start()
-
-    async def fast_clock() -> None:  # 50x wall speed
-        while True:
-            await asyncio.sleep(0.01)  # the scenario: the simulation's clock runs on wall time
-            await fleet.advance(0.5)
-
-    clock = asyncio.create_task(fast_clock())
-    runner: ActionRunner | None = None
-    try:
-        spec = parse_config(fleet.config_toml(), source="demo.toml")
-        state, now = await collect(spec, polls=2, interval_s=0.3)
-        plan = plan_restart(spec, "spark1", views=state.view(now, window_s=None), settings=FAST)
-        assert isinstance(plan, ActionPlan), plan
-        assert plan.steps[2].warmup is not None and plan.steps[2].warmup.model == QWEN36
-        # Its clients have failed over (as in the incident): the warmup's request is the first after the start.
-        fleet.node("spark1").instances[0].engine.load_factor = 0.0
-        runner = runner_for(spec, tmp_path, clock=lambda: fleet.now)
-        async with asyncio.timeout(60):
-            result = await runner.run(plan)
-        assert result.ok, result.lines()
-        demo_ssh = fleet.node("spark1").ssh
-        assert demo_ssh is not None and "sudo -n systemctl restart vllm-qwen36.service" in demo_ssh.commands
-        assert result.steps[1].duration_s >= 40.0  # the model load (48 s simulated on this Spark)
-        warmup = result.warmup
-        assert warmup is not None and warmup.first_s is not None and warmup.last_s is not None
-        assert warmup.first_s > 20.0  # the cold JIT
-        assert warmup.last_s < FAST.warmup_ttft_target_s and warmup.reached
-        assert result.ttft_before_s is not None
-        assert f"TTFT before {fmt_seconds(result.ttft_before_s)}, after restart {fmt_seconds(warmup.first_s)}" in (
-            result.message
-        )
-    finally:
-        if runner is not None:
-            await runner.close()
-        clock.cancel()
-        await asyncio.gather(clock, return_exceptions=True)
-        await fleet.stop()
+    async with fast_demo(seed=11) as fleet:
+        runner: ActionRunner | None = None
+        try:
+            spec = parse_config(fleet.config_toml(), source="demo.toml")
+            state, now = await collect(spec, polls=2, interval_s=0.3)
+            plan = plan_restart(spec, "spark1", views=state.view(now, window_s=None), settings=FAST)
+            assert isinstance(plan, ActionPlan), plan
+            assert plan.steps[2].warmup is not None and plan.steps[2].warmup.model == QWEN36
+            # Its clients have failed over (as in the incident): the warmup's request is the first after the start.
+            fleet.node("spark1").instances[0].engine.load_factor = 0.0
+            runner = runner_for(spec, tmp_path, clock=lambda: fleet.now)
+            async with asyncio.timeout(60):
+                result = await runner.run(plan)
+            assert result.ok, result.lines()
+            demo_ssh = fleet.node("spark1").ssh
+            assert demo_ssh is not None and "sudo -n systemctl restart vllm-qwen36.service" in demo_ssh.commands
+            assert result.steps[1].duration_s >= 40.0  # the model load (48 s simulated on this Spark)
+            warmup = result.warmup
+            assert warmup is not None and warmup.first_s is not None and warmup.last_s is not None
+            assert warmup.first_s > 20.0  # the cold JIT
+            assert warmup.last_s < FAST.warmup_ttft_target_s and warmup.reached
+            assert result.ttft_before_s is not None
+            assert f"TTFT before {fmt_seconds(result.ttft_before_s)}, after restart {fmt_seconds(warmup.first_s)}" in (
+                result.message
+            )
+        finally:
+            if runner is not None:
+                await runner.close()
 
 
 async def test_local_node_runs_the_commands_here_without_ssh(
@@ -692,6 +669,24 @@ async def test_local_node_runs_the_commands_here_without_ssh(
     assert (state / "calls.log").read_text().splitlines()[0] == "sudo -n sh -c sync; echo 3 > /proc/sys/vm/drop_caches"
     assert (state / "drop_caches").read_text() == "3\n"
     assert "MemAvailable before/after unknown" in result.message
+
+
+async def test_a_local_commands_output_is_kept_to_its_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local node's command that prints without end does not fill memory: each stream keeps its last
+    MAX_COMMAND_OUTPUT characters, as over SSH, and a character split between two reads stays whole."""
+    from sparktui.actions import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "MAX_COMMAND_OUTPUT", 1000)
+    command = (
+        "python3 -c \"import sys; sys.stdout.write('é' * 200_000 + 'END'); "
+        "sys.stderr.write('x' * 5000 + '\\x1b]0;pwned\\x07')\""
+    )
+    ran = await runner_module._run_local(command, timeout_s=30)
+    assert ran.exit_status == 0
+    assert ran.stdout.startswith("[199,003 characters of output dropped; the last 1,000 follow]\n")
+    assert ran.stdout.endswith("é" * 997 + "END") and "\ufffd" not in ran.stdout
+    assert "x" * 900 in ran.stderr and len(ran.stderr) < 1100
+    assert "\x1b" not in ran.stderr  # an escape sequence is removed, as from an SSH command
 
 
 async def test_audit_log_lines_name_time_user_node_target_command_status_duration_result(
@@ -745,29 +740,6 @@ def vllm_server() -> Iterator[FixtureServer]:
     server = FixtureServer(Endpoint(name="act-vllm")).start()
     yield server
     server.stop()
-
-
-def config_for(server: Sshd, vllm_url: str, unit: str) -> str:
-    return f"""
-poll_interval_s = 0.5
-timeout_s = 1.0
-
-[[nodes]]
-name = "spark1"
-host = "{server.host}"
-
-[nodes.ssh]
-user = "{server.user}"
-port = {server.port}
-key_file = "{server.client_key}"
-known_hosts = "{server.known_hosts}"
-connect_timeout_s = 3.0
-
-[[nodes.vllm]]
-name = "qwen36"
-url = "{vllm_url}"
-unit = "{unit}"
-"""
 
 
 def test_cli_without_yes_and_without_a_terminal_prints_the_plan_and_refuses(
@@ -884,3 +856,40 @@ def test_cli_on_a_terminal_asks_and_a_no_sends_nothing(
     assert f"1. on spark1: sudo -n systemctl restart {unit}" in out
     assert err.strip() == "sparktui action: not run (not confirmed)"
     assert calls_with(sshd, f"restart {unit}") == []
+
+
+def test_cli_fix_confirms_every_step_with_yes_and_stops_at_the_failing_one(
+    fresh_sshd: Sshd,
+    vllm_server: FixtureServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    unit = "vllm-cli-fix.service"
+    config = tmp_path / "config.toml"
+    config.write_text(config_for(fresh_sshd, vllm_server.url, unit))
+    monkeypatch.setenv(AUDIT_ENV, str(tmp_path / "audit.log"))
+    code = main(["--config", str(config), "action", "spark1", "fix"])  # one poll of a healthy node finds nothing
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "no open finding on spark1 has a fix" in err and "name the finding with --finding ID" in err
+
+    code = main(["--config", str(config), "action", "spark1", "fix", "--finding", FIX_FINDING])
+    out, err = capsys.readouterr()
+    assert code == 2 and "not run: no terminal to confirm on" in err  # no terminal, no --yes: plan only
+    assert f"fix spark1: {FIX_FINDING}?" in out and "step 3/3: warmup spark1/qwen36" in out
+    assert not [c for c in fresh_sshd.calls() if "drop_caches" in c or "systemctl restart" in c]
+
+    code = main(["--config", str(config), "action", "spark1", "fix", "--finding", FIX_FINDING, "--yes"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    for number, name in enumerate(("drop-caches spark1", "restart spark1/qwen36", "warmup spark1/qwen36"), 1):
+        assert f"step {number}/3: {name}" in out
+    calls = fresh_sshd.calls()
+    assert calls.index("sudo -n sh -c sync; echo 3 > /proc/sys/vm/drop_caches") < calls.index(
+        f"sudo -n systemctl restart {unit}"
+    )
+    # The fixture server answers no chat completion: the warm-up, the last step, fails and says why.
+    assert f"fix spark1: {FIX_FINDING}: stopped at step 3/3: warmup spark1/qwen36: failed at step 1/1" in out
+    records = AuditLog(tmp_path / "audit.log").records()
+    assert records[-1]["event"] == "fix" and records[-1]["result"] == "failed"

@@ -188,3 +188,20 @@ def test_missing_config_says_what_to_do(tmp_path: Path) -> None:
     result = _run(tmp_path / "nope.toml", "check")
     assert result.returncode == 2
     assert "sparktui init" in result.stderr and "sparktui demo" in result.stderr
+
+
+def test_screenshot_runs_the_demo_for_the_seconds_asked(tmp_path: Path) -> None:
+    """``--seconds`` is how much of the scenario the picture shows: the fleet chart's span says so."""
+    import re
+
+    out = tmp_path / "fleet.svg"
+    done = subprocess.run(
+        [sys.executable, "-m", "sparktui", "screenshot", "--seconds", "8", "--out", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    spans = [int(s) for s in re.findall(r"over&#160;(\d+)s", out.read_text())]
+    assert spans and max(spans) <= 8  # the default would run 60 s

@@ -341,6 +341,18 @@ def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
         _encoded_round_trip(items, keyframe_s)
 
 
+def test_the_time_metrics_answered_is_recorded_with_its_observation() -> None:
+    """A replay times rates as the live dashboard did: by each /metrics answer (issue 20)."""
+    items: list[tuple[Kind, float, str, object]] = []
+    for second in range(4):
+        t = T0 + second
+        for obs in fixture_poll(t, WALL0 + second, second):
+            vllm = tuple(replace(v, metrics_t=t - 0.25 * (second + 1)) for v in obs.vllm)  # answered before the end
+            items.append((Kind.OBSERVATION, t, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
 def test_tee_asks_the_consumer_which_canaries_are_due_never_the_recorder(tmp_path: Path) -> None:
     monitor = monitor_for(fleet_spec())
     recorder = Recorder(tmp_path / "r.db", fleet_spec())
@@ -638,11 +650,14 @@ def test_export_command_writes_the_file_and_errors_are_one_line(
     recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.csv"
+    out.write_text("an older file, readable by all\n")
+    out.chmod(0o644)
     args = _parser().parse_args(
         ["export", str(recording), "--to", "csv", "--metrics", "status,gpu_temp", "-o", str(out)]
     )
     assert export_cli.run(args) == 0
     assert out.read_text().splitlines()[0] == "time,t,node,status,gpu_temp"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # what the fleet did: for the owner only
     args = _parser().parse_args(["export", str(tmp_path / "nope.db"), "--to", "jsonl"])
     assert export_cli.run(args) == 2
     err = capsys.readouterr().err

@@ -1,7 +1,9 @@
-"""SVG snapshots of the fleet and node screens, in two themes and two sizes, and of the log view, from
-deterministic data (``tests/support/ui_data.py``, and a log written here). Update with ``pytest
-tests/snapshots/test_snapshots.py --snapshot-update`` after a deliberate change, and look at the report
-before committing."""
+"""SVG snapshots of every screen and dialog at 80x24 and 160x48 in the dark theme, and of the fleet and
+node screens in the light theme too, from deterministic data (``tests/support/ui_data.py``, and spark1's
+log written here). Update with
+``pytest tests/snapshots/test_snapshots.py --snapshot-update`` after a deliberate change, and look at
+the pictures (``rsvg-convert``; add ``xml:space="preserve"`` to the ``<svg>`` tag first, or it drops
+runs of spaces) before committing."""
 
 from __future__ import annotations
 
@@ -12,16 +14,33 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from textual.pilot import Pilot
 
+from sparktui.model.drift import DriftReport
 from sparktui.model.logbuffer import LogBuffer
 from sparktui.ui.app import SparkApp
+from sparktui.ui.fleet_views import DriftScreen
 from tests.support.ui_data import fed_app
+from tests.ui.test_views import app_with_a_slow_node_down_rule
+from tests.unit.test_drift import ROWS
 
 SnapCompare = Callable[..., bool]
 
-
-async def _open_node(pilot: Pilot[None]) -> None:
-    await pilot.press("enter")
-    await pilot.pause()
+# Each screen as the operator reaches it: the keys pressed from the fleet screen.
+SCREENS: dict[str, tuple[str, ...]] = {
+    "fleet": (),
+    "node": ("enter",),
+    "logs": ("enter", "l", "slash", *"free memory", "enter"),  # a search: the signature line, its match lit
+    "findings": ("f",),
+    "drift": (),  # pushed with a report that differs (below)
+    "alerts": ("exclamation_mark",),
+    "help": ("question_mark",),
+    "confirm": ("down", "r"),  # restart spark2's vllm-gemma4.service: the exact command, y/n
+    "action-log": ("a",),
+    "kiosk": (),
+}
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+CASES = [(screen, size, "spark-dark") for screen in SCREENS for size in SIZES] + [
+    (screen, size, "spark-light") for screen in ("fleet", "node") for size in SIZES
+]
 
 
 def _with_log(app: SparkApp) -> SparkApp:
@@ -58,22 +77,24 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-@pytest.mark.parametrize("theme", ["spark-dark", "spark-light"])
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-@pytest.mark.parametrize("screen", ["fleet", "node"])
-def test_screens(snap_compare: SnapCompare, theme: str, size: tuple[int, int], screen: str, utc: None) -> None:
-    app = fed_app(theme=theme)
-    if screen == "node":
-        _with_log(app)  # the node screen's log tail
-    assert snap_compare(app, terminal_size=size, run_before=_open_node if screen == "node" else None)
+def _app(screen: str, theme: str) -> SparkApp:
+    if screen == "alerts":
+        return app_with_a_slow_node_down_rule()  # firing, pending and quiet rules
+    app = fed_app(theme=theme, kiosk=screen == "kiosk")
+    return _with_log(app) if screen in ("node", "logs") else app  # the node screen's log tail, the log view
 
 
-async def _open_log_and_search(pilot: Pilot[None]) -> None:
-    await pilot.press("enter", "l", "slash", *"free memory", "enter")
-    await pilot.pause()
+def _before(screen: str) -> Callable[[Pilot[None]], object]:
+    async def run_before(pilot: Pilot[None]) -> None:
+        if screen == "drift":  # the fed fleet has no two instances that disagree: a report that has
+            pilot.app.push_screen(DriftScreen(DriftReport(ROWS, {})))
+        for key in SCREENS[screen]:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-def test_log_view(snap_compare: SnapCompare, size: tuple[int, int], utc: None) -> None:
-    """The log view, a search made: the signature line in the critical colour, its match highlighted."""
-    assert snap_compare(_with_log(fed_app()), terminal_size=size, run_before=_open_log_and_search)
+@pytest.mark.parametrize(("screen", "size", "theme"), CASES, ids=[f"{s}-{z}-{t}" for s, z, t in CASES])
+def test_screens(snap_compare: SnapCompare, screen: str, size: str, theme: str, utc: None) -> None:
+    assert snap_compare(_app(screen, theme), terminal_size=SIZES[size], run_before=_before(screen))

@@ -1,18 +1,15 @@
 """The node screen as an incident cockpit, on the demo fleet's ``incident`` (real HTTP and SSH servers,
-12x real time): at 160x48 the findings, the memory ledger, the GPU and the live log tail are on screen
-without scrolling; at 80x24 no two panels overlap and the rest scrolls into view. An instance that is
-not serving shows "–" and why, never its last numbers."""
+12x real time: the ``incident`` fixture of ``conftest.py``): at 160x48 the findings, the memory ledger,
+the GPU and the live log tail are on screen without scrolling; at 80x24 no two panels overlap and the
+rest scrolls into view. An instance that is not serving shows "–" and why, never its last numbers."""
 
 from __future__ import annotations
 
 import io
 import itertools
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from rich.console import Console
 from textual.containers import VerticalScroll
 from textual.geometry import Region
@@ -25,18 +22,10 @@ from sparktui.model.status import State
 from sparktui.ui.app import SparkApp
 from sparktui.ui.log_screen import LogView
 from sparktui.ui.node_screen import NodeScreen
-from tests.support.demo_app import demo_app
 from tests.support.ui_data import NOW, fed_app
 from tests.support.wait import wait_until
 
 PANELS = ("#findings", "#memory", "#gpu", "#throughput-panel", "#requests", "#latency", "#tail-panel")
-
-
-@pytest.fixture
-async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
-    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    async with demo_app("incident") as app:
-        yield app
 
 
 def _plain(widget: Static) -> str:

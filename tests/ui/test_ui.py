@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
@@ -21,8 +21,8 @@ from sparktui.ui.alerts_screen import AlertsScreen
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
-from sparktui.ui.help_screen import HelpScreen
-from sparktui.ui.keys import RECOVERY_ACTIONS, keys_markdown
+from sparktui.ui.help_screen import HelpScreen, KeyReference
+from sparktui.ui.keys import RECOVERY_ACTIONS, help_sections
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
@@ -56,7 +56,7 @@ async def test_fleet_screen_lists_every_node_with_the_worker_under_its_head() ->
         assert _row_labels(app) == ["spark1", "spark2", "spark3", "└ spark4"]
         summary = str(app.screen.query_one("#summary", Static).content)
         assert "4 nodes" in summary and "2 up" in summary and "2 down" in summary
-        banner = str(app.screen.query_one("#banner", Static).content)
+        banner = str(app.screen.query_one("#crit-banner", Static).content)
         assert "spark3 DOWN: qwen235: /health connection refused" in banner
 
 
@@ -146,7 +146,7 @@ async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
         await pilot.resize_terminal(200, 60)
         await pilot.pause()
         wide = [c.label for c in _table(app).columns]
-        assert "Model" in wide and "Memory" in wide and "GPU" in wide and len(wide) == 15
+        assert "Model" in wide and "Mem avail" in wide and "GPU" in wide and len(wide) == 15
         assert len(_row_labels(app)) == 4
 
 
@@ -156,7 +156,7 @@ async def test_help_shows_the_key_reference_and_closes_with_escape() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        assert app.screen.query_one(Markdown).source == keys_markdown()  # what docs/keys.md holds
+        assert app.screen.query_one(KeyReference).sections == help_sections()  # what docs/keys.md holds
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
@@ -169,7 +169,7 @@ async def test_stale_nodes_are_shown_and_bannered() -> None:
         app.refresh_views()
         await pilot.pause()
         assert all("stale" in str(_table(app).get_row_at(i)[1]) for i in range(4))
-        assert "STALE" in str(app.screen.query_one("#banner", Static).content)
+        assert "STALE" in str(app.screen.query_one("#crit-banner", Static).content)
 
 
 async def test_kiosk_refuses_every_key_palette_and_click() -> None:
@@ -267,7 +267,7 @@ async def test_command_palette_opens_a_node_by_name() -> None:
 async def test_read_only_refuses_the_action_keys_in_the_app_and_the_runner() -> None:
     app = fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        for key in ("r", "d", "k", "w"):
+        for key in ("r", "d", "K", "w"):
             await pilot.press(key)
             await pilot.pause()
             assert isinstance(app.screen, FleetScreen), key  # no confirmation was offered
@@ -285,15 +285,15 @@ async def test_every_action_refused_in_the_dashboard_is_audited(
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
     app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        for key in ("r", "d", "k", "w"):
+        for key in ("r", "d", "K", "w", "x"):
             await pilot.press(key)
             await pilot.pause()
-        await wait_until(lambda: len(AuditLog(log).records()) >= 4, what="four refused lines in the audit log")
+        await wait_until(lambda: len(AuditLog(log).records()) >= 5, what="five refused lines in the audit log")
         assert not app.action_results  # nothing ran
     records = AuditLog(log).records()
     where = "kiosk" if mode == "kiosk" else "read-only"
     assert [(r["event"], r["action"], r["refused_by"], r["result"]) for r in records] == [
-        ("refused", action, where, "refused") for action in ("restart", "drop-caches", "kill-workers", "warmup")
+        ("refused", action, where, "refused") for action in ("restart", "drop-caches", "kill-workers", "warmup", "fix")
     ]
     assert all(r["message"] == f"{where}: actions are off" for r in records)
 
@@ -334,12 +334,12 @@ async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
     assert any(a.node == "spark3" and a.name == "node-down" for a in app.alerts.active())
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        banner = str(app.screen.query_one("#banner", Static).content)
-        assert "alerts: CRIT spark3 node-down" in banner
+        banner = str(app.screen.query_one("#crit-banner", Static).content)
+        assert "CRIT spark3 node-down" in banner
         await pilot.press("exclamation_mark")
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
-        await pilot.press("down", "s")
+        await pilot.press("s")
         await pilot.pause()
         assert all("spark3 node-down" not in line for line in app.alert_banner())
 
@@ -376,6 +376,10 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
             lambda: str(_table(app).get_row_at(0)[reqs]).startswith("23/"), 10.0, what="spark1's reqs cell redrawn"
         )
         assert not str(_table(app).get_row_at(1)[reqs]).startswith("23/")  # the other rows are as they were
+        # The header adds up the rows it stands over, redrawn with them (not a tick later).
+        cells = [str(_table(app).get_row_at(i)[reqs]).split("/")[0] for i in range(_table(app).row_count)]
+        running = sum(int(c) for c in cells if c.isdigit())
+        assert f"running {running} " in str(app.screen.query_one("#summary", Static).content)
 
 
 async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,10 +4,9 @@ node ends healthy with a measured warmup TTFT."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from textual.widgets import Static
 
 from sparktui.model.fleet import InstanceView
@@ -15,17 +14,7 @@ from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
 from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
-from tests.support.demo_app import demo_app
 from tests.support.wait import wait_until
-
-SPEED = 12.0
-
-
-@pytest.fixture
-async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SparkApp]:
-    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    async with demo_app("incident", speed=SPEED) as app:
-        yield app
 
 
 async def _until(app: SparkApp, what: str, check: Callable[[], bool], timeout_s: float) -> None:

@@ -20,10 +20,14 @@ from sparktui.diagnosis.alerts import (
     AlertEvent,
     AlertKey,
     AlertState,
+    RuleState,
     alert_rules,
     default_rules,
     firing_now,
+    held_text,
     read_rules,
+    rule_condition,
+    status_timing,
 )
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
@@ -530,3 +534,57 @@ def test_pending_lists_conditions_waiting_for_their_minimum_duration() -> None:
     rig.tick(0.0, ok(), kv(0, 0.9))
     rig.tick(1.0, ok(), kv(1, 0.9))
     assert rig.engine.pending() == {AlertKey("kv-full", "spark1", "gptoss"): 0.0}
+
+
+# --- the rules' state, for the alerts screen ----------------------------------------------------------
+
+THREE_RULES = (
+    KV_RULE
+    + '[[alerts]]\nname = "kv-high"\nmetric = "kv_usage"\nabove = 0.5\nseverity = "crit"\n'
+    + '[[alerts]]\nname = "hot"\nmetric = "gpu_temp_c"\nabove = 90.0\nfor_s = 120.0\n'
+)
+
+
+def test_rule_states_list_firing_then_silenced_then_pending_then_the_quiet_rules() -> None:
+    rig = AlertRig(THREE_RULES)
+    assert [(s.rule.name, s.state) for s in rig.engine.rule_states(0.0)] == [
+        ("kv-full", RuleState.OK),
+        ("kv-high", RuleState.OK),
+        ("hot", RuleState.OK),
+    ]
+    for i in range(3):
+        rig.tick(float(i), ok(), kv(i, 0.9))  # kv-high fires at once; kv-full waits for its 10 s
+    states = rig.engine.rule_states(2.0)
+    assert [(s.rule.name, s.state, s.since) for s in states] == [
+        ("kv-high", RuleState.FIRING, 0.0),
+        ("kv-full", RuleState.PENDING, 0.0),
+        ("hot", RuleState.OK, None),
+    ]
+    firing, pending, _ = states
+    assert firing.key == AlertKey("kv-high", "spark1", "gptoss") and firing.severity is Severity.CRIT
+    assert firing.alert is not None and firing.alert.fired_at == 0.0
+    assert pending.summary == "KV-cache usage 90.0% on spark1/gptoss" and pending.rule.for_s == 10.0
+    assert [status_timing(s, 2.0) for s in states] == ["firing 2 s", "pending 2 s of 10 s", ""]
+    rig.engine.silence(AlertKey("kv-high", "spark1", "gptoss"), until=60.0)
+    silenced = rig.engine.rule_states(3.0)[0]
+    assert (silenced.state, silenced.silenced_until) == (RuleState.SILENCED, 60.0)
+    assert status_timing(silenced, 3.0) == "silenced 57 s more"
+    assert rig.engine.rule_states(60.0)[0].state is RuleState.FIRING  # the silence is over
+    rig.engine.silence(AlertKey("kv-full", "spark1", "gptoss"), until=30.0)
+    held_back = rig.engine.rule_states(3.0)[1]
+    assert (held_back.state, held_back.silenced_until) == (RuleState.PENDING, 30.0)  # silenced ahead of firing
+
+
+def test_a_rule_reads_as_one_short_condition() -> None:
+    rules = {r.name: r for r in default_rules(Thresholds())}
+    assert rule_condition(rules["kv-cache-full"]) == "KV-cache usage ≥ 90.0% for 5 min"
+    assert rule_condition(rules["memory-critical"]) == "MemAvailable ≤ 4.0 GiB for 10 s"
+    assert rule_condition(rules["findings"]) == "any finding at warn or worse"
+    assert rule_condition(rule("node_down", for_s=30.0)) == "node down for 30 s"
+    assert [held_text(s) for s in (59.6, 300.0, 5400.0, 7200.0, 9000.0)] == [
+        "60 s",
+        "5 min",
+        "90 min",
+        "2 h",
+        "2 h 30 min",
+    ]

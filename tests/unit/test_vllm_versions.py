@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -80,3 +81,52 @@ def test_wanted_names_cover_every_sample_the_normaliser_reads() -> None:
     filtered = normalise(parse(text, keep=WANTED.__contains__))
     assert filtered == full
     assert len(wanted_sample_names()) == len(WANTED)
+
+
+def _tracker_over(rewrite: Callable[[str], str], count: int = 10) -> VllmTracker:
+    tracker = VllmTracker()
+    for entry in json.loads((SCENARIO / "scrapes.json").read_text())[:count]:
+        tracker.observe(entry["t"], normalise(parse(rewrite((SCENARIO / entry["file"]).read_text()))))
+    return tracker
+
+
+def _as_v0(text: str) -> str:
+    """A V0 server: no prefix-cache counters, its own hit-rate gauge (a ratio) instead."""
+    text = "\n".join(line for line in text.splitlines() if "prefix_cache_" not in line)
+    model = re.search(r'model_name="([^"]+)"', text)
+    assert model is not None
+    return (
+        _as_old_server(text)
+        + "\n# TYPE vllm:gpu_prefix_cache_hit_rate gauge\n"
+        + f'vllm:gpu_prefix_cache_hit_rate{{model_name="{model.group(1)}"}} 0.4375\n'
+    )
+
+
+def test_v0_prefix_hit_rate_is_its_own_ratio_gauge() -> None:
+    rates = _tracker_over(_as_v0).rates()
+    assert rates is not None and rates.prefix_cache_hit_rate == 0.4375
+
+
+def test_without_the_by_source_counter_computed_prompt_falls_back_to_every_prompt_token() -> None:
+    """Before 0.16 there is no prompt_tokens_by_source_total: vLLM's own log line counted every prompt
+    token as prefilled, and so does sparktui (formulas.md §2). Checked against the counter's own
+    increase, read from the scrape text."""
+
+    def without_source(text: str) -> str:
+        return "\n".join(line for line in text.splitlines() if "prompt_tokens_by_source" not in line)
+
+    entries = json.loads((SCENARIO / "scrapes.json").read_text())[:10]
+    tracker = _tracker_over(without_source)
+    rates = tracker.rates()
+    assert rates is not None and rates.prompt_tokens_computed_per_s is not None
+
+    def prompt_total(entry: dict[str, object]) -> float:
+        text = (SCENARIO / str(entry["file"])).read_text()
+        return sum(float(v) for v in re.findall(r"^vllm:prompt_tokens_total\{[^}]*\} (\S+)$", text, re.M))
+
+    first = next(e for e in entries if e["t"] >= entries[-1]["t"] - rates.seconds - 1e-9)
+    expected = (prompt_total(entries[-1]) - prompt_total(first)) / (entries[-1]["t"] - first["t"])
+    assert rates.prompt_tokens_computed_per_s == pytest.approx(expected, rel=1e-9)
+    assert rates.prompt_tokens_computed_per_s == rates.prompt_tokens_per_s
+    with_source = _tracker_over(lambda text: text).rates()
+    assert with_source is not None and with_source.prompt_tokens_computed_per_s != with_source.prompt_tokens_per_s

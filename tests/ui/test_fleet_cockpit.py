@@ -1,0 +1,120 @@
+"""The fleet screen at a glance: levels on the cells, banners by severity, columns that use the
+width, charts and lists in the spare rows, and totals that say "–" rather than 0."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from sparktui.model.specs import AlertRuleSpec, Thresholds
+from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.table import RowTable
+from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
+
+
+def _app(**update: object) -> SparkApp:
+    clock = Clock()
+    app = make_app(fleet_spec().model_copy(update=update), collect=False, clock=clock)
+    feed(app, clock)
+    return app
+
+
+def _cell(app: SparkApp, node: str, column: str) -> Text | str:
+    table = app.screen.query_one("#fleet", RowTable)
+    row = next(i for i in range(table.row_count) if table.row_keys[i].startswith(f"{node}/"))
+    index = [c.key for c in table.columns].index(column)
+    return table.get_row_at(row)[index]
+
+
+async def test_a_number_past_its_threshold_is_coloured_and_one_within_is_not() -> None:
+    app = _app(thresholds=Thresholds(kv_usage_warn=0.01, waiting_warn=1000))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        kv = _cell(app, "spark1", "kv")
+        assert isinstance(kv, Text) and app.colours["status-warn"] in str(kv.style)
+    calm = _app(thresholds=Thresholds(kv_usage_warn=1.0))
+    async with calm.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        kv = _cell(calm, "spark1", "kv")
+        assert not isinstance(kv, Text) or calm.colours["status-warn"] not in str(kv.style)
+
+
+async def test_critical_alerts_go_to_the_red_banner_and_warnings_to_the_amber_one() -> None:
+    rules = (
+        AlertRuleSpec(name="node-down", metric="node_down", for_s=30.0, severity="crit"),
+        AlertRuleSpec(name="gpu-warm", metric="gpu_temp_c", above=1.0, for_s=0.0),
+    )
+    app = _app(alerts=rules)
+    fire_node_down(app)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        crit = str(app.screen.query_one("#crit-banner", Static).content)
+        warn = str(app.screen.query_one("#warn-banner", Static).content)
+        assert "CRIT spark3 node-down" in crit and "gpu-warm" not in crit
+        assert "WARN spark1 gpu-warm" in warn and "node-down" not in warn
+        assert app.screen.query_one("#warn-banner").has_class("shown")
+
+
+async def test_the_model_column_grows_with_the_terminal() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        narrow = next(c.width for c in app.screen.query_one("#fleet", RowTable).columns if c.key == "model")
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        wide = next(c.width for c in app.screen.query_one("#fleet", RowTable).columns if c.key == "model")
+        assert wide > narrow
+        table = app.screen.query_one("#fleet", RowTable)
+        assert sum(c.width + 2 for c in table.columns) <= 200
+
+
+async def test_charts_fill_a_tall_screen_and_give_way_on_a_short_one() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        charts = screen.query_one("#charts")
+        assert charts.display and charts.region.height >= 10
+        assert "now" in str(screen.query_one("#gen-chart", Static).content)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not screen.query_one("#charts").display
+        table = screen.query_one("#fleet", RowTable)
+        assert table.region.height >= table.row_count + 1  # every row still shows
+
+
+async def test_open_findings_name_the_key_that_fixes_them() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        findings = [f for found in app.findings.values() for f in found]
+        listed = str(app.screen.query_one("#open-findings", Static).content)
+        if findings:
+            assert findings[0].title in listed
+        else:
+            assert "none open" in listed
+
+
+async def test_totals_say_dash_when_no_node_has_rates_and_count_one_node_in_the_singular() -> None:
+    spec = fleet_spec()
+    spec = spec.model_copy(update={"nodes": spec.nodes[:1]})
+    app = make_app(spec, collect=False, clock=Clock())
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.clock.t = NOW  # type: ignore[attr-defined]
+        app.refresh_views()
+        await pilot.pause()
+        summary = str(app.screen.query_one("#summary", Static).content)
+        assert "1 node " in summary
+        assert "generation – tok/s" in summary or "generation –" in summary
+        assert "0.00" not in summary
+
+
+async def test_a_tensor_parallel_worker_row_says_dash_not_blank() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        for column in ("gen", "reqs", "kv", "ttft", "accept"):
+            assert str(_cell(app, "spark4", column)) == "–", column
+        assert str(_cell(app, "spark4", "model")) == "(TP worker)"

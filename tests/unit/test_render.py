@@ -1,0 +1,57 @@
+"""The renderers' drawing rules: shared scales, charts, the memory bar without colour."""
+
+from __future__ import annotations
+
+from sparktui.model.history import FLEET, History
+from sparktui.model.levels import Level
+from sparktui.ui.render import MEMORY_PATTERNS, column_chart, level_text, memory_bar, spark_text
+from sparktui.ui.themes import VARIABLE_DEFAULTS
+from tests.support.ui_data import NOW, fed_app
+
+COLOURS = dict(VARIABLE_DEFAULTS)
+
+
+def test_a_shared_scale_keeps_a_small_series_low() -> None:
+    own = spark_text([10.0, 20.0], 2, "green").plain
+    shared = spark_text([10.0, 20.0], 2, "green", high=400.0).plain
+    assert own == "▄█"
+    assert shared == "▁▁"  # 20 of 400 is the lowest block, not a full one
+
+
+def test_column_chart_stacks_eighths_from_the_bottom() -> None:
+    chart = column_chart([0.0, 1.0, 2.0, 4.0], 4, 2, "green").plain.split("\n")
+    assert chart == ["   █", " ▄██"]  # 1/4 of 2 rows = 4 eighths; 2/4 = a full bottom row; 4/4 = both rows
+
+
+def test_column_chart_keeps_the_newest_value_on_the_right() -> None:
+    chart = column_chart([float(v) for v in range(100)], 10, 1, "green", high=100.0).plain
+    assert chart == "▇▇▇▇██████"  # 90..99 of 100: 7.2 to 7.92 eighths, rounded
+
+
+def test_memory_bar_patterns_separate_the_parts_without_colour() -> None:
+    app = fed_app()
+    ledger = next(v.ledger for v in app.views if v.name == "spark1")
+    assert ledger is not None and ledger.total
+    patterned = memory_bar(ledger, 40, COLOURS, patterns=True).plain
+    plain = memory_bar(ledger, 40, COLOURS).plain
+    assert set(plain) == {"█"}
+    shown = [label for label, size in ledger.segments() if round(size / ledger.total * 40) > 0]
+    assert {MEMORY_PATTERNS[label] for label in shown} <= set(patterned)
+    assert len(set(patterned)) >= 2
+
+
+def test_level_text_colours_only_warnings_and_worse() -> None:
+    assert level_text("5%", Level.OK, COLOURS) == "5%"
+    assert level_text("5%", None, COLOURS) == "5%"
+    assert VARIABLE_DEFAULTS["status-warn"] in str(level_text("96%", Level.WARN, COLOURS).style)  # type: ignore[union-attr]
+    assert VARIABLE_DEFAULTS["status-crit"] in str(level_text("1.6G", Level.CRIT, COLOURS).style)  # type: ignore[union-attr]
+
+
+def test_history_keeps_fleet_totals_beside_the_nodes() -> None:
+    app = fed_app()
+    history = History()
+    history.record(app.views, NOW)
+    gen = [i.rates.generation_tokens_per_s for v in app.views for i in v.instances if i.rates is not None]
+    known = [g for g in gen if g is not None]
+    assert known
+    assert history.series(FLEET, "generation_tps") == (sum(known),)
