@@ -132,6 +132,10 @@ async def test_follow_stops_on_scroll_up_and_end_brings_it_back_with_the_new_lin
         assert not screen.reader.follow.on
         await pilot.press("F")
         assert screen.reader.follow.on
+        await pilot.press("k")  # vim's keys too
+        assert not screen.reader.follow.on
+        await pilot.press("G")
+        assert screen.reader.follow.on and view.is_vertical_scroll_end
 
 
 async def test_wrap_toggles_between_cut_lines_that_scroll_sideways_and_wrapped_rows() -> None:
