@@ -11,7 +11,7 @@ from sparktui.cli.common import EXIT_CONFIG
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     shot = sub.add_parser("screenshot", help="an SVG of a dashboard screen on the demo fleet (for the docs)")
-    shot.add_argument("--screen", choices=("fleet", "node", "kiosk"), default="fleet")
+    shot.add_argument("--screen", choices=("fleet", "node", "logs", "kiosk"), default="fleet")
     shot.add_argument("--size", default="160x48", help="COLUMNSxROWS (default 160x48)")
     shot.add_argument("--seed", type=int, default=7)
     shot.add_argument("--scenario", default="healthy", help="the demo scenario to run first")

@@ -44,6 +44,7 @@ from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.help_screen import HelpScreen
 from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, UNLOCK_ID, binding_ids
 from sparktui.ui.kiosk_screen import KioskScreen
+from sparktui.ui.log_screen import LogScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.textual_fixes import apply as apply_textual_fixes
 from sparktui.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes, palette
@@ -260,7 +261,7 @@ class SparkApp(App[None]):
         if (self.paused and not force) or not self.screen_stack:
             return
         screen = self.screen
-        if isinstance(screen, (FleetScreen, NodeScreen, KioskScreen)):
+        if isinstance(screen, (FleetScreen, NodeScreen, KioskScreen, LogScreen)):
             with self.batch_update():
                 screen.update_views(self.views)
 
@@ -303,6 +304,9 @@ class SparkApp(App[None]):
             # hidden would stay mounted, its widgets' message pumps running, for ever.
             screen.remove()
         return key
+
+    def open_logs(self, name: str) -> None:
+        self.push_screen(LogScreen(name))
 
     def close_node(self) -> None:
         if isinstance(self.screen, NodeScreen):
@@ -351,7 +355,7 @@ class SparkApp(App[None]):
     def current_node(self) -> str | None:
         """The node an action key applies to: the one shown, or the one highlighted in the fleet."""
         screen = self.screen
-        if isinstance(screen, NodeScreen):
+        if isinstance(screen, (NodeScreen, LogScreen)):
             return screen.node
         if isinstance(screen, FleetScreen):
             view = screen.highlighted()

@@ -52,7 +52,7 @@ FLEET_BINDINGS: list[BindingType] = [
 
 NODE_BINDINGS: list[BindingType] = [
     Binding("escape", "back", "Fleet", id="back"),
-    Binding("l", "toggle_logs", "Logs", id="logs"),
+    Binding("l", "open_logs", "Logs", id="logs"),
     Binding("left", "previous_node", "Prev node", id="previous-node", show=False),
     Binding("right", "next_node", "Next node", id="next-node", show=False),
 ]
@@ -76,6 +76,21 @@ def _navigation(
         Binding("G", last, ends[1], id=f"{prefix}-last-vim", show=False),
     ]
 
+
+# The log view (``l`` on the node screen). No key of the app's actions (r d K w x a) nor of the screens
+# (f findings, v drift): wrap is ``e``, follow ``F`` (and End, G: the last line).
+LOG_BINDINGS: list[BindingType] = [
+    Binding("escape,l", "back", "Node", id="log-back"),
+    Binding("slash", "search", "Search", id="log-search", key_display="/"),
+    Binding("n", "next_match", "Next match", id="log-next-match"),
+    Binding("N", "previous_match", "Prev match", id="log-previous-match"),
+    Binding("F", "follow", "Follow", id="log-follow"),
+    Binding("e", "toggle_wrap", "Wrap", id="log-wrap"),
+    Binding("i", "next_instance", "Instance", id="log-instance"),
+    *_navigation("log", "scroll_lines(-1)", "scroll_lines(1)", "first", "follow", ends=("First line", "Follow")),
+    Binding("left", "scroll_columns(-8)", "Left", id="log-left", show=False),
+    Binding("right", "scroll_columns(8)", "Right", id="log-right", show=False),
+]
 
 TABLE_BINDINGS: list[BindingType] = [
     *_navigation("table", "cursor_up", "cursor_down", "first", "last"),
@@ -164,6 +179,11 @@ CONTEXTS: tuple[KeyContext, ...] = (
     ),
     KeyContext("Fleet screen", FLEET_BINDINGS),
     KeyContext("Node screen", NODE_BINDINGS),
+    KeyContext(
+        "Log view",
+        LOG_BINDINGS,
+        "Every log of the node. It follows the end until you scroll up; escape clears a search, then goes back.",
+    ),
     KeyContext("Table navigation", TABLE_BINDINGS, "The fleet screen's list of nodes."),
     KeyContext("Lists", LIST_BINDINGS, "The alerts and the drift."),
     KeyContext("Scrolling", SCROLL_BINDINGS, "Help, findings and a drift detail."),

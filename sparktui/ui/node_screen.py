@@ -1,24 +1,31 @@
-"""The node screen: one node in depth — throughput and KV history, latency, the TTFT histogram,
-speculative decoding per draft position, the unified-memory ledger, the GPU, side services, the
-service manager's state, and the live log."""
+"""The node screen, an incident cockpit: the findings, the unified-memory ledger, the GPU, throughput
+and KV trends, requests and latency, and a live tail of the node's logs, all on one 160x48 screen
+without scrolling (three columns of panels from 140 cells: host, engine output, requests; two from
+100, one below; the less urgent panels, side services and the TTFT histogram, at the bottom). ``l``
+opens the full log view (``log_screen.py``).
+
+An instance that is not serving (down, loading, a tensor-parallel worker) shows "–" and why, never the
+last numbers it had."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import ClassVar
 
-from rich.console import Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, RichLog, Sparkline, Static
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Footer, Sparkline, Static
 
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeView
-from sparktui.model.logbuffer import LogLine
 from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
@@ -33,7 +40,9 @@ from sparktui.model.units import (
 )
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import NODE_BINDINGS
-from sparktui.ui.render import finding_text, level_bar, memory_bar, status_text
+from sparktui.ui.log_reader import LogReader
+from sparktui.ui.log_screen import LogView
+from sparktui.ui.render import MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
 from sparktui.ui.themes import MEMORY_VARIABLES
 
 LATENCIES = (
@@ -47,8 +56,59 @@ LATENCIES = (
 )
 
 
+WIDE = 140  # three columns of panels from this width
+MEDIUM = 100  # two from this one
+SHORT = 32  # below this height the log tail keeps only a few lines
+SERVING = (State.UP, State.DEGRADED)
+TAIL_LINES = 500  # the log tail holds no more (the log view holds the node's whole log)
+
+
 def _panel_title(text: str) -> Text:
     return Text(text, style="bold")
+
+
+class _Fitted:
+    """A line drawn at the width Rich gives it at render time (the panel's, after layout)."""
+
+    def __init__(self, draw: Callable[[int], Text]) -> None:
+        self.draw = draw
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.draw(options.max_width)
+
+
+def packed(items: Iterable[Text], width: int, gap: int = 2) -> Text:
+    """Items on as few lines as fit ``width``, a line broken only between two items (a legend entry
+    never splits mid-value)."""
+    out = Text()
+    used = 0
+    for item in items:
+        if used and used + gap + item.cell_len > width:
+            out.append("\n")
+            used = 0
+        elif used:
+            out.append(" " * gap)
+            used += gap
+        out.append_text(item)
+        used += item.cell_len
+    return out
+
+
+def packed_lines(groups: Sequence[Sequence[Text]], gap: int = 3) -> Group:
+    """Each group of figures on its own lines, packed to the panel's width (``packed``)."""
+    return Group(*(_Fitted(partial(packed, group, gap=gap)) for group in groups))
+
+
+def not_serving(instance: InstanceView | None) -> str | None:
+    """Why an instance has no live numbers to show, in a few words (the status reasons above the panels
+    say more); None: it is serving."""
+    if instance is None:
+        return "no vLLM instance configured"
+    if instance.role == "worker":
+        return f"{instance.name} is a tensor-parallel worker: its head serves and reports"
+    if instance.status.state in SERVING:
+        return None
+    return f"{instance.name} is {instance.status.state.value}"
 
 
 def _text_table(rows: Sequence[Sequence[Text | str]], right: Sequence[bool], header: bool = False) -> Text:
@@ -74,8 +134,9 @@ def _text_table(rows: Sequence[Sequence[Text | str]], right: Sequence[bool], hea
     return out
 
 
-def _latency_table(rates: VllmRates | None) -> RenderableType:
-    rows: list[list[Text | str]] = [["", "p50", "p90", "p99", "mean", "n"]]
+def _latency_table(rates: VllmRates | None, dim: str) -> RenderableType:
+    """p50, p90, p99, mean and count per latency; on a narrow panel the mean, then the count, are left out."""
+    rows: list[list[Text | str]] = [["Latency", "p50", "p90", "p99", "mean", "n"]]  # the header is the title
     for key, label in LATENCIES:
         summary = rates.latency.get(key) if rates else None
         if summary is None:
@@ -91,7 +152,17 @@ def _latency_table(rates: VllmRates | None) -> RenderableType:
                 fmt_number(summary.count),
             ]
         )
-    return _text_table(rows, (False, True, True, True, True, True), header=True)
+    if len(rows) == 1:
+        return Group(_panel_title("Latency (window)"), Text(f"{NO_DATA}  no request finished in the window", style=dim))
+
+    def fitted(width: int) -> Text:
+        for keep in ((0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 5), (0, 1, 2, 3)):
+            table = _text_table([[row[i] for i in keep] for row in rows], [i > 0 for i in keep], header=True)
+            if max(line.cell_len for line in table.split()) <= width:
+                break
+        return table
+
+    return _Fitted(fitted)
 
 
 def _ttft_histogram(rates: VllmRates | None, width: int, colour: str, dim: str) -> RenderableType:
@@ -112,11 +183,11 @@ def _ttft_histogram(rates: VllmRates | None, width: int, colour: str, dim: str) 
     counts = counts[max(0, first - 1) : last + 2]
     peak = max(c for _, c in counts) or 1.0
     lines = Text()
-    for label, count in counts:
+    for index, (label, count) in enumerate(counts):
         cells = round(count / peak * width)
-        lines.append(f"{label:>9} ")
+        lines.append(f"{chr(10) if index else ''}{label:>9} ")
         lines.append("█" * cells, style=colour)
-        lines.append(f" {count:.0f}\n", style=dim)
+        lines.append(f" {count:.0f}", style=dim)
     return lines
 
 
@@ -124,13 +195,15 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
     spec = rates.spec_decode if rates else None
     if spec is None:
         return Text("no speculative decoding on this instance", style=colours["dim"])
-    head = Text()
-    head.append(
-        f"acceptance {fmt_pct(spec.acceptance_rate)}   mean length {fmt_number(spec.mean_acceptance_length, 2)}"
-    )
-    head.append(
-        f"   drafts {fmt_rate(spec.draft_tokens_per_s, ' tok/s')}"
-        f"   accepted {fmt_rate(spec.accepted_tokens_per_s, ' tok/s')}"
+    head = packed_lines(
+        [
+            [
+                Text(f"acceptance {fmt_pct(spec.acceptance_rate)}"),
+                Text(f"mean length {fmt_number(spec.mean_acceptance_length, 2)}"),
+                Text(f"drafts {fmt_rate(spec.draft_tokens_per_s, ' tok/s')}"),
+                Text(f"accepted {fmt_rate(spec.accepted_tokens_per_s, ' tok/s')}"),
+            ]
+        ]
     )
     rows: list[list[Text | str]] = [["pos", "absolute", "", "conditional", ""]]
     weak = spec.weak_last_position
@@ -165,47 +238,80 @@ class NodeScreen(SparkScreen[None]):
     DEFAULT_CSS = """
     NodeScreen { layout: vertical; }
     #title { height: 1; padding: 0 1; background: $panel; }
-    #reasons { height: auto; max-height: 6; padding: 0 1; }
-    #body { height: 1fr; }
-    .row { height: auto; }
+    #reasons { height: auto; max-height: 3; padding: 0 1; }
+    #upper { height: auto; max-height: 75%; }
+    #findings { max-height: 10; overflow-y: auto; }
+    #columns { height: auto; layout: horizontal; }
+    .column { width: 1fr; height: auto; }
+    NodeScreen.-cols-2 #columns { layout: grid; grid-size: 2; grid-rows: auto; }
+    NodeScreen.-cols-2 #col-c { column-span: 2; layout: horizontal; }
+    NodeScreen.-cols-1 #columns { layout: vertical; }
+    NodeScreen.-cols-1 #upper { height: 1fr; max-height: 100%; }
+    NodeScreen.-cols-1 #findings { max-height: 8; }
     .panel { border: round $panel; padding: 0 1; height: auto; width: 1fr; }
-    .panel Sparkline { height: 3; margin: 0 0 1 0; }
-    #log { height: 16; border: round $panel; display: none; }
-    #log.shown { display: block; }
+    .panel Sparkline { height: 2; }
+    #tail-panel { height: 1fr; min-height: 7; border: round $panel; padding: 0 1; }
+    NodeScreen.-cols-1 #tail-panel { height: 9; min-height: 0; }
+    NodeScreen.-short #tail-panel { height: 6; }
+    #tail-title { height: 1; }
+    #tail { height: 1fr; background: $background; }
     """
 
     def __init__(self, node: str) -> None:
         super().__init__()
         self.node = node
-        self._log_seq: dict[str, int] = {}  # instance -> next log line to show
         self._shown: dict[str, object] = {}  # panel -> the key of what it shows (see _put)
+        self._tail: LogReader | None = None
+
+    @property
+    def tail_reader(self) -> LogReader:
+        if self._tail is None:
+            self._tail = LogReader(signatures=self.spark.signature_patterns, measure=cell_len, max_lines=TAIL_LINES)
+        return self._tail
 
     def compose(self) -> ComposeResult:
         yield Static(id="title")
         yield Static(id="reasons")
-        with VerticalScroll(id="body"):
+        with VerticalScroll(id="upper"):
             yield Static(classes="panel", id="findings")
-            with Horizontal(classes="row"):
-                with VerticalScroll(classes="panel", id="throughput-panel"):
-                    yield Static(id="throughput")
-                    yield Sparkline((), id="gen-spark")
-                    yield Static(id="kv")
-                    yield Sparkline((), id="kv-spark")
-                yield Static(classes="panel", id="requests")
-            with Horizontal(classes="row"):
-                yield Static(classes="panel", id="latency")
-                yield Static(classes="panel", id="ttft-hist")
-            yield Static(classes="panel", id="spec")
-            with Horizontal(classes="row"):
-                yield Static(classes="panel", id="memory")
-                yield Static(classes="panel", id="gpu")
-            yield Static(classes="panel", id="services")
-            yield RichLog(id="log", max_lines=2000, markup=False, highlight=False, wrap=False)
+            # Three columns, each a stack of panels: the host, the engine's output, its requests. Two
+            # columns put the third under them, its panels side by side; one stacks them all.
+            with Horizontal(id="columns"):
+                with Vertical(classes="column", id="col-a"):
+                    yield Static(classes="panel", id="memory")
+                    yield Static(classes="panel", id="gpu")
+                    yield Static(classes="panel", id="services")
+                with Vertical(classes="column", id="col-b"):
+                    with Vertical(classes="panel", id="throughput-panel"):
+                        yield Static(id="throughput")
+                        yield Sparkline((), id="gen-spark")
+                        yield Static(id="kv")
+                        yield Sparkline((), id="kv-spark")
+                    yield Static(classes="panel", id="spec")
+                    yield Static(classes="panel", id="ttft-hist")
+                with Vertical(classes="column", id="col-c"):
+                    yield Static(classes="panel", id="requests")
+                    yield Static(classes="panel", id="latency")
+        with Vertical(id="tail-panel"):
+            yield Static(id="tail-title")
+            yield LogView(self.tail_reader, wrap=True, id="tail", classes="tail")
         yield Footer()
 
     def on_mount(self) -> None:
         self._ready = True
+        self._fit(self.size.width, self.size.height)
         self.update_views(self.spark.views)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """Three columns of panels on a wide terminal, two on a medium one, one below (then the body
+        scrolls); a short terminal keeps a few log lines."""
+        columns = 3 if width >= WIDE else 2 if width >= MEDIUM else 1
+        for n in (1, 2, 3):
+            self.set_class(n == columns, f"-cols-{n}")
+        self.set_class(height < SHORT, "-short")
 
     def on_screen_resume(self) -> None:
         """Shown again (a kept screen reopened): bring it up to date at once."""
@@ -227,43 +333,41 @@ class NodeScreen(SparkScreen[None]):
         title = Text()
         title.append(f"{view.name} ({view.host})  ", style="bold")
         title.append_text(status_text(view.status.state, colours))
-        title.append(f"    window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
+        title.append(f"   window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
         self._put("#title", title)
+        reasons = self.query_one("#reasons", Static)
+        reasons.display = bool(view.status.reasons)
         self._put("#reasons", "\n".join(view.status.reasons))
-        findings = app.findings.get(view.name, ())
-        panel = self.query_one("#findings", Static)
-        panel.display = bool(findings)
-        if findings:
-            body = Text()
-            body.append(f"Findings ({len(findings)})", style="bold")
-            for finding in findings:
-                body.append("\n")
-                body.append_text(finding_text(finding, colours, keymap=app.fleet.keymap))
-            self._put("#findings", body)
+        self._findings(view)
         instance = view.instances[0] if view.instances else None
-        self._throughput(view, instance)
-        self._requests(instance)
-        rates = instance.rates if instance else None
+        idle = not_serving(instance)
+        self._throughput(view, instance, idle)
+        self._requests(instance, idle)
+        rates = None if idle else instance.rates if instance else None
         theme = app.theme
-        self._put("#latency", (rates, theme), lambda: Group(_panel_title("Latency (window)"), _latency_table(rates)))
+        idle_text, dim = self._idle(idle), colours["dim"]
+        self._put(
+            "#latency",
+            (rates, idle, theme),
+            lambda: Group(_panel_title("Latency (window)"), idle_text) if idle_text else _latency_table(rates, dim),
+        )
         self._put(
             "#ttft-hist",
-            (rates, theme),
+            (rates, idle, theme),
             lambda: Group(
                 _panel_title("TTFT histogram (window)"),
-                _ttft_histogram(rates, 24, colours["status-loading"], colours["dim"]),
+                self._idle(idle) or _ttft_histogram(rates, 24, colours["status-loading"], colours["dim"]),
             ),
         )
-        trend = app.history.series(view.name, instance.name, "acceptance_length") if instance else ()
-        self._put(
-            "#spec",
-            (rates, f"{min(trend):.2f} {max(trend):.2f}" if trend else "", theme),  # the trend shows as its range
-            lambda: Group(_panel_title("Speculative decoding (window)"), _spec_decode(rates, colours, trend)),
-        )
+        self._spec(view, instance, rates)
         self._memory(view)
         self._gpu(view)
         self._services(view)
-        self._logs()
+        self._logs(instance)
+
+    def _idle(self, reason: str | None) -> Text | None:
+        """ "–" and why, for a panel of an instance that is not serving."""
+        return None if reason is None else Text(f"{NO_DATA}  {reason}", style=self.spark.colours["dim"])
 
     def _put(self, selector: str, key: object, build: Callable[[], RenderableType] | None = None) -> None:
         """Update a panel only when what it shows changed: ``key`` is the content itself (text) or what
@@ -275,88 +379,167 @@ class NodeScreen(SparkScreen[None]):
         content = build() if build is not None else key
         self.query_one(selector, Static).update(content)  # type: ignore[arg-type]
 
-    def _throughput(self, view: NodeView, instance: InstanceView | None) -> None:
+    def _findings(self, view: NodeView) -> None:
         app = self.spark
-        rates = instance.rates if instance else None
+        findings = app.findings.get(view.name, ())
+        panel = self.query_one("#findings", Static)
+        panel.display = bool(findings)
+        if not findings:
+            return
+        body = Text()
+        body.append(f"Findings ({len(findings)})", style="bold")
+        body.append("   f: all findings", style=app.colours["dim"])
+        for finding in findings:
+            body.append("\n")
+            body.append_text(finding_text(finding, app.colours, evidence_lines=1, keymap=app.fleet.keymap))
+        self._put("#findings", body)
+
+    def _throughput(self, view: NodeView, instance: InstanceView | None, idle: str | None) -> None:
+        app = self.spark
+        rates = instance.rates if instance and not idle else None
         gen = rates.generation_tokens_per_s if rates else None
         prompt = rates.prompt_tokens_per_s if rates else None
-        text = Text()
-        text.append("Throughput  ", style="bold")
-        text.append(f"generation {fmt_rate(gen, ' tok/s')}   prompt {fmt_rate(prompt, ' tok/s')}")
-        self._put("#throughput", text)
-        name = instance.name if instance else ""
-        self.query_one("#gen-spark", Sparkline).data = app.history.series(view.name, name, "generation_tps", last=120)
+        figures = [
+            Text("Throughput", style="bold"),
+            Text(f"generation {fmt_rate(gen, ' tok/s')}"),
+            Text(f"prompt {fmt_rate(prompt, ' tok/s')}"),
+        ]
         kv = Text()
         kv.append("KV cache  ", style="bold")
-        if instance is not None:
+        if instance is not None and not idle:
             kv.append(f"{fmt_pct(instance.kv_usage)} of {fmt_tokens(instance.kv_capacity_tokens)} tokens")
+        else:
+            kv.append(NO_DATA)
+        idle_text = self._idle(idle)
+        self._put(
+            "#throughput",
+            (gen, prompt, idle, self.spark.theme),
+            lambda: Group(packed_lines([figures]), *([idle_text] if idle_text else [])),
+        )
         self._put("#kv", kv)
-        self.query_one("#kv-spark", Sparkline).data = app.history.series(view.name, name, "kv_usage", last=120)
+        name = instance.name if instance else ""
+        # The trends of an instance that is not serving would read as live: they go until it serves again.
+        for spark_id, series in (("#gen-spark", "generation_tps"), ("#kv-spark", "kv_usage")):
+            spark = self.query_one(spark_id, Sparkline)
+            spark.display = idle is None
+            spark.data = () if idle else app.history.series(view.name, name, series, last=120)
 
-    def _requests(self, instance: InstanceView | None) -> None:
-        text = Text()
-        text.append("Requests\n", style="bold")
+    def _requests(self, instance: InstanceView | None, idle: str | None) -> None:
+        """Requests and the engine's state; each group of figures packed on as few lines as the panel's
+        width allows, a figure never split."""
+        colours = self.spark.colours
+        head = [Text("Requests", style="bold")]
+        groups: list[list[Text]] = [head]
         if instance is None:
-            self._put("#requests", text)
+            self._put("#requests", Text("Requests", style="bold"))
             return
         rates = instance.rates
+        if idle:
+            head.append(Text(NO_DATA))
+        else:
+            waiting = fmt_waiting(instance.waiting, instance.waiting_for_capacity, instance.waiting_deferred)
+            head += [Text(f"running {fmt_number(instance.running)}"), Text(f"waiting {waiting}")]
         if instance.asleep and instance.sleep is not None:
-            text.append(f"engine {instance.sleep.description}\n", style=self.spark.colours["status-loading"])
-        waiting = fmt_waiting(instance.waiting, instance.waiting_for_capacity, instance.waiting_deferred)
-        text.append(f"running {fmt_number(instance.running)}   waiting {waiting}\n")
-        if rates is not None:
-            text.append(f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   ")
-            text.append(f"preemptions {fmt_number(rates.preemptions)} ({fmt_rate(rates.preemptions_per_s, '/s')})\n")
-            text.append(f"prefix-cache hit {fmt_pct(rates.prefix_cache_hit_rate)}\n")
-            for line in engine_lines(rates):
-                text.append(line + "\n")
+            groups.append([Text(f"engine {instance.sleep.description}", style=colours["status-loading"])])
+        if rates is not None and not idle:
             reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(rates.finished_by_reason.items()) if v)
-            text.append(f"finish reasons: {reasons or NO_DATA}\n")
-        text.append(f"vLLM {instance.version or NO_DATA}   max_model_len {fmt_number(instance.max_model_len)}\n")
+            groups.append(
+                [
+                    Text(f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}"),
+                    Text(f"preemptions {fmt_number(rates.preemptions)} ({fmt_rate(rates.preemptions_per_s, '/s')})"),
+                    Text(f"prefix-cache hit {fmt_pct(rates.prefix_cache_hit_rate)}"),
+                    Text(f"finish reasons: {reasons or NO_DATA}"),
+                ]
+            )
+            groups.append([Text(line) for line in engine_lines(rates)])
+        engine = [
+            Text(f"vLLM {instance.version or NO_DATA}"),
+            Text(f"max_model_len {fmt_number(instance.max_model_len)}"),
+        ]
         if instance.service is not None:
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""
-            text.append(f"{service.manager} {service.name}: {service.state}{restarts}\n")
-        if instance.canary is not None and instance.status.state in (State.UP, State.DEGRADED):  # else none is sent
-            colours = self.spark.colours
+            engine.append(Text(f"{service.manager} {service.name}: {service.state}{restarts}"))
+        groups.append(engine)
+        if instance.canary is not None and instance.status.state in SERVING:  # else none is sent
             style = colours["status-crit"] if instance.canary.wedged else ""
-            text.append(canary_text(instance.canary) + "\n", style=style)
+            groups.append([Text(canary_text(instance.canary), style=style)])
         if instance.launch is not None:
-            text.append(f"launch readiness: {instance.launch.reason}\n")
-        self._put("#requests", text)
+            groups.append([Text(f"launch readiness: {instance.launch.reason}")])
+        key = (tuple(tuple(t.plain for t in group) for group in groups), self.spark.theme)
+        self._put("#requests", key, lambda: packed_lines(groups))
+
+    def _spec(self, view: NodeView, instance: InstanceView | None, rates: VllmRates | None) -> None:
+        """Speculative decoding, when the instance serves with it; nothing is said of one that does not
+        serve (it may well decode speculatively once it is back)."""
+        app = self.spark
+        panel = self.query_one("#spec", Static)
+        panel.display = rates is not None and rates.spec_decode is not None
+        if not panel.display or instance is None:
+            return
+        trend = app.history.series(view.name, instance.name, "acceptance_length")
+        colours = app.colours
+        self._put(
+            "#spec",
+            (rates, f"{min(trend):.2f} {max(trend):.2f}" if trend else "", app.theme),  # the trend shows as its range
+            lambda: Group(_panel_title("Speculative decoding (window)"), _spec_decode(rates, colours, trend)),
+        )
 
     def _memory(self, view: NodeView) -> None:
-        key = (view.host_memory, view.ledger, view.pressure, view.shm_leftovers, view.stale_workers, self.spark.theme)
+        key = (
+            view.host_memory,
+            view.ledger,
+            view.pressure,
+            view.shm_leftovers,
+            view.stale_workers,
+            view.status.state is State.STALE,
+            view.host_problem,
+            self.spark.theme,
+        )
         self._put("#memory", key, lambda: self._memory_panel(view))
 
     def _memory_panel(self, view: NodeView) -> Group:
         colours = self.spark.colours
-        parts: list[RenderableType] = [_panel_title("Unified memory")]
         mem = view.host_memory
+        title = Text.assemble(("Unified memory", "bold"))
+        if mem is not None:
+            title.append(f"  total {fmt_gib(mem.mem_total)}")
+        parts: list[RenderableType] = [title]
+        if view.status.state is State.STALE:
+            parts.append(
+                Text(f"{NO_DATA}  no answer from {view.name}: the last reading is not shown", style=colours["dim"])
+            )
+            return Group(*parts)
+        if view.host_problem and mem is not None:  # the sampler lost the node: these are its last figures
+            parts.append(Text(f"last good reading; now {view.host_problem}", style=colours["status-warn"]))
         if mem is None:
             parts.append(Text(f"no host state {NO_DATA} (SSH or node_exporter)", style=colours["dim"]))
         else:
-            parts.append(memory_bar(view.ledger, 40, colours))
-            if view.ledger is not None:
-                legend = Text()
-                for label, size in view.ledger.segments():
-                    legend.append("■ ", style=colours[MEMORY_VARIABLES[label]])
-                    legend.append(f"{label} {fmt_gib(size)}  ")
-                parts.append(legend)
-            parts.append(
-                Text(
-                    f"total {fmt_gib(mem.mem_total)}   available {fmt_gib(mem.mem_available)}   "
-                    f"free {fmt_gib(mem.mem_free)}   droppable cache {fmt_gib(mem.page_cache_droppable)}"
-                )
-            )
+            ledger = view.ledger
+            patterns = self.spark.no_color  # without colour, each part has its own shade, in the legend too
+            parts.append(_Fitted(lambda width: memory_bar(ledger, width, colours, patterns=patterns)))
+            if ledger is not None:
+                items = [
+                    Text.assemble(
+                        (f"{MEMORY_PATTERNS[label] if patterns else '■'} ", colours[MEMORY_VARIABLES[label]]),
+                        f"{label} {fmt_gib(size)}",
+                    )
+                    for label, size in ledger.segments()
+                ]
+                parts.append(packed_lines([items], gap=2))
+            figures = [
+                Text(f"available {fmt_gib(mem.mem_available)}", style="bold"),
+                Text(f"droppable cache {fmt_gib(mem.page_cache_droppable)}"),
+            ]
+            parts.append(packed_lines([figures]))
         pressure = view.pressure
         if pressure is not None and pressure.some_avg10 is not None:
-            parts.append(
-                Text(
-                    f"PSI some {fmt_number(pressure.some_avg10, 2)}% / {fmt_number(pressure.some_avg60, 2)}%   "
-                    f"full {fmt_number(pressure.full_avg10, 2)}% / {fmt_number(pressure.full_avg60, 2)}% (10 s / 60 s)"
-                )
-            )
+            psi = [
+                Text("PSI (10 s / 60 s)"),
+                Text(f"some {fmt_number(pressure.some_avg10, 2)}% / {fmt_number(pressure.some_avg60, 2)}%"),
+                Text(f"full {fmt_number(pressure.full_avg10, 2)}% / {fmt_number(pressure.full_avg60, 2)}%"),
+            ]
+            parts.append(packed_lines([psi], gap=2))
         if view.shm_leftovers:
             held = sum(e.held_bytes for e in view.shm_leftovers)
             parts.append(
@@ -373,84 +556,61 @@ class NodeScreen(SparkScreen[None]):
     def _gpu(self, view: NodeView) -> None:
         gpu = view.gpu
         app = self.spark
-        parts: list[RenderableType] = [_panel_title("GPU")]
-        if gpu is None:
-            parts.append(Text(f"no GPU exporter reading {NO_DATA}", style=app.colours["dim"]))
+        dim = app.colours["dim"]
+        text = Text.assemble(("GPU", "bold"))
+        if view.status.state is State.STALE:
+            text.append(f"\n{NO_DATA}  no answer from {view.name}: the last reading is not shown", style=dim)
+        elif gpu is None:
+            text.append(f"\nno GPU exporter reading {NO_DATA}", style=dim)
         else:
             clock = None if gpu.sm_clock_hz is None else gpu.sm_clock_hz / 1e6
-            parts.append(
-                Text(
-                    f"{gpu.name or gpu.kind.value}\n"
-                    f"{fmt_number(gpu.temperature_c)} °C   {fmt_number(gpu.power_w, 1)} W   "
-                    f"util {fmt_pct(gpu.utilization, 0)}   SM {fmt_number(clock)} MHz\n"
-                    f"memory: {'unified with the host' if gpu.unified_memory else fmt_gib(gpu.memory_used_bytes)}"
-                )
+            memory = "unified with the host" if gpu.unified_memory else fmt_gib(gpu.memory_used_bytes)
+            text.append(f"  {gpu.name or gpu.kind.value}")
+            text.append(
+                f"\n{fmt_number(gpu.temperature_c)} °C   {fmt_number(gpu.power_w, 1)} W   "
+                f"util {fmt_pct(gpu.utilization, 0)}   SM {fmt_number(clock)} MHz\nmemory {memory}"
             )
             temps = app.history.series(view.name, "gpu_temp", last=60)
             power = app.history.series(view.name, "gpu_power", last=60)
-            if temps:
-                parts.append(
-                    Text(
-                        f"temp {min(temps):.0f}–{max(temps):.0f} °C   power {min(power):.0f}–{max(power):.0f} W "
-                        "(last minute)",
-                        style=app.colours["dim"],
-                    )
+            if temps and power:
+                text.append(
+                    f"\nlast minute: {min(temps):.0f}–{max(temps):.0f} °C, {min(power):.0f}–{max(power):.0f} W",
+                    style=dim,
                 )
-        self._put("#gpu", Text("\n").join(p for p in parts if isinstance(p, Text)))
+        self._put("#gpu", text)
 
     def _services(self, view: NodeView) -> None:
         colours = self.spark.colours
         text = Text()
-        text.append("Side services\n", style="bold")
+        text.append("Side services", style="bold")
         if not view.services:
-            text.append("none configured", style=colours["dim"])
+            text.append("  none configured", style=colours["dim"])
         for service in view.services:
+            text.append("\n")
             text.append_text(status_text(service.status.state, colours, label=False))
-            text.append(f" {service.name} ({service.kind})  {fmt_seconds(service.latency_s)}  {service.url}\n")
+            text.append(f" {service.name} ({service.kind})  {fmt_seconds(service.latency_s)}  {service.url}")
         self._put("#services", text)
 
-    def _logs(self) -> None:
-        log = self.query_one("#log", RichLog)
-        if not log.has_class("shown"):
-            return
-        buffers = self.spark.log_buffers(self.node)
-        if not buffers:
-            if not self._log_seq:
-                log.write("no log: it is streamed over SSH from each instance's unit or container")
-                self._log_seq["-"] = 0
-            return
-        batch: list[tuple[str, LogLine]] = []
-        for instance, buffer in buffers.items():
-            lines = buffer.since(self._log_seq.get(instance, 0))
-            if lines:
-                self._log_seq[instance] = lines[-1].seq + 1
-                batch.extend((instance, line) for line in lines)
-        batch.sort(key=lambda item: (item[1].timestamp.timestamp() if item[1].timestamp else 0.0, item[1].seq))
-        prefix = len(buffers) > 1
-        signatures = self.spark.signature_patterns
-        colours = self.spark.colours
-        for instance, line in batch:
-            text = (f"[{instance}] " if prefix else "") + (f"{line.timestamp:%H:%M:%S} " if line.timestamp else "")
-            text += line.text
-            # A line that matches a known failure signature stands out (the finding explains it).
-            if any(p.search(line.text) for p in signatures):
-                log.write(Text(text, style=f"bold {colours['status-crit']}"))
-            elif line.gap:
-                log.write(Text(text, style=colours["dim"]))
-            else:
-                log.write(Text(text))
+    def _logs(self, instance: InstanceView | None) -> None:
+        """The live tail: the newest lines of the node's logs, wrapped, signature lines in the critical
+        colour (the same view as the full log screen, following)."""
+        reader = self.tail_reader
+        reader.follow.resume()  # the tail always shows the end; reading back is the log screen's
+        title = Text("Log", style="bold")
+        if reader.instances:
+            title.append(f"  {', '.join(reader.instances)}")
+        title.append("   l: full view, search, wrap", style=self.spark.colours["dim"])
+        self._put("#tail-title", title)
+        if reader.pull(self.spark.log_buffers(self.node)):
+            self.query_one("#tail", LogView).lines_changed()
 
     # --- actions ----------------------------------------------------------------------------------
 
     def action_back(self) -> None:
         self.spark.close_node()
 
-    def action_toggle_logs(self) -> None:
-        log = self.query_one("#log", RichLog)
-        log.toggle_class("shown")
-        self._logs()
-        if log.has_class("shown"):
-            log.scroll_end(animate=False)
+    def action_open_logs(self) -> None:
+        self.spark.open_logs(self.node)
 
     def action_previous_node(self) -> None:
         self.spark.step_node(self.node, -1)

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
+from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
+from sparktui.sources.logs import LogStream
 from sparktui.sources.poller import FleetPoller, fleet_origins
+from sparktui.sources.ssh import NodeSsh
 from sparktui.ui.app import make_app
 
-SCREENS = ("fleet", "node", "kiosk")
+SCREENS = ("fleet", "node", "logs", "kiosk")
 STEP_S = 2.0
 
 
@@ -45,6 +49,19 @@ async def capture(
             for n in spec.nodes
             if wants_host_state(n) and not n.local
         ]
+        # The instances' logs, streamed over SSH as the dashboard does (the node screen's tail, the log view).
+        ssh = {n.name: NodeSsh(n) for n in spec.nodes if n.ssh.enabled and not n.local}
+
+        def to_app(node: str) -> Callable[[str, list[LogLine]], None]:
+            return lambda instance, lines: app.log_batch(node, instance, lines)
+
+        logs = [
+            asyncio.create_task(LogStream(ssh[n.name], vllm, on_batch=to_app(n.name)).run())
+            for n in spec.nodes
+            if n.name in ssh
+            for vllm in n.vllm
+            if vllm.unit is not None or vllm.container is not None
+        ]
         try:
             async with make_poll_client(fleet_origins(spec), ca_file=spec.ca_file) as client:
                 poller = FleetPoller(spec, client, clock=lambda: fleet.now)
@@ -57,17 +74,22 @@ async def capture(
                         app.state.apply_host(update)
                     app.refresh_views()
         finally:
-            for task in hosts:
+            for task in hosts + logs:
                 task.cancel()
-            for task in hosts:
+            for task in hosts + logs:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            for connection in ssh.values():
+                await connection.close()
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
-            if screen == "node":
+            if screen in ("node", "logs"):
                 for _ in range(node - 1):
                     await pilot.press("down")
                 await pilot.press("enter")
+                await pilot.pause()
+            if screen == "logs":
+                await pilot.press("l")
                 await pilot.pause()
             out.parent.mkdir(parents=True, exist_ok=True)
             app.save_screenshot(filename=out.name, path=str(out.parent))

@@ -9,11 +9,10 @@ import pytest
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
-from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
@@ -322,27 +321,6 @@ async def test_findings_and_drift_screens_open_with_their_keys() -> None:
             ("spark1", "gptoss"),
             ("spark2", "gemma4"),
         }
-
-
-async def test_log_view_highlights_failure_signature_lines() -> None:
-    app = fed_app()
-    buffer = LogBuffer()
-    buffer.append(None, "INFO Starting vLLM API server on http://0.0.0.0:8000")
-    buffer.append(
-        None,
-        "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less than desired GPU memory "
-        "utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
-    )
-    app.monitor.log_buffers["spark1"] = {"gptoss": buffer}  # nothing streamed in this test
-    async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("enter", "l")
-        await pilot.pause()
-        log = app.screen.query_one("#log", RichLog)
-        assert len(log.lines) == 2
-        styles = [{str(segment.style) for segment in strip} for strip in log.lines]
-        crit = app.colours["status-crit"].lower()
-        assert not any(crit in style.lower() for style in styles[0])
-        assert any(crit in style.lower() for style in styles[1])
 
 
 async def test_alerts_show_in_the_banner_and_can_be_silenced() -> None:
