@@ -23,6 +23,12 @@ pytestmark = [
 ]
 
 
+# The environment the terminal's programs get: this process's, without COLUMNS and LINES. Something in a
+# pytest run exports COLUMNS=80 LINES=24 into the C environment (not os.environ): inherited by tmux, they
+# made the dashboard draw at 80x24 in the 160x48 pane, and the tests saw a terminal nobody uses.
+_TERMINAL_ENV = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+
 class Tmux:
     def __init__(self) -> None:
         assert TMUX is not None, "tmux is required (apt-get install tmux)"
@@ -31,7 +37,9 @@ class Tmux:
         self.session = "dash"
 
     def run(self, *args: str) -> str:
-        result = subprocess.run([self.tmux, "-L", self.socket, *args], capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [self.tmux, "-L", self.socket, *args], capture_output=True, text=True, check=True, env=_TERMINAL_ENV
+        )
         return str(result.stdout)
 
     def start(self, command: str) -> None:
@@ -77,6 +85,7 @@ def test_demo_dashboard_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
     screen = tmux.screen()
     for node in ("spark1", "spark2", "spark3", "└ spark4"):
         assert node in screen
+    assert "Mem avail" in screen and "GPU" in screen  # drawn at the pane's 160 columns, not at 80
     tmux.keys("Enter")
     tmux.wait_for("Throughput", timeout_s=5)
     tmux.wait_for("Speculative decoding", timeout_s=5)
