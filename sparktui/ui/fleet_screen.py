@@ -16,7 +16,15 @@ from textual.widgets import Footer, Input, Static
 
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import FLEET, Point
-from sparktui.model.levels import falling_level, gpu_temp_level, kv_level, memory_level, ttft_level, waiting_level
+from sparktui.model.levels import (
+    Level,
+    falling_level,
+    gpu_temp_level,
+    kv_level,
+    memory_level,
+    ttft_level,
+    waiting_level,
+)
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_duration, fmt_gib_short, fmt_number, fmt_pct, fmt_rate, fmt_seconds
@@ -68,7 +76,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("gpu", "GPU", 10, 154),
     Column("svc", "Svc", 3, 157),
     Column("find", "Find", 4, 0),
-    Column("age", "Age", 4, 0),
+    Column("age", "Age", 5, 0),
 )
 MEM_BAR = 9  # cells of the memory cell's bar; the available GiB follows it
 CHARTS_MIN_HEIGHT = 30  # below this many rows the fleet charts give their room to the table
@@ -270,16 +278,19 @@ class FleetScreen(SparkScreen[None]):
             "ttft": NO_DATA,
             "accept": NO_DATA,
             "mem": _memory_cell(view, colours, app.no_color, limits),
+            # A reading older than its stale limit is not shown as if it were now (a powered-off node).
             "gpu": level_text(
                 f"{fmt_number(gpu.temperature_c)}°C {fmt_number(gpu.power_w)}W",
                 gpu_temp_level(gpu.temperature_c, limits),
                 colours,
             )
-            if gpu
+            if gpu and not view.is_stale("gpu")
             else NO_DATA,
             "svc": f"{services_up}/{len(services)}" if services else "",
             "find": findings_cell(app.findings.get(view.name, ()), colours),
-            "age": NO_DATA if age is None else f"{age:.0f}s",
+            "age": NO_DATA
+            if age is None
+            else level_text(fmt_duration(age), Level.WARN if view.is_stale("node") else None, colours),
         }
         if instance is not None and not is_worker:  # a TP worker's numbers are its head's: "–" on its row
             waiting_level_ = waiting_level(instance.waiting, limits)
@@ -506,7 +517,7 @@ def _total(values: Iterable[float | None]) -> float | None:
 def _memory_cell(view: NodeView, colours: Mapping[str, str], patterns: bool, limits: Thresholds) -> Text | str:
     """The unified-memory bar with MemAvailable beside it, coloured against its thresholds."""
     mem = view.host_memory
-    if mem is None:
+    if mem is None or view.is_stale("host"):
         return NO_DATA
     cell = memory_bar(view.ledger, MEM_BAR, colours, patterns=patterns)
     cell.append(" ")

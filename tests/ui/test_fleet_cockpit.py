@@ -118,3 +118,18 @@ async def test_a_tensor_parallel_worker_row_says_dash_not_blank() -> None:
         for column in ("gen", "reqs", "kv", "ttft", "accept"):
             assert str(_cell(app, "spark4", column)) == "–", column
         assert str(_cell(app, "spark4", "model")) == "(TP worker)"
+
+
+async def test_a_node_silent_past_its_stale_limit_shows_no_live_looking_numbers() -> None:
+    """A powered-off node kept showing 56°C 60W, a full memory bar and Age 0s (issue 18)."""
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "°C" in str(_cell(app, "spark1", "gpu")) and "G" in str(_cell(app, "spark1", "mem"))
+        app.clock.t = NOW + 120  # type: ignore[attr-defined]  # nothing answered for two minutes
+        app.refresh_views()
+        await pilot.pause()
+        assert str(_cell(app, "spark1", "gpu")) == "–"
+        assert str(_cell(app, "spark1", "mem")) == "–"
+        age = _cell(app, "spark1", "age")
+        assert str(age).startswith("2m") and isinstance(age, Text) and app.colours["status-warn"] in str(age.style)
