@@ -35,8 +35,7 @@ SCREENS: dict[str, tuple[str, ...]] = {
     "help": ("question_mark",),
     "confirm": ("down", "r"),  # restart spark2's vllm-gemma4.service: the exact command, y/n
     "action-log": ("a",),
-    "kiosk": (),
-}
+}  # the kiosk's pages: test_kiosk_snapshots.py
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 CASES = [(screen, size, "spark-dark") for screen in SCREENS for size in SIZES] + [
     (screen, size, "spark-light") for screen in ("fleet", "node") for size in SIZES
