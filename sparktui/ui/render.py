@@ -139,11 +139,23 @@ def finding_line(finding: Finding, colours: Mapping[str, str], keymap: Mapping[s
     text.append(finding.node, style="bold")
     if finding.instance:
         text.append(f"/{finding.instance}", style=colours["dim"])
-    key = action_key(finding.action, keymap) if finding.action else None
+    key, _what = fix_label(finding, keymap)
     if key:
         text.append(f" [{key}]", style=f"bold {colours['status-loading']}")
     text.append(f" {finding.title}")
     return text
+
+
+def fix_label(finding: Finding, keymap: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """The key that applies a finding's fix and what it does: a fix of several actions on the ``fix``
+    key, with them in order ("drop caches → restart → warm up"), a one-action fix on that action's
+    key; (None, None) when there is no fix to apply."""
+    fix = finding_fix(finding, load_catalogue())
+    if len(fix) > 1:
+        return action_key("fix", keymap), fix_sequence_text(fix)
+    if finding.action:
+        return action_key(finding.action, keymap), finding.action.replace("-", " ")
+    return None, None
 
 
 def finding_text(
@@ -161,14 +173,8 @@ def finding_text(
     text.append(f"{SEVERITY_GLYPH[severity]} {finding.title}", style=f"bold {colour}")
     if finding.instance:
         text.append(f"  ({finding.instance})", style=colours["dim"])
-    fix = finding_fix(finding, load_catalogue())
-    if len(fix) > 1:
-        key = action_key("fix", keymap)
-        what = fix_sequence_text(fix)
-        text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])
-    elif finding.action:
-        key = action_key(finding.action, keymap)
-        what = finding.action.replace("-", " ")
+    key, what = fix_label(finding, keymap)
+    if what:
         text.append(f"  [{key}: {what}]" if key else f"  [{what}]", style=colours["status-loading"])
     for line in finding.evidence[:evidence_lines]:
         text.append(f"\n    {line}", style=colours["dim"])

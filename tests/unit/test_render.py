@@ -55,3 +55,21 @@ def test_history_keeps_fleet_totals_beside_the_nodes() -> None:
     known = [g for g in gen if g is not None]
     assert known
     assert history.series(FLEET, "generation_tps") == (sum(known),)
+
+
+def test_a_findings_line_names_the_key_of_its_whole_fix() -> None:
+    """The fleet's list of open findings named d (drop caches) for a fix of three actions on x."""
+    from sparktui.diagnosis.catalogue import Severity
+    from sparktui.diagnosis.engine import Finding
+    from sparktui.ui.render import finding_line
+
+    launch = Finding(
+        "launch-readiness", "spark1", "qwen36", Severity.WARN, "vLLM would not start now", ("e",),
+        "", "Drop the page cache.", "drop-caches", 0.0, 0.0,
+    )  # fmt: skip
+    blocked = Finding(
+        "page-cache-blocks-start", "spark1", "qwen36", Severity.CRIT, "Page cache blocks the start", ("e",),
+        "", "Drop, restart, warm up.", "drop-caches", 0.0, 0.0,
+    )  # fmt: skip
+    assert "[d] vLLM would not start now" in finding_line(launch, COLOURS).plain
+    assert "[x] Page cache blocks the start" in finding_line(blocked, COLOURS).plain
