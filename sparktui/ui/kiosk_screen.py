@@ -116,7 +116,9 @@ class MemoryLine(Widget):
         if not self.colours:
             return Text()
         text = Text(self.label, style=self.colours["dim"])
-        text.append_text(memory_bar(self.ledger, max(1, self.content_size.width - len(self.label)), self.colours))
+        width = max(1, self.content_size.width - len(self.label))
+        # Without colour (NO_COLOR) each part of the bar has its own shade.
+        text.append_text(memory_bar(self.ledger, width, self.colours, patterns=self.app.no_color))
         return text
 
 

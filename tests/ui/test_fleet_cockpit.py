@@ -3,6 +3,7 @@ width, charts and lists in the spare rows, and totals that say "–" rather than
 
 from __future__ import annotations
 
+import pytest
 from rich.text import Text
 from textual.widgets import Static
 
@@ -133,3 +134,22 @@ async def test_a_node_silent_past_its_stale_limit_shows_no_live_looking_numbers(
         assert str(_cell(app, "spark1", "mem")) == "–"
         age = _cell(app, "spark1", "age")
         assert str(age).startswith("2m") and isinstance(age, Text) and app.colours["status-warn"] in str(age.style)
+
+
+async def test_without_colour_the_memory_parts_have_their_own_shades(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR made every memory segment the same grey (issue 18): each part has its own fill."""
+    from sparktui.ui.kiosk_screen import MemoryLine
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert app.no_color
+        bar = str(_cell(app, "spark1", "mem")).split(" ")[0]
+        assert len(set(bar)) >= 2, bar  # vLLM █ beside cache ▒ (and the rest), not one block
+    monkeypatch.setenv("NO_COLOR", "1")
+    kiosk = fed_app(kiosk=True)
+    async with kiosk.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        drawn = [line.render().plain for line in kiosk.screen.query(MemoryLine) if line.ledger is not None]
+        assert drawn and all(len(set(text) & set("█▓▒░·")) >= 2 for text in drawn)
