@@ -204,6 +204,7 @@ class KioskScreen(SparkScreen[None]):
     KioskScreen { layout: vertical; }
     #kiosk-banner { height: auto; padding: 0 1; display: none; background: $error; color: $text; text-style: bold; }
     #kiosk-banner.shown { display: block; }
+    #kiosk-banner.warn { background: $warning; color: auto 95%; }
     #kiosk-top { height: 1; background: $panel; }
     #kiosk-title { width: 1fr; padding: 0 1; }
     #kiosk-clock { width: auto; padding: 0 1; }
@@ -262,10 +263,13 @@ class KioskScreen(SparkScreen[None]):
         lines = (
             ["   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in map(kiosk_tile, bad))] if bad else []
         )
-        lines += app.alert_banner()[:3]
+        firing = app.firing_alerts()[:3]
+        lines += [line for _, line in firing]
         banner = self.query_one("#kiosk-banner", Static)
         banner.update("\n".join(lines))
         banner.set_class(bool(lines), "shown")
+        # Red while anything is down or critical; amber when only warnings fire.
+        banner.set_class(not bad and all(severity != "crit" for severity, _ in firing), "warn")
         counts: dict[State, int] = {}
         for view in views:
             counts[view.status.state] = counts.get(view.status.state, 0) + 1

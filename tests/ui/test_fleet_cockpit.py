@@ -153,3 +153,25 @@ async def test_without_colour_the_memory_parts_have_their_own_shades(monkeypatch
         await pilot.pause()
         drawn = [line.render().plain for line in kiosk.screen.query(MemoryLine) if line.ledger is not None]
         assert drawn and all(len(set(text) & set("█▓▒░·")) >= 2 for text in drawn)
+
+
+async def test_the_kiosk_banner_is_amber_for_warnings_and_red_once_anything_is_down() -> None:
+    """WARN used the same red banner as CRIT (issue 18)."""
+    spec = fleet_spec()
+    warm = (AlertRuleSpec(name="gpu-warm", metric="gpu_temp_c", above=1.0, for_s=0.0),)
+    clock = Clock()
+    two = spec.model_copy(update={"nodes": spec.nodes[:2], "alerts": warm})  # spark1 and spark2, both up
+    serving_app = make_app(two, collect=False, clock=clock, kiosk=True)
+    feed(serving_app, clock)
+    async with serving_app.run_test(size=(160, 48)) as pilot:
+        serving_app.refresh_views()
+        await pilot.pause()
+        banner = serving_app.screen.query_one("#kiosk-banner", Static)
+        assert "WARN spark1 gpu-warm" in str(banner.content)
+        assert banner.has_class("shown") and banner.has_class("warn")
+    down = fed_app(kiosk=True)
+    fire_node_down(down)
+    async with down.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        banner = down.screen.query_one("#kiosk-banner", Static)
+        assert banner.has_class("shown") and not banner.has_class("warn")
