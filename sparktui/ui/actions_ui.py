@@ -10,12 +10,13 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.widgets import Footer, Static
 
 from sparktui.actions.plans import ActionPlan, FixPlan
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import ACTION_LOG_BINDINGS, CONFIRM_BINDINGS
+from sparktui.ui.lists import KeyedScroll
 
 
 class ConfirmAction(SparkModal[bool]):
@@ -48,7 +49,7 @@ class ConfirmAction(SparkModal[bool]):
                 id="confirm-warnings",
                 classes="" if warnings else "-empty",
             )
-            with VerticalScroll(id="confirm-scroll"):  # a fix's many commands scroll at 80x24
+            with KeyedScroll(id="confirm-scroll"):  # a fix's many commands scroll at 80x24
                 yield Static(_body_text(body), id="confirm-body")
             yield Static(Text("y runs it, n or escape cancels", style="bold"), id="confirm-keys")
         yield Footer()
@@ -68,7 +69,7 @@ class ActionLogScreen(SparkModal[None]):
     BINDINGS: ClassVar[list[BindingType]] = ACTION_LOG_BINDINGS
     DEFAULT_CSS = """
     ActionLogScreen { align: center middle; }
-    ActionLogScreen > VerticalScroll { width: 110; max-width: 95%; height: 85%; border: round $primary;
+    ActionLogScreen > KeyedScroll { width: 110; max-width: 95%; height: 85%; border: round $primary;
                                         background: $surface; padding: 0 1; }
     """
 
@@ -77,7 +78,7 @@ class ActionLogScreen(SparkModal[None]):
         self.entries = entries
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with KeyedScroll():
             if not self.entries:
                 yield Static("No action run in this session.")
             for when, lines in reversed(self.entries):

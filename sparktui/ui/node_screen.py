@@ -20,7 +20,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Sparkline, Static
 
 from sparktui.model.canary import canary_text
@@ -40,6 +40,7 @@ from sparktui.model.units import (
 )
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import NODE_BINDINGS
+from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.log_reader import LogReader
 from sparktui.ui.log_screen import LogView
 from sparktui.ui.render import MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
@@ -272,7 +273,7 @@ class NodeScreen(SparkScreen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="title")
         yield Static(id="reasons")
-        with VerticalScroll(id="upper"):
+        with KeyedScroll(id="upper"):
             yield Static(classes="panel", id="findings")
             # Three columns, each a stack of panels: the host, the engine's output, its requests. Two
             # columns put the third under them, its panels side by side; one stacks them all.

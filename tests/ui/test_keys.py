@@ -104,7 +104,7 @@ def test_no_binding_is_written_outside_the_keymap_module() -> None:
 TEXTUAL_KEYS = {"ctrl+q", "ctrl+c", "super+c", "tab", "shift+tab"}
 
 
-@pytest.mark.parametrize("view", ["question_mark", "exclamation_mark", "v", "f", "fleet"])
+@pytest.mark.parametrize("view", ["question_mark", "exclamation_mark", "v", "f", "fleet", "enter", "a"])
 async def test_every_key_live_on_a_list_or_page_is_in_the_keymap(view: str) -> None:
     """Textual's OptionList and scrolling containers bring bindings without ids (never remappable,
     never in the help): the fleet table, the lists and the pages take theirs from keys.py instead."""
