@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
+from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds
 from sparktui.ui.bigfont import figure_scale
@@ -32,6 +34,7 @@ class Figure:
     short: str
     text: str
     usual_unit: str = ""  # the unit named when the text has none ("–")
+    level: Level | None = None  # against the config's thresholds: a warning or critical figure is coloured
 
     @property
     def number(self) -> str:
@@ -61,7 +64,7 @@ def serving_instance(view: NodeView) -> InstanceView | None:
     return serving[0] if serving else (view.instances[0] if view.instances else None)
 
 
-def _figures(view: NodeView, acceptance: bool) -> tuple[Figure, ...]:
+def _figures(view: NodeView, acceptance: bool, limits: Thresholds) -> tuple[Figure, ...]:
     live = view.status.state not in DEAD
     instance = serving_instance(view) if live else None
     rates = instance.rates if instance is not None else None
@@ -70,8 +73,20 @@ def _figures(view: NodeView, acceptance: bool) -> tuple[Figure, ...]:
     memory = view.host_memory if live else None
     figures = [
         Figure("gen", "generation tok/s", "gen tok/s", fmt_rate(rates.generation_tokens_per_s if rates else None, "")),
-        Figure("kv", "KV cache", "KV", fmt_pct(instance.kv_usage if instance else None, 0)),
-        Figure("ttft", "TTFT p90", "TTFT", fmt_seconds(ttft.p90 if ttft is not None else None)),
+        Figure(
+            "kv",
+            "KV cache",
+            "KV",
+            fmt_pct(instance.kv_usage if instance else None, 0),
+            level=kv_level(instance.kv_usage if instance else None, limits),
+        ),
+        Figure(
+            "ttft",
+            "TTFT p90",
+            "TTFT",
+            fmt_seconds(ttft.p90 if ttft is not None else None),
+            level=ttft_level(ttft.p90 if ttft is not None and ttft.count else None, limits),
+        ),
     ]
     if acceptance:
         figures.append(
@@ -82,12 +97,16 @@ def _figures(view: NodeView, acceptance: bool) -> tuple[Figure, ...]:
                 fmt_number(spec.mean_acceptance_length if spec is not None else None, 2),
             )
         )
-    figures.append(Figure("mem", "memory available", "mem", fmt_gib(memory.mem_available if memory else None), "GiB"))
+    available = memory.mem_available if memory else None
+    figures.append(
+        Figure("mem", "memory available", "mem", fmt_gib(available), "GiB", level=memory_level(available, limits))
+    )
     return tuple(figures)
 
 
-def kiosk_tile(view: NodeView, acceptance: bool = False) -> KioskTile:
-    """The tile (or, with ``acceptance``, the node page) of ``view``."""
+def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | None = None) -> KioskTile:
+    """The tile (or, with ``acceptance``, the node page) of ``view``; its figures' levels against
+    ``limits`` (the config's ``[thresholds]``)."""
     state = view.status.state
     live = state not in DEAD
     instance = serving_instance(view) if live else None
@@ -97,7 +116,8 @@ def kiosk_tile(view: NodeView, acceptance: bool = False) -> KioskTile:
         else ""
     )
     reason = view.status.reasons[0] if view.status.reasons and state is not State.UP else ""
-    return KioskTile(view.name, state, reason, _figures(view, acceptance), requests, live)
+    figures = _figures(view, acceptance, limits if limits is not None else Thresholds())
+    return KioskTile(view.name, state, reason, figures, requests, live)
 
 
 # --- the grid ------------------------------------------------------------------------------------------

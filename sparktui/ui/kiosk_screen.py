@@ -24,6 +24,7 @@ from textual.widgets import Static
 
 from sparktui.model.fleet import NodeView
 from sparktui.model.host import MemoryLedger
+from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA
 from sparktui.ui.base import SparkScreen
@@ -40,7 +41,7 @@ from sparktui.ui.kiosk_figures import (
     kiosk_tile,
     tile_score,
 )
-from sparktui.ui.render import STATUS_GLYPH, memory_bar, status_text
+from sparktui.ui.render import LEVEL_VARIABLES, STATUS_GLYPH, memory_bar, status_text
 from sparktui.ui.themes import STATUS_VARIABLES
 
 NODE_FIGURES = 5  # a node page: generation, KV, TTFT, acceptance length, memory
@@ -156,8 +157,8 @@ class NodeTile(Vertical):
         yield Static(classes="line", id="numbers")
         yield MemoryLine(id="memory")
 
-    def show(self, view: NodeView, colours: Mapping[str, str]) -> None:
-        tile = kiosk_tile(view)
+    def show(self, view: NodeView, colours: Mapping[str, str], limits: Thresholds) -> None:
+        tile = kiosk_tile(view, limits=limits)
         colour = colours[STATUS_VARIABLES[tile.state]]
         self.query_one("#head", Static).update(_band(tile, colours))
         _show_figures(self, tile, colours)
@@ -180,8 +181,11 @@ def _band(tile: KioskTile, colours: Mapping[str, str]) -> Text:
 
 
 def _show_figures(parent: Widget, tile: KioskTile, colours: Mapping[str, str]) -> None:
-    number = "" if tile.live else colours["dim"]  # "": the theme's text colour
+    plain = "" if tile.live else colours["dim"]  # "": the theme's text colour
     for figure in tile.figures:
+        # A figure past its threshold in the warning (amber) or critical (red) colour, as on the fleet screen.
+        level = LEVEL_VARIABLES.get(figure.level) if tile.live and figure.level is not None else None
+        number = colours[level] if level else plain
         parent.query_one(f"#fig-{figure.key}", FigureCell).show(figure, number, colours["dim"])
 
 
@@ -289,13 +293,13 @@ class KioskScreen(SparkScreen[None]):
         self.query_one("#kiosk-node").set_class(not show_fleet, "shown")
         if show_fleet:
             for view in views:
-                self.query_one(f"#tile-{view.name}", NodeTile).show(view, colours)
+                self.query_one(f"#tile-{view.name}", NodeTile).show(view, colours, app.fleet.thresholds)
         else:
             self._node_page(views[self.page - 1])
 
     def _node_page(self, view: NodeView) -> None:
         colours = self.spark.colours
-        tile = kiosk_tile(view, acceptance=True)
+        tile = kiosk_tile(view, acceptance=True, limits=self.spark.fleet.thresholds)
         self.query_one("#node-title", Static).update(_band(tile, colours))
         _show_figures(self.query_one("#kiosk-node"), tile, colours)
         reasons = "\n".join(view.status.reasons) or "all healthy"

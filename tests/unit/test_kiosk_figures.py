@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.demo.run import events_file
+from sparktui.model.levels import Level
+from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_pct, fmt_rate
 from sparktui.ui.bigfont import big_height, big_lines, big_width, figure_scale
@@ -73,6 +75,20 @@ def test_a_tile_shows_the_views_numbers_and_nothing_for_a_down_node() -> None:
     assert down.state is State.DOWN and not down.live
     assert down.reason == "qwen235: /health connection refused"
     assert {f.text for f in down.figures} == {NO_DATA} and down.requests == ""
+
+
+def test_a_figure_past_its_threshold_carries_its_level() -> None:
+    """The kiosk's figures were plain whatever their value (issue 18): each carries its level against
+    the config's thresholds, which the widget colours."""
+    spark1 = next(v for v in fed_app().views if v.name == "spark1")
+    calm = {f.key: f.level for f in kiosk_tile(spark1, limits=Thresholds(kv_usage_warn=1.0)).figures}
+    tight = Thresholds(
+        kv_usage_warn=0.01, ttft_p90_warn_s=0.001, mem_available_warn_gib=999, mem_available_crit_gib=998
+    )
+    hot = {f.key: f.level for f in kiosk_tile(spark1, limits=tight).figures}
+    assert calm["kv"] is Level.OK and hot["kv"] is Level.WARN
+    assert hot["ttft"] is Level.WARN and hot["mem"] is Level.CRIT
+    assert calm["gen"] is None  # throughput has no threshold
 
 
 def test_the_clock_without_any_data_is_a_warning() -> None:
