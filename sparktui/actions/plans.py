@@ -36,7 +36,7 @@ from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.host import HostProcess, HostSample, leftovers, stale_workers
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.status import State
-from sparktui.model.units import fmt_gib, fmt_seconds
+from sparktui.model.units import fmt_duration, fmt_gib, fmt_seconds
 
 
 class ActionKind(StrEnum):
@@ -178,7 +178,7 @@ class ActionPlan:
         for number, step in enumerate(self.steps, 1):
             where = f"on {step.node}" if step.kind is StepKind.COMMAND else "over HTTP"
             lines.append(f"    {number}. {where}: {step.command}")
-        lines.append(f"  timeout: {_duration(self.timeout_s)} overall")
+        lines.append(f"  timeout: {fmt_duration(self.timeout_s)} overall")
         lines += [f"  note: {note}" for note in self.notes]
         lines += [f"  warning: {warning}" for warning in self.warnings]
         return tuple(lines)
@@ -249,7 +249,7 @@ class FixPlan:
             own = plan.confirmation()
             lines.append(f"  step {number}/{count}: {plan.title}")
             lines += [f"  {line}" for line in own[1:] if not line.lstrip().startswith("warning: ")]
-        lines.append(f"  timeout: {_duration(self.timeout_s)} overall")
+        lines.append(f"  timeout: {fmt_duration(self.timeout_s)} overall")
         lines += [f"  warning: {warning}" for warning in self.warnings]
         return tuple(lines)
 
@@ -670,15 +670,6 @@ def _manager_text(vllm: VllmSpec) -> str:
     return f"docker container {vllm.container}"
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
 def _service_text(node: NodeSpec, vllm: VllmSpec, view: NodeView | None) -> str:
     """The unit or container, its state and uptime, and the vLLM PIDs when they can only be its own."""
     text = _manager_text(vllm)
@@ -689,7 +680,7 @@ def _service_text(node: NodeSpec, vllm: VllmSpec, view: NodeView | None) -> str:
     if service is not None:
         state = service.state + (f" ({service.sub_state})" if service.sub_state else "")
         if host is not None and service.started_epoch is not None and (service.running or service.starting):
-            state += f", up {_duration(host.remote_epoch - service.started_epoch)}"
+            state += f", up {fmt_duration(host.remote_epoch - service.started_epoch)}"
         if service.restarts:
             state += f", {service.restarts} restarts"
         details.append(state)
@@ -746,7 +737,7 @@ def _page_cache_text(host: HostSample | None) -> str:
 
 
 def _process_text(process: HostProcess, host: HostSample) -> str:
-    up = f", up {_duration(host.remote_epoch - process.start_epoch)}" if process.start_epoch is not None else ""
+    up = f", up {fmt_duration(host.remote_epoch - process.start_epoch)}" if process.start_epoch is not None else ""
     return f"pid {process.pid} ({process.args or 'VLLM::Worker'}{up}, RSS {fmt_gib(process.rss_bytes)})"
 
 

@@ -40,6 +40,7 @@ from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
+from sparktui.model.units import fmt_duration
 from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, normalise
 
 GIB = 1024**3
@@ -150,15 +151,6 @@ class NodeView:
         return age is not None and age > limit
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
 def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
     """After "is crash-looping: ": "3 restarts, last exit status 1" between attempts, "2 restarts,
     attempt 3 running for 4s, the port is not open" during one (its exit status is not known yet)."""
@@ -169,7 +161,7 @@ def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
     detail = f"{restarts} restart{'' if restarts == 1 else 's'}"
     if service.restarting or service.failed:
         return detail + status
-    age = f" for {_duration(age_s)}" if age_s is not None else ""
+    age = f" for {fmt_duration(age_s)}" if age_s is not None else ""
     return f"{detail}, attempt {restarts + 1} running{age}, the port is not open"
 
 
@@ -362,7 +354,7 @@ class InstanceState:
             detail = _crash_loop_detail(service, self.service_age_s)
             return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {detail}",))
         if service.starting or service.running:
-            age = f" for {_duration(self.service_age_s)}" if self.service_age_s is not None else ""
+            age = f" for {fmt_duration(self.service_age_s)}" if self.service_age_s is not None else ""
             return Status(
                 State.LOADING, (f"{name}: loading{age}: {unit} is {service.state}, the port is not open yet",)
             )

@@ -29,6 +29,7 @@ from sparktui.diagnosis.alerts import AlertEvent, AlertState
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import NotifierSpec
+from sparktui.model.units import fmt_duration
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import _refused, make_client  # _refused: the poller's own test
 
@@ -73,15 +74,6 @@ class Outgoing:
 # --- the message ---------------------------------------------------------------------------------------
 
 
-def duration_text(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
 def message_title(event: AlertEvent) -> str:
     """One line, ASCII only (it goes into an HTTP header for ntfy): ``FIRING crit: spark2 node-down``."""
     alert = event.alert
@@ -95,7 +87,7 @@ def message_text(event: AlertEvent, *, title: bool = True) -> str:
     alert = event.alert
     lines: list[str] = []
     if title:
-        held = duration_text(event.held_s)
+        held = fmt_duration(event.held_s)
         lines.append(
             message_title(event) + (f" (held {held})" if event.state is AlertState.FIRING else f" after {held}")
         )
