@@ -85,12 +85,16 @@ class SparkApp(App[None]):
         source: FleetSource | None = None,
         freeze_gc: bool = False,
         recorder: Recorder | None = None,
+        render_every_s: float | None = None,
     ) -> None:
         """``collect`` runs ``source`` (live collection from the fleet when None) in the background;
         ``recorder`` (``--record``, ``--black-box``) hears of every tick, finding and alert of the core;
         ``freeze_gc`` (the CLI's dashboard) takes what exists a few seconds in out of the collector's
-        generations (see ``_freeze_startup``)."""
+        generations (see ``_freeze_startup``); ``render_every_s``: the render tick's period (default
+        the poll interval, at least 0.5 s; a snapshot test sets it past its own length, so its picture
+        is of the first tick however slow the machine)."""
         super().__init__()
+        self.render_every_s = render_every_s
         self.freeze_gc = freeze_gc
         self.fleet = fleet
         self.recorder = recorder
@@ -144,7 +148,8 @@ class SparkApp(App[None]):
         )
         if self.collect:
             self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
-        self.set_interval(max(0.5, self.fleet.poll_interval_s), self.refresh_views, name="render")
+        every = self.render_every_s if self.render_every_s is not None else max(0.5, self.fleet.poll_interval_s)
+        self.set_interval(every, self.refresh_views, name="render")
         if self.freeze_gc:
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup, name="gc-freeze")
 

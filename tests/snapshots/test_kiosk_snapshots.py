@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from sparktui.ui.kiosk_screen import KioskScreen
-from tests.support.ui_data import fed_app, local_zone
+from tests.support.ui_data import ONE_TICK_S, fed_app, local_zone
 
 SnapCompare = Callable[..., bool]
 
@@ -32,5 +32,5 @@ async def _node_page(pilot: Pilot[None]) -> None:
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 @pytest.mark.parametrize("page", ["fleet", "node"])
 def test_kiosk(snap_compare: SnapCompare, size: tuple[int, int], page: str) -> None:
-    app = fed_app(kiosk=True)
+    app = fed_app(kiosk=True, render_every_s=ONE_TICK_S)
     assert snap_compare(app, terminal_size=size, run_before=_node_page if page == "node" else None)

@@ -18,7 +18,7 @@ from sparktui.model.drift import DriftReport
 from sparktui.model.logbuffer import LogBuffer
 from sparktui.ui.app import SparkApp
 from sparktui.ui.fleet_views import DriftScreen
-from tests.support.ui_data import fed_app
+from tests.support.ui_data import ONE_TICK_S, fed_app
 from tests.ui.test_views import app_with_a_slow_node_down_rule
 from tests.unit.test_drift import ROWS
 
@@ -78,8 +78,8 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _app(screen: str, theme: str) -> SparkApp:
     if screen == "alerts":
-        return app_with_a_slow_node_down_rule()  # firing, pending and quiet rules
-    app = fed_app(theme=theme, kiosk=screen == "kiosk")
+        return app_with_a_slow_node_down_rule(render_every_s=ONE_TICK_S)  # firing, pending and quiet rules
+    app = fed_app(theme=theme, render_every_s=ONE_TICK_S)
     return _with_log(app) if screen in ("node", "logs") else app  # the node screen's log tail, the log view
 
 

@@ -132,6 +132,11 @@ def feed(app: SparkApp, clock: Clock) -> None:
     clock.t = NOW
 
 
+# A render tick longer than any test: a snapshot is of the first tick, however slow the machine is (a
+# second tick on a loaded machine let rules that need two evaluations open one more finding).
+ONE_TICK_S = 3600.0
+
+
 def fed_app(keymap: dict[str, str] | None = None, **options: object) -> SparkApp:
     """An app that collects nothing, frozen at NOW, holding ``feed``'s thirty seconds; ``keymap`` is
     the config's ``[keymap]``."""

@@ -33,14 +33,14 @@ def shown_options(app: SparkApp, width: int = 150) -> list[str]:
     return [plain(prompt, width) for prompt in prompts if isinstance(prompt, Table | Text | Group)]
 
 
-def app_with_a_slow_node_down_rule() -> SparkApp:
+def app_with_a_slow_node_down_rule(**options: object) -> SparkApp:
     """The default rules and one more on node_down held for 10 min: spark3, refused since the start,
     fires the 30 s rule and is still pending on this one."""
     spec = fleet_spec()
     slow = AlertRuleSpec(name="node-down-long", metric="node_down", for_s=600.0, severity="crit")
     spec = spec.model_copy(update={"alerts": (*default_rules(spec.thresholds), slow)})
     clock = Clock()
-    app = make_app(spec, collect=False, clock=clock)
+    app = make_app(spec, collect=False, clock=clock, **options)
     feed(app, clock)
     fire_node_down(app)
     return app
