@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -362,10 +361,10 @@ async def test_the_rotation_timer_runs_on_its_own() -> None:
         await source.tick()
         await source.tick()
         screen = _kiosk(app)
-        assert screen.page == 0
-        started = time.monotonic()
+        assert screen.page == 0  # not at once: still the fleet page after mount and two polls
+        # Then the page turns with nothing from the test but waiting: the kiosk's own timer. (How long
+        # it took is not asserted: under load the setup above can eat most of rotate_s.)
         await wait_until(lambda: screen.page == 1, app.fleet.kiosk.rotate_s + 10.0, what="the kiosk's page turned")
-        assert time.monotonic() - started > app.fleet.kiosk.rotate_s - 1.0  # by its timer, not at once
         assert str(screen.query_one("#node-title", Static).content).startswith("spark1")
 
 
