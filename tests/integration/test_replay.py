@@ -97,13 +97,14 @@ async def _record_the_incident(path: Path) -> tuple[list[Moment], frozenset[str]
                 for observation in await poller.poll_all():
                     state.apply(observation)
                     recorder.observation(observation)
+                    offset = observation.wall - observation.t  # the wall mapping, as Monitor.wall_at has it
                 now = fleet.now
                 moment = Moment(now, state.view(now, window_s=WINDOW_S))
                 for view in moment.views:
                     buffers = {"qwen36": log.buffer} if view.name == "spark1" else {}
                     lines = {name: unread(b, diagnosis.cursor(view.name, name)) for name, b in buffers.items()}
                     intervals = last_intervals(state.nodes[view.name])
-                    moment.findings[view.name] = diagnosis.evaluate(view, lines, now, intervals)
+                    moment.findings[view.name] = diagnosis.evaluate(view, lines, now, intervals, now + offset)
                     recorder.findings(view.name, moment.findings[view.name], now)
                     seen |= {f.id for f in moment.findings[view.name]}
                 recorder.tick(now)
