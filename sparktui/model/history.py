@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from sparktui.model.fleet import InstanceView, NodeView
 
@@ -118,8 +119,9 @@ class History:
         points = self._series.get(tuple(key))
         if not points:
             return ()
-        values = tuple(p.value for p in points)
-        return values[-last:] if last else values
+        if last and last < len(points):  # the tail only: a row's trend asks for 10 of up to 600 points
+            return tuple(reversed([p.value for p in islice(reversed(points), last)]))
+        return tuple(p.value for p in points)
 
     def points(self, *key: str) -> tuple[Point, ...]:
         return tuple(self._series.get(tuple(key), ()))

@@ -73,3 +73,13 @@ def test_a_findings_line_names_the_key_of_its_whole_fix() -> None:
     )  # fmt: skip
     assert "[d] vLLM would not start now" in finding_line(launch, COLOURS).plain
     assert "[x] Page cache blocks the start" in finding_line(blocked, COLOURS).plain
+
+
+def test_a_series_tail_is_the_newest_points_in_order() -> None:
+    history = History()
+    for second in range(20):
+        history.record([], float(second))  # the fleet totals of an empty fleet: nothing recorded
+        history._append(("spark1", "gpu_temp"), float(second), float(second))
+    assert history.series("spark1", "gpu_temp", last=5) == (15.0, 16.0, 17.0, 18.0, 19.0)
+    assert history.series("spark1", "gpu_temp", last=50) == tuple(float(s) for s in range(20))
+    assert history.series(FLEET, "generation_tps") == ()
