@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import os
 import re
 import sys
@@ -162,10 +163,15 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
     watcher = Watcher(fleet, out=out)
     stop = asyncio.Event()
 
-    async def long_request(client: httpx.AsyncClient, i: int) -> None:
-        body = {"model": SERVED_NAME, "prompt": f"request {i}", "max_tokens": 1500, "ignore_eos": True}
-        with contextlib.suppress(httpx.HTTPError):
-            await client.post(f"{real_vllm.url}/v1/completions", json=body, timeout=600.0)
+    async def keep_busy(client: httpx.AsyncClient, lane: int) -> None:
+        """One long request after another, so requests are in flight whenever the watcher looks: a single
+        one can finish before the watcher's second scrape on a fast run (the tiny model is quick)."""
+        for i in itertools.count():
+            body = {"model": SERVED_NAME, "prompt": f"request {lane}.{i}", "max_tokens": 1500, "ignore_eos": True}
+            try:
+                await client.post(f"{real_vllm.url}/v1/completions", json=body, timeout=600.0)
+            except httpx.HTTPError:
+                await asyncio.sleep(0.5)  # not a hot loop while the server refuses
 
     def findings() -> tuple[Finding, ...]:
         return tuple(f for f in watcher.monitor.findings.get("cpu1", ()) if f.id == "engine-wedged")
@@ -178,11 +184,18 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
         rates = instance.rates
         return bool(instance.running) and rates is not None and bool(rates.generation_tokens_per_s)
 
+    def observed() -> str:
+        views = watcher.monitor.views
+        if not views:
+            return "no view yet"
+        (instance,) = views[0].instances
+        return f"{instance.status}, running {instance.running}, rates {instance.rates}"
+
     watching = asyncio.create_task(watcher.run(stop=stop, drain_s=1.0))
     async with httpx.AsyncClient() as client:
-        requests = [asyncio.create_task(long_request(client, i)) for i in range(3)]
+        requests = [asyncio.create_task(keep_busy(client, lane)) for lane in range(3)]
         try:
-            await wait_until(moving, 120.0, what="requests running and tokens moving", interval_s=0.2)
+            await wait_until(moving, 120.0, what="requests running and tokens moving", interval_s=0.2, detail=observed)
             with stopped_core(real_vllm):
                 stopped_at = watcher.monitor.ticks
                 await wait_until(findings, 120.0, what="engine-wedged", interval_s=0.1)
