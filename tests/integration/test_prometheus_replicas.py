@@ -209,8 +209,8 @@ async def test_merged_percentiles_equal_prometheus_over_the_same_samples(replica
             port = replica.server.port
             series = f'vllm:time_to_first_token_seconds_bucket{{instance="127.0.0.1:{port}"}}'
             expr = f"histogram_quantile(0.9, sum by (le) ({series}) - sum by (le) ({series} offset {window}s))"
-            (answer,) = await server.query(expr, at=at)
-            assert close(seen.ttft.p90, float(str(answer["value"][1])), EXACT)  # type: ignore[index]
+            (alone,) = await server.query(expr, at=at)
+            assert close(seen.ttft.p90, float(str(alone["value"][1])), EXACT)  # type: ignore[index]
             own.append(seen.ttft.p90)
         fleet_p90 = found.latency["ttft"].p90
         assert fleet_p90 is not None

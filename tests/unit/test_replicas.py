@@ -6,14 +6,17 @@ inside the bucket the rank falls in).
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
+from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.derive import LatencySummary, VllmRates, histogram_quantile
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, merge_histograms, model_replicas
 from sparktui.model.status import UP
+from sparktui.model.units import fmt_seconds
 from sparktui.model.vllm import HistogramSample
 
 INF = math.inf
@@ -87,12 +90,13 @@ def test_merged_buckets_are_the_sum_of_each_replicas_increases() -> None:
 def test_averaged_percentiles_differ_from_the_merged_one() -> None:
     fast_p90 = LatencySummary.of(FAST).p90  # rank 90 at the top of (0.1, 0.5]: 0.5
     slow_p90 = LatencySummary.of(SLOW).p90  # rank 18 in (0.5, 1]: 0.5 + 0.5 * 18 / 20 = 0.95
+    assert fast_p90 is not None and slow_p90 is not None
     assert fast_p90 == pytest.approx(0.5) and slow_p90 == pytest.approx(0.95)
     merged = model_replicas(
         [node("spark1", instance("a", "m", rates(ttft=FAST))), node("spark2", instance("b", "m", rates(ttft=SLOW)))]
     )
     fleet_p90 = merged[0].latency["ttft"].p90
-    assert fleet_p90 == pytest.approx(0.8)
+    assert fleet_p90 is not None and fleet_p90 == pytest.approx(0.8)
     assert abs(fleet_p90 - (fast_p90 + slow_p90) / 2) > 0.07  # the average, 0.725, is nobody's p90
     weighted = (100 * fast_p90 + 20 * slow_p90) / 120  # weighting by requests does not fix it: 0.575
     assert abs(fleet_p90 - weighted) > 0.2
@@ -181,3 +185,33 @@ def test_no_histograms_merge_to_nothing() -> None:
     views = [node("spark1", instance("a", "m", None)), node("spark2", instance("b", "m", None))]
     (found,) = model_replicas(views)
     assert found.latency == {} and found.slowest is None and found.reporting == 0
+
+
+def test_snapshot_text_and_json_give_the_fleet_numbers_and_the_slowest_replica() -> None:
+    views = [
+        node("spark1", instance("a", "m", rates(ttft=FAST))),
+        node("spark2", instance("b", "m", rates(ttft=SLOW))),
+        node("spark3", instance("c", "m", rates(ttft=NOISY))),
+    ]
+    text = render_snapshot(views)
+    block = text[text.index("replicas of m") :]
+    assert block.startswith("replicas of m: 3 instances (spark1/a, spark2/b, spark3/c), 3 reporting\n")
+    assert "fleet over 122 requests (merged buckets):" in block
+    merged = model_replicas(views)[0].latency["ttft"]
+    assert f"TTFT p50 {fmt_seconds(merged.p50, 0.1)} p90 {fmt_seconds(merged.p90, 0.1)}" in block
+    assert (
+        "per replica TTFT p90: spark1/a 500 ms (100 req)   spark2/b 950 ms (20 req)   spark3/c 2.35 s (2 req)" in block
+    )
+    assert "slowest: spark2/b, TTFT p90 950 ms over 20 requests" in block
+    (found,) = json.loads(views_json(views))["replicas"]
+    assert found["model"] == "m" and found["reporting"] == 3
+    assert found["latency"]["ttft"]["count"] == 122
+    assert found["slowest"]["node"] == "spark2" and found["slowest"]["ttft"]["p90"] == pytest.approx(0.95)
+
+
+def test_snapshot_of_a_model_served_once_has_no_replica_block() -> None:
+    views = [node("spark1", instance("a", "m", rates(ttft=FAST))), node("spark2", instance("b", "n", rates(ttft=SLOW)))]
+    assert "replicas of" not in render_snapshot(views)
+    assert json.loads(views_json(views))["replicas"] == []
+    few = [node("spark1", instance("a", "m", rates(ttft=FAST))), node("spark2", instance("b", "m", rates(ttft=NOISY)))]
+    assert f"slowest: – (needs two replicas with {SLOWEST_MIN_REQUESTS} requests or more each)" in render_snapshot(few)
