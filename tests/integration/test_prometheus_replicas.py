@@ -6,7 +6,7 @@ one of them twice at other points of its run, that third replica's TTFT buckets 
 bounds); a real Prometheus scrapes them every second. Each server holds one scrape (state 0) until
 Prometheus has scraped it for 5 s and sparktui has polled it once, then the next (state 1) until
 Prometheus has scraped it for several seconds more and sparktui has polled it again. So both sides
-see, per replica, the increase state 1 - state 0, and:
+see, per replica, the increase state 1 - state 0 (so does sparktui reading them through Prometheus), and:
 
 - ``sum by (le) (x_bucket) - sum by (le) (x_bucket offset Ns)`` (no extrapolation) gives
   sparktui's merged quantiles to 1e-9;
@@ -35,6 +35,7 @@ from sparktui.model.replicas import REPLICA_LATENCY_KEYS, ModelReplicas, model_r
 from sparktui.model.vllm import HISTOGRAMS
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
+from sparktui.sources.prometheus import PrometheusSource
 from tests.support.fixture_fleet import Endpoint, FixtureServer, scenario_scrapes
 from tests.support.prometheus_server import PrometheusServer, require_prometheus
 from tests.support.wait import wait_until
@@ -159,19 +160,27 @@ async def test_merged_percentiles_equal_prometheus_over_the_same_samples(replica
     fleet = parse_config(fleet_toml(replicas), env={})
     urls = [f"{r.server.url}/metrics" for r in replicas]
     state = FleetState(fleet)
-    async with PrometheusServer(urls) as server, make_client(fleet_origins(fleet)) as client:
+    async with PrometheusServer(urls) as server, make_client([*fleet_origins(fleet), server.url]) as client:
         poller = FleetPoller(fleet, client)
+        # The same fleet read from Prometheus (its source rebuilds each target's scrape from its samples).
+        prom_fleet = parse_config(fleet_toml(replicas) + f'[prometheus]\nurl = "{server.url}"\n', env={})
+        source, via_prometheus = PrometheusSource(prom_fleet), FleetState(prom_fleet)
+
+        async def poll() -> None:
+            for observation in await poller.poll_all():
+                state.apply(observation)
+            for observation in await source.refresh(client):
+                via_prometheus.apply(observation)
+
         # State 0: Prometheus scrapes it for 5 s; sparktui polls it once.
         await scraped_after(server, time.time() + 5.0, len(urls))
-        for observation in await poller.poll_all():
-            state.apply(observation)
+        await poll()
         switched = time.time()
         for replica in replicas:
             replica.endpoint.index = replica.last
         # State 1: sparktui polls it once Prometheus has it from every replica; Prometheus keeps it 8 s.
         await scraped_after(server, switched + 0.2, len(urls))
-        for observation in await poller.poll_all():
-            state.apply(observation)
+        await poll()
         polled = time.monotonic()  # viewed as then: later, the numbers would be stale (and hidden)
         await scraped_after(server, switched + 8.0, len(urls))
         at = far_from_scrapes(time.time(), await last_scrapes(server))
@@ -201,6 +210,9 @@ async def test_merged_percentiles_equal_prometheus_over_the_same_samples(replica
                     assert close(ours, theirs, rel), (key, q, expr, ours, theirs)
                     checked += 1
         assert checked == len(REPLICA_LATENCY_KEYS) * len(QUANTILES) * 2
+        # Read through the Prometheus source, the fleet's numbers are the same: nothing to add there.
+        (from_prometheus,) = model_replicas(via_prometheus.view(polled, window_s=None))
+        assert from_prometheus.latency == found.latency and from_prometheus.slowest == found.slowest
 
         # Each replica's own p90 TTFT is Prometheus's for that replica alone; their average is not the fleet's.
         own: list[float] = []
