@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 
 from sparktui.model.canary import canary_text
-from sparktui.model.derive import LatencySummary, VllmRates
+from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, ModelReplicas, model_replicas
@@ -19,6 +19,7 @@ from sparktui.model.units import (
     NO_DATA,
     engine_lines,
     fmt_gib,
+    fmt_latency,
     fmt_number,
     fmt_pct,
     fmt_rate,
@@ -101,16 +102,6 @@ def exit_code(views: Iterable[NodeView]) -> int:
 # --- text rendering -------------------------------------------------------------------------------
 
 
-def _latency(label: str, summary: LatencySummary | None) -> str:
-    if summary is None or not summary.count:
-        return f"{label} {NO_DATA}"
-    floor = summary.floor
-    return (
-        f"{label} p50 {fmt_seconds(summary.p50, floor)} p90 {fmt_seconds(summary.p90, floor)} "
-        f"p99 {fmt_seconds(summary.p99, floor)}"
-    )
-
-
 def _rates_lines(rates: VllmRates | None) -> list[str]:
     if rates is None:
         return ["    no rates yet: needs two scrapes of the engine's metrics"]
@@ -123,7 +114,8 @@ def _rates_lines(rates: VllmRates | None) -> list[str]:
         f"preemptions {fmt_number(rates.preemptions)}",
         "    "
         + "   ".join(
-            _latency(label, rates.latency.get(key)) for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+            fmt_latency(label, rates.latency.get(key))
+            for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
         ),
     ]
     spec = rates.spec_decode
@@ -259,7 +251,7 @@ def _replicas_lines(found: ModelReplicas) -> list[str]:
         return lines
     lines.append(f"  fleet over {fmt_number(ttft.count)} requests (merged buckets):")
     for row in ((("ttft", "TTFT"), ("e2e", "e2e")), (("itl", "ITL"), ("tpot", "TPOT"), ("queue", "queue"))):
-        lines.append("    " + "   ".join(_latency(label, found.latency.get(key)) for key, label in row))
+        lines.append("    " + "   ".join(fmt_latency(label, found.latency.get(key)) for key, label in row))
     own = "   ".join(
         f"{r.where} {fmt_seconds(r.ttft.p90 if r.ttft else None, r.ttft.floor if r.ttft else None)} "
         f"({fmt_number(r.requests)} req)"

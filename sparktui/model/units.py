@@ -165,6 +165,17 @@ def fmt_admission(rates: VllmRates) -> str:
     return f"{per_s} ({reasons})" if reasons else per_s
 
 
+def fmt_latency(label: str, summary: LatencySummary | None) -> str:
+    """A latency histogram over the window: "TTFT p50 225 ms p90 1.15 s p99 2.37 s" ("TTFT –" without requests)."""
+    if summary is None or not summary.count:
+        return f"{label} {NO_DATA}"
+    floor = summary.floor
+    return (
+        f"{label} p50 {fmt_seconds(summary.p50, floor)} p90 {fmt_seconds(summary.p90, floor)} "
+        f"p99 {fmt_seconds(summary.p99, floor)}"
+    )
+
+
 def fmt_token_summary(summary: LatencySummary | None, quantiles: bool = True) -> str:
     """A token histogram over the window: "mean 13.6, p50 ≤1, p90 7.1"."""
     if summary is None or not summary.count:

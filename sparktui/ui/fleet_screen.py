@@ -14,7 +14,6 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static
 
-from sparktui.model.derive import LatencySummary
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import FLEET, Point
 from sparktui.model.levels import (
@@ -29,7 +28,16 @@ from sparktui.model.levels import (
 from sparktui.model.replicas import ModelReplicas, Replica, model_replicas
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_duration, fmt_gib_short, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.model.units import (
+    NO_DATA,
+    fmt_duration,
+    fmt_gib_short,
+    fmt_latency,
+    fmt_number,
+    fmt_pct,
+    fmt_rate,
+    fmt_seconds,
+)
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
@@ -540,7 +548,7 @@ def _replicas_line(found: ModelReplicas, colours: Mapping[str, str]) -> Text:
     if ttft is None or not ttft.count:
         line.append(f"  TTFT {NO_DATA}  no requests in the window", style=colours["dim"])
         return line
-    line.append(f"  {_quantiles('TTFT', ttft)}")
+    line.append(f"  {fmt_latency('TTFT', ttft)}")
     line.append(f" over {fmt_number(ttft.count)} req", style=colours["dim"])
     slowest = found.slowest
     if slowest is not None and slowest.ttft is not None:
@@ -553,14 +561,6 @@ def _replicas_line(found: ModelReplicas, colours: Mapping[str, str]) -> Text:
         if summary is not None and summary.count:
             line.append(f"  {label} p90 {fmt_seconds(summary.p90, summary.floor)}")
     return line
-
-
-def _quantiles(label: str, summary: LatencySummary) -> str:
-    floor = summary.floor
-    return (
-        f"{label} p50 {fmt_seconds(summary.p50, floor)} p90 {fmt_seconds(summary.p90, floor)} "
-        f"p99 {fmt_seconds(summary.p99, floor)}"
-    )
 
 
 def _replica_name(replica: Replica, found: ModelReplicas) -> str:
