@@ -205,3 +205,20 @@ def test_screenshot_runs_the_demo_for_the_seconds_asked(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     spans = [int(s) for s in re.findall(r"over&#160;(\d+)s", out.read_text())]
     assert spans and max(spans) <= 8  # the default would run 60 s
+
+
+def test_screenshot_without_out_writes_into_the_current_directory(tmp_path: Path) -> None:
+    """Run from anywhere, the default file lands where the operator is, not in a docs/ folder there."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-m", "sparktui", "screenshot", "--seconds", "2"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["sparktui-fleet-spark-dark.svg"]
+    assert "<svg" in (tmp_path / "sparktui-fleet-spark-dark.svg").read_text()
