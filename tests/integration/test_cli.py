@@ -222,3 +222,13 @@ def test_screenshot_without_out_writes_into_the_current_directory(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["sparktui-fleet-spark-dark.svg"]
     assert "<svg" in (tmp_path / "sparktui-fleet-spark-dark.svg").read_text()
+
+
+def test_config_check_of_a_fleet_with_no_vllm_says_there_is_nothing_to_watch(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text('[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n')
+    result = _run(config, "config", "check")
+    assert result.returncode == 1
+    assert result.stdout.strip() == (
+        f"{config}: 1 node, 0 vLLM instances, 0 side services: no [[nodes.vllm]] entry, so there is no vLLM to watch"
+    )
