@@ -97,6 +97,12 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+def fmt_count(n: int, noun: str, *, zero: str | None = None) -> str:
+    """``n`` with ``noun`` in the plural unless it is one: "1 node", "3 nodes" ("no nodes" with zero="no")."""
+    shown = zero if n == 0 and zero is not None else str(n)
+    return f"{shown} {noun}{'' if n == 1 else 's'}"
+
+
 def fmt_tokens(value: float | None) -> str:
     """Token counts: 983k, 1.6M."""
     if value is None or _missing(value):
