@@ -116,9 +116,10 @@ def report(install_s: float, count: int, runs: list[Run], command: str) -> str:
                 "install.",
                 "",
                 "How: a fresh venv in a temporary directory, this checkout installed into it as the README does "
-                "(`pip install -e .`, no test extras, `--no-cache-dir`); then that venv's `sparktui demo` launched in a "
-                f"{WIDTH}x{HEIGHT} tmux session and the pane read every {CAPTURE_EVERY_S * 1000:.0f} ms, to the fleet "
-                "header drawn and to its fleet generation rate shown as a number.",
+                "(`pip install -e .`, no test extras, `--no-cache-dir`); then that venv's `sparktui demo` "
+                f"launched in a {WIDTH}x{HEIGHT} tmux session and the pane read every "
+                f"{CAPTURE_EVERY_S * 1000:.0f} ms, to the fleet header drawn and to its fleet generation rate shown "
+                "as a number.",
                 "",
                 f"Command: `{command}`",
                 "",
