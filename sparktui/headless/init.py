@@ -35,7 +35,7 @@ from sparktui.discovery.probes import (
     split_host_port,
 )
 from sparktui.discovery.render import HostReport, SshSettings, render_config
-from sparktui.model.specs import SSH_USER_RE
+from sparktui.model.specs import SSH_USER_RE, url_host
 from sparktui.sources.probe import SshOutcome, discover
 
 EXIT_USAGE = 2
@@ -215,7 +215,10 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
         reports,
         request.ssh,
         written_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        hosts=request.hosts,
+        hosts=[
+            host if port is None else f"{url_host(host)}:{port}"
+            for host, port in zip(request.hosts, request.ssh_ports, strict=True)
+        ],
     )
     try:
         parse_config(text, source=str(path or "<init>"), env={}, base_dir=path.parent if path else None)
