@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import LatencySummary, VllmRates
-from sparktui.model.engines import EngineView, kv_line
+from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec
@@ -151,9 +151,7 @@ def _data_parallel_lines(view: InstanceView) -> list[str]:
     """Each engine of a data-parallel instance; nothing for one engine."""
     if not view.engines:
         return []
-    off = view.imbalanced_engines
-    marker = f", imbalanced: engine {', '.join(off)}" if off else ""
-    return [f"    data parallel, {len(view.engines)} engines{marker}", *map(_engine_line, view.engines)]
+    return [f"    data parallel: {data_parallel_summary(view.engines)}", *map(_engine_line, view.engines)]
 
 
 def _engine_line(engine: EngineView) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparktui.model.derive import VllmRates
-from sparktui.model.units import NO_DATA, fmt_pct, fmt_tokens
+from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_tokens
 from sparktui.model.vllm import ModelScrape, VllmScrape, engine_order
 
 
@@ -64,6 +64,11 @@ def kv_load(usage_by_engine: Mapping[str, float], capacity_by_engine: Mapping[st
         busiest_engine=busiest,
         busiest_usage=usage_by_engine[busiest],
     )
+
+
+def busiest_engine_words(kv: KvLoad | None) -> str:
+    """ " on engine 1" after a KV figure that is the busiest engine's, when there are several; ""."""
+    return f" on engine {kv.busiest_engine}" if kv is not None and kv.engines > 1 else ""
 
 
 def kv_line(kv: KvLoad | None) -> str:
@@ -141,3 +146,16 @@ def engine_views(
         )
         for engine, part in model.per_engine.items()
     )
+
+
+def data_parallel_summary(engines: tuple[EngineView, ...] | list[EngineView]) -> str:
+    """A data-parallel instance in one line, for the fleet's detail and ``snapshot``: "2 engines,
+    generation 832 / 1,449 tok/s (0.73x / 1.27x an even share), imbalanced: engine 0, 1"; "" for one
+    engine."""
+    if not engines:
+        return ""
+    gen = " / ".join(fmt_rate(e.rates.generation_tokens_per_s if e.rates else None, "") for e in engines)
+    shares = " / ".join(f"{fmt_number(e.share_ratio, 2)}x" for e in engines)
+    off = [e.engine for e in engines if e.imbalanced]
+    marker = f", imbalanced: engine {', '.join(off)}" if off else ""
+    return f"{len(engines)} engines, generation {gen} tok/s ({shares} an even share){marker}"

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from sparktui.diagnosis.alerts import read_rules
 from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.engines import imbalanced, kv_line, kv_load, share_ratios
 from sparktui.model.fleet import InstanceView
 from sparktui.model.promtext import PromParser
-from sparktui.model.specs import Thresholds
+from sparktui.model.specs import AlertRuleSpec, Thresholds
 from sparktui.model.tracker import VllmTracker
+from sparktui.model.units import fmt_pct, fmt_rate
 from sparktui.model.vllm import WANTED, VllmScrape, normalise
 from tests.support.dp_data import CONFIG, EXPECTED, dp2_fleet, dp2_scrapes
 from tests.unit.test_vllm_fixtures import _check
@@ -146,17 +148,36 @@ def test_the_kv_warning_names_the_busiest_engine() -> None:
     assert reasons == [f"qwen-dp2: KV cache 35% on engine {busiest} (warn at 30%)"]
 
 
+def test_the_kv_alert_says_its_figure_is_the_busiest_engines() -> None:
+    state, now = dp2_fleet()
+    rule = AlertRuleSpec(name="kv", metric="kv_usage", above=0.30)
+    (reading,) = read_rules([rule], state.view(now, window_s=None), {})
+    usage = EXPECTED["last_scrape"]["kv_cache_usage_perc"]
+    busiest = max(ENGINES, key=lambda e: usage[e])
+    assert reading.firing
+    assert reading.value == pytest.approx(usage[busiest])
+    assert any(f"busiest engine {busiest}: {fmt_pct(usage[busiest])}" in line for line in reading.evidence)
+
+
 def test_snapshot_text_and_json_carry_each_engine() -> None:
     state, now = dp2_fleet()
     views = state.view(now, window_s=None)
     text = render_snapshot(views)
-    assert "busiest engine 1: 35.2%" in text
-    assert "engine 0" in text and "engine 1" in text
-    engine_lines = [line for line in text.splitlines() if line.strip().startswith("engine ")]
-    assert len(engine_lines) == 2
-    assert "832 tok/s" in engine_lines[0] and "1,449 tok/s" in engine_lines[1]
-    assert all("imbalanced" in line for line in engine_lines)
-    assert "data parallel, 2 engines, imbalanced: engine 0, 1" in text
+    window = EXPECTED["window_first_to_last"]
+    generation = [window["per_engine"][e]["generation_tokens_per_s"] for e in ENGINES]
+    total = window["total"]["generation_tokens_per_s"]
+    usage = EXPECTED["last_scrape"]["kv_cache_usage_perc"]
+    busiest = max(ENGINES, key=lambda e: usage[e])
+    assert f"busiest engine {busiest}: {fmt_pct(usage[busiest])}" in text
+    shares = " / ".join(f"{g * len(ENGINES) / total:.2f}x" for g in generation)
+    rates = " / ".join(fmt_rate(g, "") for g in generation)
+    summary = f"data parallel: 2 engines, generation {rates} tok/s ({shares} an even share), imbalanced: engine 0, 1"
+    assert summary in text
+    engine_lines = [line.strip() for line in text.splitlines() if line.strip().startswith("engine ")]
+    assert len(engine_lines) == len(ENGINES)
+    for engine, line, gen in zip(ENGINES, engine_lines, generation, strict=True):
+        assert line.startswith(f"engine {engine}: generation {fmt_rate(gen, ' tok/s')} (")
+        assert "imbalanced" in line
     payload: dict[str, Any] = json.loads(views_json(views))
     instance = payload["nodes"][0]["instances"][0]
     assert [e["engine"] for e in instance["engines"]] == ENGINES
