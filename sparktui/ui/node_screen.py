@@ -1,8 +1,9 @@
 """The node screen, an incident cockpit: the findings, the unified-memory ledger, the GPU, throughput
 and KV trends, requests and latency, and a live tail of the node's logs, all on one 160x48 screen
 without scrolling (three columns of panels from 140 cells: host, engine output, requests; two from
-100, one below; the less urgent panels, side services and the TTFT histogram, at the bottom). ``l``
-opens the full log view (``log_screen.py``).
+100, one below; the less urgent panels, side services and the TTFT histogram, at the bottom); a
+data-parallel instance's engines in a row of the screen's width above the log tail. ``l`` opens the
+full log view (``log_screen.py``).
 
 An instance that is not serving (down, loading, a tensor-parallel worker) shows "–" and why, never the
 last numbers it had."""
@@ -237,7 +238,7 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
 
 ENGINE_COLUMNS = (
     *("engine", "gen t/s", "share", "prompt t/s", "run", "wait", "KV", "of tokens"),
-    *("TTFT p50", "TTFT p90", "p99", "hit"),
+    *("TTFT p50", "TTFT p90", "TTFT p99", "prefix hit"),
 )
 # On a narrower panel the less urgent columns go first: capacity, TTFT p50 and p99, prompt, TTFT p90.
 ENGINE_FITS = (
@@ -346,7 +347,9 @@ class NodeScreen(SparkScreen[None]):
                 with Vertical(classes="column", id="col-c"):
                     yield Static(classes="panel", id="requests")
                     yield Static(classes="panel", id="latency")
-                    yield Static(classes="panel", id="engines")  # a data-parallel instance's engines
+        # A data-parallel instance's engines, the width of the screen: every engine's row on one line,
+        # never scrolled out of view (it takes its rows from the log tail).
+        yield Static(classes="panel", id="engines")
         with Vertical(id="tail-panel"):
             yield Static(id="tail-title")
             yield LogView(self.tail_reader, wrap=True, id="tail", classes="tail")
@@ -549,7 +552,7 @@ class NodeScreen(SparkScreen[None]):
         if not engines or instance is None:
             return
         colours = self.spark.colours
-        title = Text("Engines (data parallel, window)", style="bold")
+        title = Text("Engines (window)", style="bold")
         off = instance.imbalanced_engines
         if off:
             limit = fmt_pct(self.spark.fleet.thresholds.engine_imbalance_warn, 0)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 from textual.widgets import Static
 
-from sparktui.model.units import fmt_pct, fmt_rate
+from sparktui.model.units import fmt_pct, fmt_rate, fmt_seconds
 from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.render import IMBALANCED
@@ -55,6 +55,11 @@ async def test_the_node_screen_shows_one_row_per_engine_with_the_imbalanced_ones
             assert row[header.index("gen")] == fmt_rate(PER_ENGINE[engine]["generation_tokens_per_s"], "")
             assert row[header.index("share") - 1].startswith(IMBALANCED)  # "gen t/s" is two words
             assert fmt_pct(LAST["kv_cache_usage_perc"][engine]) in row
+            line = " ".join(row)  # at 160 columns every column shows: the TTFT quantiles too
+            for q in ("p50", "p90", "p99"):
+                assert fmt_seconds(PER_ENGINE[engine][f"ttft_seconds_{q}"]) in line
+            assert fmt_pct(PER_ENGINE[engine]["prefix_cache_hit_rate"]) in line
+        assert screen.query_one("#tail-panel").region.height >= 7  # the log tail keeps room
         busiest = max(ENGINES, key=lambda e: LAST["kv_cache_usage_perc"][e])
         kv = _plain(screen.query_one("#kv", Static))
         assert f"busiest engine {busiest}: {fmt_pct(LAST['kv_cache_usage_perc'][busiest])}" in kv
