@@ -18,6 +18,7 @@ from sparktui.model.specs import AlertRuleSpec, Thresholds
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import fmt_pct, fmt_rate
 from sparktui.model.vllm import WANTED, VllmScrape, normalise
+from sparktui.ui.kiosk_figures import kiosk_tile
 from tests.support.dp_data import CONFIG, EXPECTED, dp2_fleet, dp2_scrapes
 from tests.unit.test_vllm_fixtures import _check
 
@@ -157,6 +158,16 @@ def test_the_kv_alert_says_its_figure_is_the_busiest_engines() -> None:
     assert reading.firing
     assert reading.value == pytest.approx(usage[busiest])
     assert any(f"busiest engine {busiest}: {fmt_pct(usage[busiest])}" in line for line in reading.evidence)
+
+
+def test_the_kiosk_says_its_kv_figure_is_the_busiest_engines() -> None:
+    state, now = dp2_fleet()
+    (view,) = state.view(now, window_s=None)
+    kv = next(f for f in kiosk_tile(view).figures if f.key == "kv")
+    usage = EXPECTED["last_scrape"]["kv_cache_usage_perc"]
+    busiest = max(ENGINES, key=lambda e: usage[e])
+    assert kv.label == f"KV cache on engine {busiest}"
+    assert kv.text == fmt_pct(usage[busiest], 0)
 
 
 def test_snapshot_text_and_json_carry_each_engine() -> None:
