@@ -157,15 +157,17 @@ async def discover(
     hosts: Sequence[str],
     ports: Sequence[tuple[int, str]],
     timeout_s: float,
-    ssh: SshSettings | None,
+    ssh: Sequence[SshSettings] | None,
     ssh_timeout_s: float,
 ) -> tuple[list[tuple[PortFinding, ...]], list[SshOutcome | None]]:
-    """Probe every host over HTTP and (unless ``ssh`` is None) SSH, all at once."""
+    """Probe every host over HTTP and (unless ``ssh`` is None) SSH, all at once; ``ssh`` holds the
+    login of each host (a ``HOST:PORT`` argument gives its host a port of its own)."""
     async with make_poll_client() as client:
         http = [probe_host(client, host, ports, timeout_s) for host in hosts]
         if ssh is not None:
+            logins = zip(hosts, ssh, strict=True)
             findings, outcomes = await asyncio.gather(
-                asyncio.gather(*http), asyncio.gather(*(ssh_discover(h, ssh, ssh_timeout_s) for h in hosts))
+                asyncio.gather(*http), asyncio.gather(*(ssh_discover(h, login, ssh_timeout_s) for h, login in logins))
             )
             return list(findings), list(outcomes)
         return list(await asyncio.gather(*http)), [None] * len(hosts)
