@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
+from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, ModelReplicas, model_replicas
@@ -139,6 +140,29 @@ def _rates_lines(rates: VllmRates | None) -> list[str]:
     return lines
 
 
+def _data_parallel_lines(view: InstanceView) -> list[str]:
+    """Each engine of a data-parallel instance; nothing for one engine."""
+    if not view.engines:
+        return []
+    return [f"    data parallel: {data_parallel_summary(view.engines)}", *map(_engine_line, view.engines)]
+
+
+def _engine_line(engine: EngineView) -> str:
+    """One engine of a data-parallel instance: its own numbers over the window, and its share."""
+    rates = engine.rates
+    gen = rates.generation_tokens_per_s if rates else None
+    share = "" if engine.share_ratio is None else f" ({fmt_number(engine.share_ratio, 2)}x its share"
+    share += ", imbalanced)" if engine.imbalanced else (")" if share else "")
+    return (
+        f"      engine {engine.engine}: generation {fmt_rate(gen, ' tok/s')}{share}   "
+        f"prompt {fmt_rate(rates.prompt_tokens_per_s if rates else None, ' tok/s')}   "
+        f"running {fmt_number(engine.running)}   waiting {fmt_number(engine.waiting)}   "
+        f"KV {fmt_pct(engine.kv_usage)} of {fmt_tokens(engine.kv_capacity_tokens)} tokens   "
+        f"{fmt_latency('TTFT', rates.latency.get('ttft') if rates else None)}   "
+        f"prefix hit {fmt_pct(rates.prefix_cache_hit_rate if rates else None)}"
+    )
+
+
 def _instance_lines(view: InstanceView) -> list[str]:
     head = f"  {view.name}  {view.url or '(worker)'}  {view.status.state.value}"
     if view.version:
@@ -161,10 +185,11 @@ def _instance_lines(view: InstanceView) -> list[str]:
     lines.append(
         f"    running {fmt_number(view.running)}   "
         f"waiting {fmt_waiting(view.waiting, view.waiting_for_capacity, view.waiting_deferred)}   "
-        f"KV cache {fmt_pct(view.kv_usage)} of {fmt_tokens(view.kv_capacity_tokens)} tokens"
+        f"KV cache {kv_line(view.kv)}"
     )
     lines.extend(_rates_lines(view.rates))
     lines.extend(f"    {line}" for line in engine_lines(view.rates))
+    lines.extend(_data_parallel_lines(view))
     if view.canary is not None:
         lines.append(f"    {canary_text(view.canary)}")
     return lines

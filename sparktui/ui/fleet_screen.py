@@ -14,6 +14,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static
 
+from sparktui.model.engines import data_parallel_summary, kv_line
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import FLEET, Point
 from sparktui.model.levels import (
@@ -41,6 +42,7 @@ from sparktui.model.units import (
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
+    IMBALANCED,
     SEVERITY_GLYPH,
     STATUS_GLYPH,
     column_chart,
@@ -108,6 +110,14 @@ def fit_columns(width: int) -> tuple[Column, ...]:
 def _model_name(instance: InstanceView) -> str:
     name = instance.model_name or (instance.served_models[0] if instance.served_models else "")
     return name.rsplit("/", 1)[-1] if name else NO_DATA
+
+
+def _generation(instance: InstanceView | None, gen: float | None, colours: dict[str, str]) -> Text | str:
+    """The generation rate; a data-parallel instance with an imbalanced engine marked (its node's
+    detail below the table says which engine and by how much)."""
+    if instance is None or not instance.imbalanced_engines:
+        return fmt_rate(gen, "")
+    return Text(f"{fmt_rate(gen, '')}{IMBALANCED}", style=colours["status-warn"])
 
 
 def _ttft(instance: InstanceView) -> str:
@@ -283,7 +293,7 @@ class FleetScreen(SparkScreen[None]):
             "node": Text(label, style="bold"),
             "status": status_text(state, colours),
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
-            "gen": NO_DATA if is_worker else fmt_rate(gen, ""),
+            "gen": NO_DATA if is_worker else _generation(instance, gen, colours),
             "trend": NO_DATA if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),
             "prompt": NO_DATA if is_worker else fmt_rate(prompt, ""),
             "reqs": NO_DATA,
@@ -458,6 +468,11 @@ class FleetScreen(SparkScreen[None]):
         text.append_text(status_text(view.status.state, self.spark.colours))
         for reason in view.status.reasons[:4]:
             text.append(f"\n  {reason}")
+        for instance in view.instances:
+            if instance.engines:
+                style = self.spark.colours["status-warn"] if instance.imbalanced_engines else ""
+                text.append(f"\n  {instance.name}: {data_parallel_summary(instance.engines)}", style=style)
+                text.append(f"; KV cache {kv_line(instance.kv)}")
         if len(view.status.reasons) > 4:
             text.append(f"\n  … and {len(view.status.reasons) - 4} more (enter opens the node)")
         for finding in self.spark.findings.get(view.name, ())[:2]:
