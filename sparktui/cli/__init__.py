@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from sparktui.cli import (
     action,
     check,
+    completion,
     config,
     dashboard,
     demo,
@@ -28,7 +29,7 @@ from sparktui.cli.options import add_global_options, add_record_options
 __all__ = ["EXIT_CONFIG", "build_parser", "main"]
 
 # In the order ``sparktui --help`` lists them.
-COMMANDS = (snapshot, check, watch, demo, init, action, serve, replay, export, screenshot, config)
+COMMANDS = (snapshot, check, watch, demo, init, action, serve, replay, export, screenshot, config, completion)
 
 Run = Callable[[argparse.Namespace], int]
 
@@ -58,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    completion.autocomplete(parser)  # the shell asking for completions: answered, and the process exits
+    args = parser.parse_args(argv)
     run: Run = getattr(args, "run_command", dashboard.run)  # no subcommand: the dashboard
     return run(args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from sparktui.cli.common import EXIT_CONFIG, load_fleet
+from sparktui.cli.completion import instance_names, node_names
 
 ACTIONS = ("restart", "drop-caches", "kill-workers", "warmup", "fix")
 
@@ -19,9 +20,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         "node), its actions in order, stopping at the first that fails. Exit 0 done, 1 failed, 2 refused or not "
         "confirmed.",
     )
-    action.add_argument("node", metavar="NODE", help="the node's name in the config")
+    action.add_argument("node", metavar="NODE", help="the node's name in the config").completer = node_names  # type: ignore[attr-defined]
     action.add_argument("action", metavar="ACTION", choices=ACTIONS, help=", ".join(ACTIONS))
-    action.add_argument("--instance", metavar="NAME", help="which vLLM of the node (needed when it runs several)")
+    action.add_argument(
+        "--instance", metavar="NAME", help="which vLLM of the node (needed when it runs several)"
+    ).completer = instance_names  # type: ignore[attr-defined]
     action.add_argument(
         "--finding", metavar="ID", help="fix: the finding (rule id) whose fix to run (default: the worst one open)"
     )

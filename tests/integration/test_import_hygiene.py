@@ -156,12 +156,15 @@ def test_the_driver_sees_the_ui_when_a_command_loads_it() -> None:
     assert "sparktui.ui.themes" in done.stdout.rstrip().rpartition("\n")[2]
 
 
-COMMANDS = ("snapshot", "check", "watch", "demo", "init", "action", "serve", "replay", "export", "screenshot", "config")
+COMMANDS = (
+    *("snapshot", "check", "watch", "demo", "init", "action", "serve", "replay", "export", "screenshot", "config"),
+    "completion",
+)
 
 
 def test_help_of_the_cli_and_of_every_command() -> None:
     top = subprocess.run(
-        [sys.executable, "-m", "sparktui", "--help"], capture_output=True, text=True, check=False, timeout=60
+        [sys.executable, "-m", "sparktui", "--help"], capture_output=True, text=True, check=False, timeout=60, cwd=ROOT
     )
     assert top.returncode == 0, top.stderr
     assert top.stdout.startswith("usage: sparktui ")
