@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
+from sparktui import installed_version
 from sparktui.cli import (
     action,
     check,
@@ -34,21 +35,12 @@ COMMANDS = (snapshot, check, watch, demo, init, action, serve, replay, export, s
 Run = Callable[[argparse.Namespace], int]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("sparktui")
-    except PackageNotFoundError:
-        return "(not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Operations dashboard for vLLM on NVIDIA DGX Spark fleets.",
     )
-    parser.add_argument("--version", action="version", version=f"sparktui {_version()}")
+    parser.add_argument("--version", action="version", version=f"sparktui {installed_version()}")
     add_global_options(parser)
     sub = parser.add_subparsers(dest="command")
     for command in COMMANDS:

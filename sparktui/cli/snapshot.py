@@ -11,7 +11,10 @@ from sparktui.cli.common import EXIT_CONFIG, collect_state, load_fleet
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     snap = sub.add_parser("snapshot", help="scrape every node twice and print every number (headless)")
-    snap.add_argument("--json", action="store_true", help="print JSON instead of text")
+    snap.add_argument("--json", action="store_true", help="print JSON instead of text (docs/json.md)")
+    snap.add_argument(
+        "--json-schema", action="store_true", help="print the JSON Schema of --json's output and exit (no scrape)"
+    )
     snap.add_argument(
         "--no-canary",
         action="store_true",
@@ -34,6 +37,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json_schema:
+        import json
+
+        from sparktui.headless.json_schema import snapshot_schema
+
+        sys.stdout.write(json.dumps(snapshot_schema(), indent=2) + "\n")
+        return 0
     fleet = load_fleet(args.config)
     if fleet is None:
         return EXIT_CONFIG

@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Iterable
 
+from sparktui import installed_version
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
@@ -321,9 +322,17 @@ def render_check(views: Iterable[NodeView]) -> str:
     return "\n".join(lines) + "\n"
 
 
+JSON_SCHEMA_VERSION = 1  # of the payload below; sparktui.headless.json_schema describes it (docs/json.md)
+
+
 def views_json(views: Iterable[NodeView], code: int | None = None) -> str:
     views = list(views)
-    payload: dict[str, object] = {"nodes": to_jsonable(views), "replicas": to_jsonable(model_replicas(views))}
+    payload: dict[str, object] = {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "sparktui": installed_version(),
+        "nodes": to_jsonable(views),
+        "replicas": to_jsonable(model_replicas(views)),
+    }
     if code is not None:
         payload["exit_code"] = code
     return json.dumps(payload, indent=2)
