@@ -24,6 +24,7 @@ from sparktui.model.units import (
     fmt_seconds,
     fmt_tokens,
     fmt_waiting,
+    roofline_parts,
     to_jsonable,
 )
 from sparktui.sources.canary import CanarySender
@@ -171,6 +172,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
         f"KV cache {fmt_pct(view.kv_usage)} of {fmt_tokens(view.kv_capacity_tokens)} tokens"
     )
     lines.extend(_rates_lines(view.rates))
+    if view.rates is not None:
+        lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
     lines.extend(f"    {line}" for line in engine_lines(view.rates))
     if view.canary is not None:
         lines.append(f"    {canary_text(view.canary)}")
