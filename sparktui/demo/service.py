@@ -177,6 +177,8 @@ class VllmService:
                 "--speculative-config",
                 f'{{"method":"mtp","num_speculative_tokens":{p.num_speculative_tokens}}}',
             ]
+        if self.engine.mfu_metrics:
+            parts.append("--enable-mfu-metrics")
         if self.role in ("head", "worker"):
             parts += ["--tensor-parallel-size", "2", "--nnodes", "2"]
             parts += ["--node-rank", "1", "--headless"] if self.headless else ["--node-rank", "0"]
