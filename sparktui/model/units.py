@@ -211,11 +211,11 @@ def to_jsonable(value: object) -> object:
 
 def roofline_parts(roofline: Roofline | None) -> list[str]:
     """The roofline as figures in the operator's words: ``memory 151 GB/s (55% of 273 GB/s)``,
-    ``compute 3.2 TFLOP/s`` (and its share when the node's peak is configured); "–" and why when vLLM
-    gives no estimate. One place for the node screen and ``snapshot``."""
+    ``compute 3.2 TFLOP/s`` (and its share when the node's peak is configured); "–" and, as a figure of
+    its own, why when vLLM gives no estimate. One place for the node screen and ``snapshot``."""
     if roofline is None or roofline.memory_bytes_per_s is None:
-        why = f" ({roofline.reason})" if roofline is not None and roofline.reason else ""
-        return [f"memory bandwidth {NO_DATA}{why}"]
+        why = [f"({roofline.reason})"] if roofline is not None and roofline.reason else []
+        return [f"memory bandwidth {NO_DATA}", *why]
     peak_gb_s = roofline.peak_memory_bytes_per_s / 1e9
     memory = (
         f"memory {fmt_rate(roofline.memory_bytes_per_s / 1e9, ' GB/s')} "

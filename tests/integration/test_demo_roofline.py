@@ -73,7 +73,7 @@ async def test_the_polled_demo_shows_the_share_and_the_reason(running_fleet: Dem
     spark2 = by_name["spark2"].instances[0].roofline
     assert spark2 is not None and spark2.reason == MFU_HINT and spark2.memory_share is None
     text = render_snapshot(views)
-    assert "roofline: memory bandwidth – (start vLLM with --enable-mfu-metrics)" in text
+    assert "roofline: memory bandwidth –   (start vLLM with --enable-mfu-metrics)" in text
     service = running_fleet.node("spark1").instances[0].service
     assert "--enable-mfu-metrics" in service.serve_args()
     assert "--enable-mfu-metrics" not in running_fleet.node("spark2").instances[0].service.serve_args()

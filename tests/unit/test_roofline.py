@@ -100,7 +100,7 @@ def test_the_figures_read_as_the_operator_says_them() -> None:
     with_peak = roofline_parts(Roofline.of(Achieved(3.2e12, 151e9), 273.0, 160.0))
     assert with_peak[1] == "compute 3.2 TFLOP/s (2% of 160 TFLOP/s)"
     missing = roofline_parts(Roofline.of(Achieved(None, None, MFU_HINT), 273.0, None))
-    assert missing == ["memory bandwidth – (start vLLM with --enable-mfu-metrics)"]
+    assert missing == ["memory bandwidth –", "(start vLLM with --enable-mfu-metrics)"]
     assert roofline_parts(None) == ["memory bandwidth –"]
 
 
@@ -167,6 +167,6 @@ def test_the_snapshot_says_why_there_is_no_roofline() -> None:
         (REAL / "after.prom").read_text().replace("tiny", "m"),
     ]
     text, roofline = _view_of(NODE + INSTANCE, texts)
-    assert "    roofline: memory bandwidth – (start vLLM with --enable-mfu-metrics)\n" in text
+    assert "    roofline: memory bandwidth –   (start vLLM with --enable-mfu-metrics)\n" in text
     assert roofline["memory_bytes_per_s"] is None and roofline["memory_share"] is None
     assert roofline["reason"] == MFU_HINT
