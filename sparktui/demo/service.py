@@ -30,6 +30,7 @@ from sparktui.demo.vllmlog import (
     StatsWindow,
     engine_stats_line,
     free_memory_error,
+    mfu_line,
     spec_decode_line,
     vllm_text,
 )
@@ -688,4 +689,7 @@ class VllmService:
             spec = spec_decode_line(self.stats, elapsed, self.profile.num_speculative_tokens)
             if spec is not None:
                 self._vllm("INFO", "metrics.py:100", spec, "APIServer")
+            mfu = mfu_line(self.stats, elapsed)
+            if mfu is not None:
+                self._vllm("INFO", "perf.py:1725", mfu, "APIServer")
         self.stats.reset()
