@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from sparktui.cli.common import EXIT_CONFIG, load_fleet
+from sparktui.model.units import fmt_count
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -22,8 +23,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     instances = sum(len(n.vllm) for n in fleet.nodes)
     services = sum(len(n.services) for n in fleet.nodes)
-    print(
-        f"{fleet.source or 'config'}: ok: {len(fleet.nodes)} nodes, {instances} vLLM instances, "
-        f"{services} side services"
+    counts = (
+        f"{fmt_count(len(fleet.nodes), 'node')}, {fmt_count(instances, 'vLLM instance')}, "
+        f"{fmt_count(services, 'side service')}"
     )
+    if instances == 0:
+        # Valid, but nothing to watch: an init that found nothing, or a config still to be filled in.
+        print(f"{fleet.source or 'config'}: {counts}: no [[nodes.vllm]] entry, so there is no vLLM to watch")
+        return 1
+    print(f"{fleet.source or 'config'}: ok: {counts}")
     return 0

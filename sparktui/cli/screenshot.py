@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     shot.add_argument("--seed", type=int, default=7)
     shot.add_argument("--scenario", default="healthy", help="the demo scenario to run first")
     shot.add_argument("--seconds", type=float, default=60.0, help="simulated seconds to run before the shot")
-    shot.add_argument("--out", type=Path, help="the SVG file (default docs/screenshots/SCREEN-THEME.svg)")
+    shot.add_argument("--out", type=Path, help="the SVG file (default: ./sparktui-SCREEN-THEME.svg)")
     return shot
 
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_CONFIG
     theme = args.theme or "spark-dark"
-    out = args.out or Path("docs/screenshots") / f"{args.screen}-{theme}.svg"
+    out = args.out or Path(f"sparktui-{args.screen}-{theme}.svg")
     from sparktui.ui import screenshot
 
     return screenshot.main(

@@ -187,6 +187,7 @@ class DemoInstance:
         should = self.engine.state not in (EngineState.LOADING, EngineState.STOPPED)
         if should and not self.http.listening:
             await self.http.start()
+            self.service.published_port = self.http.port  # fixed from the first start on
         elif not should and self.http.listening:
             await self.http.stop()
 
@@ -370,6 +371,9 @@ class DemoNode:
             if service.manager == manager and service.name == name:
                 return service
         return None
+
+    def vllm_services(self) -> list[VllmService]:
+        return [i.service for i in self.instances]
 
     def vllm_processes(self) -> list[SimProcess]:
         return [p for i in self.instances for p in i.service.processes()]
@@ -658,6 +662,17 @@ class DemoFleet:
                     "",
                 ]
         return "\n".join(lines)
+
+    def init_command(self) -> str | None:
+        """``sparktui init`` for the demo's nodes, as for one's own Sparks: each node's SSH is on a port of
+        its own on 127.0.0.1 (``HOST:PORT``). None before the SSH servers listen."""
+        targets = [f"127.0.0.1:{n.ssh.port}" for n in self.nodes if n.ssh is not None and n.ssh.port]
+        if not targets or self.client_key_file is None or self.known_hosts_file is None:
+            return None
+        return (
+            f"sparktui init {' '.join(targets)} --user {USER} --key {self.client_key_file} "
+            f"--known-hosts {self.known_hosts_file}"
+        )
 
     def endpoints(self) -> list[str]:
         """One line per listening endpoint, for ``sparktui demo`` to print."""

@@ -67,6 +67,9 @@ async def serve(
                 return await _wait_or_stop(process, stop)
             if not quiet:
                 print(f"try: SPARKTUI_CONFIG={config} sparktui snapshot    (Ctrl-C stops the fleet)")
+                init = fleet.init_command()
+                if init is not None:
+                    print(f"or write a config as for your own Sparks: {init} --print")
             await stop.wait()
             return 0
         finally:

@@ -14,6 +14,7 @@ the memory is there. ``systemctl restart`` flushes NRestarts (as systemd does fo
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Callable
@@ -43,6 +44,7 @@ DOCKER_RESTART_MAX_S = 60.0
 # real engine, vLLM 0.32's CPU build, with its EngineCore killed) and its manager restarts it.
 API_EXIT_AFTER_DEAD_S = 1.0
 VENV = "/home/spark/vllm/.venv"
+IMAGE = "vllm/vllm-openai:v0.33.0"  # what a demo container runs
 SITE = f"{VENV}/lib/python3.12/site-packages/vllm"
 RING_BUFFER_BYTES = 100 * MIB  # vLLM's shm MessageQueue: max_chunk_bytes 10 MiB x 10 chunks
 CONTEXT_BYTES = 0.6 * GIB  # CUDA context and NCCL buffers, allocated before the memory check
@@ -148,6 +150,9 @@ class VllmService:
         self.clients_back_at: float | None = None  # a failed-over workload returns at this time
         self.failover_return_s: float | None = None
         self._log_at: float | None = None  # writing history: the time of the lines
+        # Where the API answers on the host (the demo's HTTP server; None: no HTTP, a headless worker).
+        # A unit's vLLM listens there itself; a container's listens on 8000, published there by docker.
+        self.published_port: int | None = None
 
     # --- what the node sees -----------------------------------------------------------------------
 
@@ -161,11 +166,12 @@ class VllmService:
 
     def serve_args(self) -> str:
         p = self.profile
+        listens = self.published_port if self.manager == "systemd" and self.published_port else self.port
         parts = [
             "serve",
             p.served_name,
             "--port",
-            str(self.port),
+            str(listens),
             "--gpu-memory-utilization",
             f"{p.gpu_memory_utilization:g}",
             "--max-model-len",
@@ -261,14 +267,17 @@ class VllmService:
             return CONTEXT_BYTES + self.profile.weights_gib * GIB * (now - attempt.check_at) / span
         return full
 
+    def systemd_state(self) -> tuple[str, str]:
+        """(ActiveState, SubState) of the unit."""
+        if self.phase is Phase.RUNNING:
+            return "active", "running"
+        if self.phase is Phase.RESTART_WAIT:
+            return "activating", "auto-restart"
+        return "inactive", "dead"
+
     def systemd_properties(self) -> list[str]:
         """``systemctl show -p …`` for the unit, then the sampler's ExecPath lines."""
-        if self.phase is Phase.RUNNING:
-            active, sub = "active", "running"
-        elif self.phase is Phase.RESTART_WAIT:
-            active, sub = "activating", "auto-restart"
-        else:
-            active, sub = "inactive", "dead"
+        active, sub = self.systemd_state()
         start = _systemd_time(self.main_start_epoch)
         mono = max(0, round((self.main_start_epoch - self.host.boot_epoch) * 1e6))
         stop = "n/a" if self.phase is Phase.RUNNING else start
@@ -290,9 +299,59 @@ class VllmService:
             "ExecPathExists=yes",
         ]
 
+    @property
+    def description(self) -> str:
+        return f"vLLM {self.profile.served_name}"
+
+    def exec_start(self) -> str:
+        """The unit's ``ExecStart`` as ``systemctl show`` prints it (argv joined by spaces, unquoted)."""
+        start = _systemd_time(self.main_start_epoch)
+        exec_path = self.exec_path()
+        return (
+            f"{{ path={exec_path} ; argv[]={exec_path} {self.serve_args()} ; ignore_errors=no ; "
+            f"start_time=[{start}] ; stop_time=[n/a] ; pid={self.main_pid} ; code=(null) ; status=0/0 }}"
+        )
+
+    @property
+    def docker_status(self) -> str:
+        return {Phase.RUNNING: "running", Phase.RESTART_WAIT: "restarting", Phase.STOPPED: "exited"}[self.phase]
+
+    def container_inspect(self) -> dict[str, object]:
+        """The container as ``docker inspect`` prints it (the fields a reader of it looks at)."""
+        status = self.docker_status
+        args = self.serve_args().split()  # no argument holds a space (the speculative config is compact JSON)
+        bindings = (
+            {f"{self.port}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(self.published_port)}]}
+            if self.published_port
+            else {}
+        )
+        return {
+            "Id": hashlib.sha256(f"{self.host.name}/{self.name}".encode()).hexdigest(),
+            "Created": _docker_time(self.main_start_epoch),
+            "Path": self.exec_path(),
+            "Args": args,
+            "State": {
+                "Status": status,
+                "Running": status == "running",
+                "Restarting": status == "restarting",
+                "ExitCode": 0 if self.phase is Phase.RUNNING else self.exit_status,
+                "StartedAt": _docker_time(self.main_start_epoch),
+            },
+            "Name": f"/{self.name}",
+            "RestartCount": self.restarts,
+            "Config": {"Image": IMAGE, "Entrypoint": [self.exec_path()], "Cmd": args},
+            "HostConfig": {
+                "NetworkMode": "bridge",
+                "PortBindings": bindings,
+                "RestartPolicy": {"Name": "unless-stopped", "MaximumRetryCount": 0},
+                "IpcMode": "host",
+            },
+            "NetworkSettings": {"Ports": bindings},
+        }
+
     def docker_properties(self) -> list[str]:
         """``docker inspect --format …`` for the container (the sampler's template)."""
-        status = {Phase.RUNNING: "running", Phase.RESTART_WAIT: "restarting", Phase.STOPPED: "exited"}[self.phase]
+        status = self.docker_status
         exit_code = 0 if self.phase is Phase.RUNNING else self.exit_status
         return [
             f"Status={status}",

@@ -15,7 +15,10 @@ node:
   (``sparktui.sources.logs``): the instance's log, then its new lines as they are written;
 - the recovery commands of ``sparktui.model.commands``, executed against the simulation: restart and
   stop of a unit or container, drop caches (silent on success, like the real one), removal of
-  ``/dev/shm`` leftovers, ``kill -9`` of PIDs.
+  ``/dev/shm`` leftovers, ``kill -9`` of PIDs;
+- what ``sparktui init`` asks (``sparktui.sources.probe``): ``hostname``, ``systemctl list-units`` and
+  ``show``, ``docker ps`` and ``inspect``, printed as the real tools print them from the node's vLLM
+  units and containers (their ``vllm serve`` command lines and the host ports they answer on).
 
 Anything else ends with status 127 and ``sh: 1: CMD: not found`` on stderr, as ``sh -c`` would.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shlex
 from collections.abc import Awaitable, Callable
@@ -33,7 +37,7 @@ from typing import Literal, Protocol
 import asyncssh
 
 from sparktui.demo.host import SimClock, SimHost, SimProcess
-from sparktui.demo.service import VllmService
+from sparktui.demo.service import IMAGE, VllmService
 from sparktui.demo.vllmlog import InstanceLog, LogFollower, LogFormat
 from sparktui.model.commands import DROP_CACHES
 
@@ -97,8 +101,23 @@ class UnknownCommand:
     word: str
 
 
+@dataclass(frozen=True, slots=True)
+class DiscoveryCommand:
+    """What ``sparktui init`` asks (``sparktui.sources.probe``): the host's name, its units and containers."""
+
+    what: Literal["hostname", "list-units", "show", "ps", "inspect"]
+    names: tuple[str, ...] = ()  # the units shown, the containers inspected
+
+
 Command = (
-    SamplerCommand | LogCommand | ServiceCommand | DropCachesCommand | RemoveCommand | KillCommand | UnknownCommand
+    SamplerCommand
+    | LogCommand
+    | ServiceCommand
+    | DropCachesCommand
+    | RemoveCommand
+    | KillCommand
+    | DiscoveryCommand
+    | UnknownCommand
 )
 
 _SAMPLER_SETTINGS = re.compile(r"^iv=(\d+); pe=(\d+); se=(\d+); count=(\d+);", re.MULTILINE)
@@ -155,6 +174,16 @@ def parse_command(text: str) -> Command:
             return RemoveCommand(tuple(paths))
         case ["sudo", "-n", "kill", "-9", "--", *pids] if pids and all(p.isdigit() for p in pids):
             return KillCommand(tuple(int(p) for p in pids))
+        case ["hostname"]:
+            return DiscoveryCommand("hostname")
+        case ["systemctl", "list-units", *_options]:
+            return DiscoveryCommand("list-units")
+        case ["systemctl", "show", *rest] if "--" in rest and rest.index("--") + 1 < len(rest):
+            return DiscoveryCommand("show", tuple(rest[rest.index("--") + 1 :]))
+        case ["docker", "ps", "-a", *_options]:
+            return DiscoveryCommand("ps")
+        case ["docker", "inspect", "--type", "container", *names] if names:
+            return DiscoveryCommand("inspect", tuple(names))
     if words == _DROP_CACHES:
         return DropCachesCommand()
     return unknown
@@ -177,9 +206,57 @@ class SshNode(Protocol):
 
     def vllm_service(self, manager: str, name: str) -> VllmService | None: ...
 
+    def vllm_services(self) -> list[VllmService]: ...
+
     def vllm_processes(self) -> list[SimProcess]: ...
 
     def kill(self, pid: int) -> bool: ...
+
+
+# Units and containers a Spark runs beside vLLM: what init reads past.
+OTHER_UNITS = (
+    ("docker.service", "Docker Application Container Engine"),
+    ("nvidia-persistenced.service", "NVIDIA Persistence Daemon"),
+    ("ssh.service", "OpenBSD Secure Shell server"),
+)
+
+
+def answer_discovery(node: SshNode, command: DiscoveryCommand) -> tuple[str, str, int]:
+    """(stdout, stderr, exit status) of one of init's discovery commands, as the real tools print them."""
+    units = {s.name: s for s in node.vllm_services() if s.manager == "systemd"}
+    containers = {s.name: s for s in node.vllm_services() if s.manager == "docker"}
+    if command.what == "hostname":
+        return f"{node.name}\n", "", 0
+    if command.what == "list-units":
+        rows = [(name, *unit.systemd_state(), unit.description) for name, unit in units.items()]
+        rows += [(name, "active", "running", description) for name, description in OTHER_UNITS]
+        lines = [f"{name} loaded {active} {sub} {description}" for name, active, sub, description in sorted(rows)]
+        return "".join(line + "\n" for line in lines), "", 0
+    if command.what == "show":
+        blocks = []
+        for name in command.names:
+            unit = units.get(name)
+            if unit is None:
+                other = dict(OTHER_UNITS).get(name)
+                state = ("active", "running") if other else ("inactive", "dead")
+                blocks.append(f"Id={name}\nActiveState={state[0]}\nSubState={state[1]}\nDescription={other or ''}\n")
+                continue
+            active, sub = unit.systemd_state()
+            blocks.append(
+                f"Id={name}\nActiveState={active}\nSubState={sub}\nDescription={unit.description}\n"
+                f"FragmentPath=/etc/systemd/system/{name}\nExecStart={unit.exec_start()}\n"
+            )
+        return "\n".join(blocks), "", 0
+    if command.what == "ps":
+        lines = [
+            f"{name}\t{IMAGE}\t" + (f"0.0.0.0:{c.published_port}->{c.port}/tcp" if c.published_port else "")
+            for name, c in sorted(containers.items())
+        ]
+        return "".join(line + "\n" for line in lines), "", 0
+    found = [containers[name].container_inspect() for name in command.names if name in containers]
+    missing = [name for name in command.names if name not in containers]
+    errors = "".join(f"Error: No such container: {name}\n" for name in missing)
+    return json.dumps(found, indent=4) + "\n", errors, 1 if missing else 0
 
 
 def _due(seq: int, every: int) -> bool:
@@ -417,6 +494,11 @@ class DemoSshServer:
                 self.samplers.discard(session)
         if isinstance(command, LogCommand):
             return await self._log(process, command)
+        if isinstance(command, DiscoveryCommand):
+            stdout, stderr, status = answer_discovery(node, command)
+            process.stdout.write(stdout)
+            process.stderr.write(stderr)
+            return status
         if isinstance(command, UnknownCommand):
             process.stderr.write(f"sh: 1: {command.word}: not found\n")
             return 127

@@ -29,6 +29,7 @@ from typing import Literal
 
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
+from sparktui.model.engines import kv_line
 from sparktui.model.fleet import InstanceView, NodeView, ServiceView
 from sparktui.model.specs import (
     CONDITION_METRICS,
@@ -382,7 +383,11 @@ def _instance_sample(metric: str, view: NodeView, inst: InstanceView, rule: Aler
     if not serving or not inst.engine_stats:
         return _UNKNOWN  # the last numbers of an engine that is not serving say nothing now
     if metric == "kv_usage":
-        return _UNKNOWN if inst.kv_usage is None else Sample(inst.kv_usage)
+        if inst.kv_usage is None:
+            return _UNKNOWN
+        kv = inst.kv  # data parallel: the busiest engine is the one judged, named as such
+        busiest = (f"KV cache {kv_line(kv)}",) if kv is not None and kv.engines > 1 else ()
+        return Sample(inst.kv_usage, evidence=busiest)
     if metric == "waiting":
         return _UNKNOWN if inst.waiting is None else Sample(inst.waiting)
     rates = inst.rates

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
+from sparktui.model.engines import busiest_engine_words
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.memory import GIB
@@ -494,7 +495,7 @@ def _kv_preemptions(ctx: _Ctx, rule: Rule, inst: InstanceView, im: _InstanceMemo
     if kv < threshold or preempted < rule.param("preemptions_min"):
         return _NO
     evidence = [
-        f"KV cache {kv:.0%} full at {ctx.at()} (threshold {threshold:.0%})",
+        f"KV cache {kv:.0%} full{busiest_engine_words(inst.kv)} at {ctx.at()} (threshold {threshold:.0%})",
         f"{preempted:.0f} preemptions over the last {rates.seconds:.1f} s ({(rates.preemptions_per_s or 0.0):.2f}/s)",
     ]
     if inst.waiting:

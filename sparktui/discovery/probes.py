@@ -14,6 +14,7 @@ from sparktui.model.exporters import ExporterKind, detect
 from sparktui.model.observations import HttpResult
 from sparktui.model.promtext import ParseError, parse
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.specs import check_host
 
 # --- what is probed -----------------------------------------------------------------------------------
 
@@ -40,6 +41,20 @@ _PRIMARY_PATH: Mapping[str, str] = {
     "ollama": "/api/tags",
     "any": "/version",
 }
+
+
+def split_host_port(raw: str) -> tuple[str, int | None]:
+    """``HOST``, ``HOST:PORT`` or ``[IPv6]:PORT`` -> (host, SSH port or None); a bare IPv6 address has no
+    port. Raises ValueError with the reason."""
+    if raw.startswith("[") and "]:" in raw:
+        host, _, port = raw[1:].partition("]:")
+    elif raw.count(":") == 1:
+        host, _, port = raw.partition(":")
+    else:
+        return check_host(raw), None
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"the SSH port after the host must be 1 to 65535 (got {port[:20]!r})")
+    return check_host(host), int(port)
 
 
 def parse_port_list(text: str) -> tuple[int, ...]:

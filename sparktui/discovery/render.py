@@ -17,6 +17,7 @@ from sparktui.discovery.plan import PlannedVllm, plan_vllms
 from sparktui.discovery.probes import ROLE_LABELS, ExporterAnswer, NoAnswer, PortFinding, ServiceAnswer, VllmAnswer
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.model.exporters import ExporterKind
+from sparktui.model.units import fmt_count
 
 _GPU_KINDS = (ExporterKind.NVIDIA_GPU_EXPORTER, ExporterKind.DGX_SPARK, ExporterKind.DCGM)
 
@@ -106,6 +107,7 @@ class HostReport:
     findings: tuple[PortFinding, ...]
     ssh: SshFindings | None  # None: SSH discovery was skipped (``ssh_skipped`` says why)
     ssh_skipped: str | None = None
+    ssh_port: int | None = None  # the PORT of a HOST:PORT argument (overrides --port for this host)
 
 
 def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str]:
@@ -235,10 +237,6 @@ def _launch_note(launch: Launch) -> str:
     return "; ".join(bits)
 
 
-def _count(n: int, what: str) -> str:
-    return f"{'no' if n == 0 else n} {what}{'' if n == 1 else 's'}"
-
-
 def _rule(title: str) -> str:
     return f"# --- {title} ".ljust(WRAP_WIDTH, "-")
 
@@ -257,7 +255,9 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         (key, value, option)
         for key, value, option in (
             ("user", ssh.user, "--user"),
-            ("port", ssh.port, "--port"),
+            ("port", report.ssh_port, f"{report.host}:{report.ssh_port}")
+            if report.ssh_port is not None
+            else ("port", ssh.port, "--port"),
             ("key_file", ssh.key_file, "--key"),
             ("known_hosts", ssh.known_hosts, "--known-hosts"),
         )
@@ -333,7 +333,8 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         lines += ["# SSH discovery skipped:", f"#   {one_line(report.ssh_skipped or 'not asked', 1000)}"]
     else:
         found = (
-            f"{_count(len(report.ssh.units), 'vLLM unit')} and {_count(len(report.ssh.containers), 'vLLM container')}"
+            f"{fmt_count(len(report.ssh.units), 'vLLM unit', zero='no')} and "
+            f"{fmt_count(len(report.ssh.containers), 'vLLM container', zero='no')}"
         )
         lines += comment_block(f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect).")
         for note in [*notes, *report.ssh.notes]:

@@ -14,7 +14,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -32,17 +32,20 @@ from sparktui.discovery.probes import (
     parse_port_list,
     parse_service_ports,
     port_roles,
+    split_host_port,
 )
 from sparktui.discovery.render import HostReport, SshSettings, render_config
-from sparktui.model.specs import SSH_USER_RE, check_host
+from sparktui.model.specs import SSH_USER_RE, url_host
 from sparktui.sources.probe import SshOutcome, discover
 
 EXIT_USAGE = 2
+EXIT_NOTHING = 1  # nothing found on any host: no config written
 
 
 @dataclass(frozen=True, slots=True)
 class InitRequest:
     hosts: tuple[str, ...]
+    ssh_ports: tuple[int | None, ...]  # per host: the PORT of a HOST:PORT argument (None: --port or 22)
     output: Path | None  # None: print the config to stdout
     force: bool
     ssh: SshSettings
@@ -61,14 +64,14 @@ class UsageError(Exception):
 
 def request_from_args(args: argparse.Namespace) -> InitRequest:
     """The ``init`` subcommand's arguments, checked; raises ``UsageError``."""
-    hosts: list[str] = []
+    targets: list[tuple[str, int | None]] = []
     for raw in args.hosts:
         try:
-            host = check_host(raw)
+            target = split_host_port(raw)
         except ValueError as exc:
             raise UsageError(f"host {raw!r}: {exc}") from None
-        if host not in hosts:
-            hosts.append(host)
+        if target not in targets:
+            targets.append(target)
     try:
         vllm = DEFAULT_VLLM_PORTS if args.vllm_ports is None else parse_port_list(args.vllm_ports)
         exporters = DEFAULT_EXPORTER_PORTS if args.exporter_ports is None else parse_port_list(args.exporter_ports)
@@ -84,7 +87,8 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
         raise UsageError("--timeout must be more than 0 seconds")
     output = None if args.print_config else (args.output or args.config or default_config_path())
     return InitRequest(
-        hosts=tuple(hosts),
+        hosts=tuple(host for host, _port in targets),
+        ssh_ports=tuple(port for _host, port in targets),
         output=output,
         force=args.force,
         ssh=SshSettings(
@@ -121,7 +125,9 @@ def build_reports(
     hostnames = [o.findings.hostname if o is not None and o.findings is not None else None for o in outcomes]
     names = node_names(request.hosts, hostnames)
     reports: list[HostReport] = []
-    for host, (name, how), found, outcome in zip(request.hosts, names, findings, outcomes, strict=True):
+    for host, ssh_port, (name, how), found, outcome in zip(
+        request.hosts, request.ssh_ports, names, findings, outcomes, strict=True
+    ):
         if outcome is None:
             skipped: str | None = "--no-ssh was given"
         elif outcome.problem is not None:
@@ -136,9 +142,17 @@ def build_reports(
                 findings=found,
                 ssh=outcome.findings if outcome is not None else None,
                 ssh_skipped=skipped,
+                ssh_port=ssh_port,
             )
         )
     return reports
+
+
+def found_anything(report: HostReport) -> bool:
+    """Whether a host answered anything init can use: a vLLM, an exporter or a service over HTTP, or a
+    vLLM unit or container over SSH."""
+    answered = any(isinstance(f, VllmAnswer | ExporterAnswer | ServiceAnswer) for f in report.findings)
+    return answered or (report.ssh is not None and bool(report.ssh.units or report.ssh.containers))
 
 
 def _summary(report: HostReport) -> str:
@@ -184,9 +198,11 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
         if path.exists() and not request.force:
             print(_exists_message(path), file=stderr)
             return EXIT_USAGE
-    ssh = request.ssh if request.use_ssh else None
+    logins = [request.ssh if port is None else replace(request.ssh, port=port) for port in request.ssh_ports]
     findings, outcomes = asyncio.run(
-        discover(request.hosts, request.ports, request.timeout_s, ssh, request.ssh_timeout_s)
+        discover(
+            request.hosts, request.ports, request.timeout_s, logins if request.use_ssh else None, request.ssh_timeout_s
+        )
     )
     for outcome, host in zip(outcomes, request.hosts, strict=True):
         if outcome is not None and outcome.problem is not None:
@@ -199,7 +215,10 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
         reports,
         request.ssh,
         written_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        hosts=request.hosts,
+        hosts=[
+            host if port is None else f"{url_host(host)}:{port}"
+            for host, port in zip(request.hosts, request.ssh_ports, strict=True)
+        ],
     )
     try:
         parse_config(text, source=str(path or "<init>"), env={}, base_dir=path.parent if path else None)
@@ -212,6 +231,14 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
         return 1
     for report in reports:
         print(_summary(report), file=stderr)
+    if not any(found_anything(report) for report in reports):
+        print(
+            "sparktui init: found nothing to watch: no vLLM, exporter or service answered on the ports probed, "
+            "and SSH found no vLLM unit or container; check the hosts, the ports (--vllm-ports, --ports) and "
+            "the SSH options. Nothing written.",
+            file=stderr,
+        )
+        return EXIT_NOTHING
     if path is None:
         stdout.write(text)
         return 0

@@ -9,15 +9,18 @@ import time
 from collections.abc import Iterable
 
 from sparktui.model.canary import canary_text
-from sparktui.model.derive import LatencySummary, VllmRates
+from sparktui.model.derive import VllmRates
+from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
+from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, ModelReplicas, model_replicas
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
     engine_lines,
     fmt_gib,
+    fmt_latency,
     fmt_number,
     fmt_pct,
     fmt_rate,
@@ -101,16 +104,6 @@ def exit_code(views: Iterable[NodeView]) -> int:
 # --- text rendering -------------------------------------------------------------------------------
 
 
-def _latency(label: str, summary: LatencySummary | None) -> str:
-    if summary is None or not summary.count:
-        return f"{label} {NO_DATA}"
-    floor = summary.floor
-    return (
-        f"{label} p50 {fmt_seconds(summary.p50, floor)} p90 {fmt_seconds(summary.p90, floor)} "
-        f"p99 {fmt_seconds(summary.p99, floor)}"
-    )
-
-
 def _rates_lines(rates: VllmRates | None) -> list[str]:
     if rates is None:
         return ["    no rates yet: needs two scrapes of the engine's metrics"]
@@ -123,7 +116,8 @@ def _rates_lines(rates: VllmRates | None) -> list[str]:
         f"preemptions {fmt_number(rates.preemptions)}",
         "    "
         + "   ".join(
-            _latency(label, rates.latency.get(key)) for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+            fmt_latency(label, rates.latency.get(key))
+            for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
         ),
     ]
     spec = rates.spec_decode
@@ -145,6 +139,29 @@ def _rates_lines(rates: VllmRates | None) -> list[str]:
     if rates.reset:
         lines.append("    note: the server restarted inside this window (counters reset)")
     return lines
+
+
+def _data_parallel_lines(view: InstanceView) -> list[str]:
+    """Each engine of a data-parallel instance; nothing for one engine."""
+    if not view.engines:
+        return []
+    return [f"    data parallel: {data_parallel_summary(view.engines)}", *map(_engine_line, view.engines)]
+
+
+def _engine_line(engine: EngineView) -> str:
+    """One engine of a data-parallel instance: its own numbers over the window, and its share."""
+    rates = engine.rates
+    gen = rates.generation_tokens_per_s if rates else None
+    share = "" if engine.share_ratio is None else f" ({fmt_number(engine.share_ratio, 2)}x its share"
+    share += ", imbalanced)" if engine.imbalanced else (")" if share else "")
+    return (
+        f"      engine {engine.engine}: generation {fmt_rate(gen, ' tok/s')}{share}   "
+        f"prompt {fmt_rate(rates.prompt_tokens_per_s if rates else None, ' tok/s')}   "
+        f"running {fmt_number(engine.running)}   waiting {fmt_number(engine.waiting)}   "
+        f"KV {fmt_pct(engine.kv_usage)} of {fmt_tokens(engine.kv_capacity_tokens)} tokens   "
+        f"{fmt_latency('TTFT', rates.latency.get('ttft') if rates else None)}   "
+        f"prefix hit {fmt_pct(rates.prefix_cache_hit_rate if rates else None)}"
+    )
 
 
 def _instance_lines(view: InstanceView) -> list[str]:
@@ -169,12 +186,13 @@ def _instance_lines(view: InstanceView) -> list[str]:
     lines.append(
         f"    running {fmt_number(view.running)}   "
         f"waiting {fmt_waiting(view.waiting, view.waiting_for_capacity, view.waiting_deferred)}   "
-        f"KV cache {fmt_pct(view.kv_usage)} of {fmt_tokens(view.kv_capacity_tokens)} tokens"
+        f"KV cache {kv_line(view.kv)}"
     )
     lines.extend(_rates_lines(view.rates))
     if view.rates is not None:
         lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
     lines.extend(f"    {line}" for line in engine_lines(view.rates))
+    lines.extend(_data_parallel_lines(view))
     if view.canary is not None:
         lines.append(f"    {canary_text(view.canary)}")
     return lines
@@ -250,8 +268,43 @@ def _host_lines(view: NodeView) -> list[str]:
     return lines
 
 
+def _replicas_lines(found: ModelReplicas) -> list[str]:
+    """A model served by several instances: its latency over all of them (merged buckets), each
+    replica's own p90 TTFT with its requests, and the slowest one."""
+    names = ", ".join(r.where for r in found.replicas)
+    lines = [f"replicas of {found.model}: {len(found.replicas)} instances ({names}), {found.reporting} reporting"]
+    ttft = found.latency.get("ttft")
+    if ttft is None or not ttft.count:
+        lines.append("  no requests in the window")
+        return lines
+    lines.append(f"  fleet over {fmt_number(ttft.count)} requests (merged buckets):")
+    for row in ((("ttft", "TTFT"), ("e2e", "e2e")), (("itl", "ITL"), ("tpot", "TPOT"), ("queue", "queue"))):
+        lines.append("    " + "   ".join(fmt_latency(label, found.latency.get(key)) for key, label in row))
+    own = "   ".join(
+        f"{r.where} {fmt_seconds(r.ttft.p90 if r.ttft else None, r.ttft.floor if r.ttft else None)} "
+        f"({fmt_number(r.requests)} req)"
+        for r in found.replicas
+    )
+    lines.append(f"  per replica TTFT p90: {own}")
+    slowest = found.slowest
+    if slowest is not None and slowest.ttft is not None:
+        lines.append(
+            f"  slowest: {slowest.where}, TTFT p90 {fmt_seconds(slowest.ttft.p90, slowest.ttft.floor)} "
+            f"over {fmt_number(slowest.requests)} requests"
+        )
+    else:
+        lines.append(f"  slowest: {NO_DATA} (needs two replicas with {SLOWEST_MIN_REQUESTS} requests or more each)")
+    if found.coarsened:
+        lines.append(
+            f"  note: bucket bounds differ between replicas ({', '.join(found.coarsened)}): merged on the shared ones"
+        )
+    return lines
+
+
 def render_snapshot(views: Iterable[NodeView]) -> str:
+    views = list(views)
     blocks = ["\n".join(_node_lines(v)) for v in views]
+    blocks.extend("\n".join(_replicas_lines(found)) for found in model_replicas(views))
     return "\n\n".join(blocks) + "\n"
 
 
@@ -272,7 +325,8 @@ def render_check(views: Iterable[NodeView]) -> str:
 
 
 def views_json(views: Iterable[NodeView], code: int | None = None) -> str:
-    payload: dict[str, object] = {"nodes": to_jsonable(list(views))}
+    views = list(views)
+    payload: dict[str, object] = {"nodes": to_jsonable(views), "replicas": to_jsonable(model_replicas(views))}
     if code is not None:
         payload["exit_code"] = code
     return json.dumps(payload, indent=2)

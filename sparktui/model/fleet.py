@@ -14,6 +14,7 @@ from typing import Literal
 
 from sparktui.model.canary import CanaryClock, CanaryView, judge
 from sparktui.model.derive import VllmRates
+from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
 from sparktui.model.exporters import GpuReading, gpu_reading
 from sparktui.model.host import (
     HostProcess,
@@ -72,7 +73,14 @@ class InstanceView:
     waiting_deferred: float | None = None
     sleep: Sleep | None = None  # None: the version publishes no engine_sleep_state
     metrics_age_s: float | None = None  # seconds since its last usable /metrics scrape (None: never)
+    kv: KvLoad | None = None  # the KV cache over all engines in one kind (``kv_usage`` is the busiest's)
+    engines: tuple[EngineView, ...] = ()  # each engine of a data-parallel instance; () with one engine
     roofline: Roofline | None = None  # memory bandwidth and FLOP/s per GPU against the node's peaks
+
+    @property
+    def imbalanced_engines(self) -> tuple[str, ...]:
+        """The engines doing much more or much less than their share (``engine_imbalance_warn``)."""
+        return tuple(e.engine for e in self.engines if e.imbalanced)
 
     @property
     def asleep(self) -> bool:
@@ -372,7 +380,9 @@ class InstanceState:
         for model in latest.models.values():
             kv = model.kv_usage_max
             if kv is not None and kv >= thresholds.kv_usage_warn:
-                problems.append(f"KV cache {kv:.0%} (warn at {thresholds.kv_usage_warn:.0%})")
+                several = len(model.kv_usage_by_engine) > 1  # the busiest engine is the one that preempts
+                busiest = f" on engine {busiest_engine(model.kv_usage_by_engine)}" if several else ""
+                problems.append(f"KV cache {kv:.0%}{busiest} (warn at {thresholds.kv_usage_warn:.0%})")
             if model.waiting is not None and model.waiting >= thresholds.waiting_warn:
                 problems.append(f"{model.waiting:.0f} requests waiting (warn at {thresholds.waiting_warn})")
         if rates is not None:
@@ -418,6 +428,12 @@ class InstanceState:
             configured = [c.gpu_memory_utilization for c in latest.cache_config.values()]
             gmu = next((g for g in configured if g is not None), None)
         status = self.status(t, thresholds, rates, head)
+        engines: tuple[EngineView, ...] = ()
+        kv: KvLoad | None = None
+        if model is not None and latest is not None:
+            kv = kv_load(model.kv_usage_by_engine, {e: latest.kv_capacity_of(e) for e in model.kv_usage_by_engine})
+            engine_rates = self.tracker.engine_rates(window_s=window_s) if model.per_engine else {}
+            engines = engine_views(model, latest, engine_rates, thresholds.engine_imbalance_warn)
         last = self.tracker.latest_t
         # Gauges and rates are shown only while the engine answers: a dead engine core's API (/health
         # 503) still serves its last, frozen numbers, and a node that went away leaves its last scrape.
@@ -452,6 +468,8 @@ class InstanceState:
             metrics_problem=self.metrics_error if self.spec.base_url is not None else None,
             canary=self.canary.view(t, asleep=self.sleep() is not None) if self.canary is not None else None,
             metrics_age_s=t - last if last is not None else None,
+            kv=kv if fresh else None,
+            engines=engines if fresh else (),
             roofline=Roofline.of(rates.mfu, node.peak_memory_bandwidth_gb_s, node.peak_tflops)
             if rates is not None and rates.mfu is not None and fresh and node is not None
             else None,

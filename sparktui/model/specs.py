@@ -241,6 +241,9 @@ class Thresholds(_Spec):
     mem_available_crit_gib: Num = Field(4.0, ge=0, le=1_000_000)
     service_latency_warn_s: Num = Field(1.0, gt=0, le=300)
     gpu_temp_warn_c: Num = Field(85.0, gt=0, le=200)
+    # A data-parallel engine whose generation tok/s over an even share of the instance's is off 1 by
+    # more than this is marked imbalanced (0.2: 20 % more or less than its share).
+    engine_imbalance_warn: Num = Field(0.20, gt=0, le=1)
 
     @model_validator(mode="after")
     def _crit_below_warn(self) -> Thresholds:

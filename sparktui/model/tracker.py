@@ -8,7 +8,8 @@ from sparktui.model.vllm import ModelScrape, VllmScrape
 
 
 class VllmTracker:
-    """Keeps reset-corrected counter history per served model of one vLLM instance.
+    """Keeps reset-corrected counter history per served model of one vLLM instance, and per engine
+    of a data-parallel one (``ModelScrape.per_engine``), each engine's rates by the same ``derive_rates``.
 
     Derived numbers change only when a scrape arrives, but the render tick, the status model and the
     diagnosis all ask for them; each answer is kept until the next ``observe``.
@@ -20,6 +21,8 @@ class VllmTracker:
         self.latest: VllmScrape | None = None
         self.latest_t: float | None = None
         self._memo: dict[tuple[str, str | None, float | None], VllmRates | None] = {}
+        self._engine_histories: dict[tuple[str, str], CounterHistory] = {}  # (model, engine)
+        self._engine_memo: dict[tuple[str | None, float | None], dict[str, VllmRates | None]] = {}
 
     def observe(self, t: float, scrape: VllmScrape) -> None:
         for name, model in scrape.models.items():
@@ -27,8 +30,15 @@ class VllmTracker:
             if history is None:
                 history = self._histories[name] = CounterHistory(max_age_s=self._max_age_s)
             history.add(t, flatten(model), scrape.process_start)
+            for engine, part in model.per_engine.items():
+                key = (name, engine)
+                engine_history = self._engine_histories.get(key)
+                if engine_history is None:
+                    engine_history = self._engine_histories[key] = CounterHistory(max_age_s=self._max_age_s)
+                engine_history.add(t, flatten(part), scrape.process_start)
         self.latest, self.latest_t = scrape, t
         self._memo.clear()
+        self._engine_memo.clear()
 
     def _model(self, model_name: str | None) -> tuple[CounterHistory, ModelScrape] | None:
         if self.latest is None or not self.latest.models:
@@ -52,6 +62,23 @@ class VllmTracker:
         deltas = history.window(window_s)
         rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
         return rates
+
+    def engine_rates(self, model_name: str | None = None, window_s: float | None = None) -> dict[str, VllmRates | None]:
+        """Each engine's own numbers over the window (as ``rates``), by engine; {} with one engine."""
+        key = (model_name, window_s)
+        found = self._engine_memo.get(key)
+        if found is not None:
+            return found
+        found = self._engine_memo[key] = {}
+        latest = self._model(model_name)
+        if latest is None:
+            return found
+        _history, model = latest
+        for engine, part in model.per_engine.items():
+            history = self._engine_histories.get((model.model_name, engine))
+            deltas = history.window(window_s) if history is not None else None
+            found[engine] = derive_rates(deltas, part) if deltas is not None else None
+        return found
 
     def last_interval_rates(self, model_name: str | None = None) -> VllmRates | None:
         """Numbers between the last two scrapes."""

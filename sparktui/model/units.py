@@ -98,6 +98,12 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+def fmt_count(n: int, noun: str, *, zero: str | None = None) -> str:
+    """``n`` with ``noun`` in the plural unless it is one: "1 node", "3 nodes" ("no nodes" with zero="no")."""
+    shown = zero if n == 0 and zero is not None else str(n)
+    return f"{shown} {noun}{'' if n == 1 else 's'}"
+
+
 def fmt_tokens(value: float | None) -> str:
     """Token counts: 983k, 1.6M."""
     if value is None or _missing(value):
@@ -164,6 +170,17 @@ def fmt_admission(rates: VllmRates) -> str:
     reasons = ", ".join(f"{k} {counts[k]:,.0f}" for k in sorted(counts) if counts[k])
     per_s = fmt_rate(rates.admission_rejections_per_s, "/s")
     return f"{per_s} ({reasons})" if reasons else per_s
+
+
+def fmt_latency(label: str, summary: LatencySummary | None) -> str:
+    """A latency histogram over the window: "TTFT p50 225 ms p90 1.15 s p99 2.37 s" ("TTFT –" without requests)."""
+    if summary is None or not summary.count:
+        return f"{label} {NO_DATA}"
+    floor = summary.floor
+    return (
+        f"{label} p50 {fmt_seconds(summary.p50, floor)} p90 {fmt_seconds(summary.p90, floor)} "
+        f"p99 {fmt_seconds(summary.p99, floor)}"
+    )
 
 
 def fmt_token_summary(summary: LatencySummary | None, quantiles: bool = True) -> str:

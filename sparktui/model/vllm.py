@@ -2,7 +2,9 @@
 
 Every metric name and version fallback lives in the tables at the top of this module
 (``../shared/reference/vllm/metrics.md``). Engine series are summed over the ``engine`` label and kept
-apart by ``model_name``; per-engine KV usage is kept because the max over engines matters.
+apart by ``model_name``; per-engine KV usage is kept because the max over engines matters. A
+data-parallel server (``--data-parallel-size N``) exports each series once per engine: every engine's
+own numbers are kept too (``ModelScrape.per_engine``), and the sums are made from those parts.
 
 A scrape that parses but cannot be read as numbers (a bucket bound that is not a number, ``NaN`` or
 ``±Inf`` where a count or gauge is needed) raises ``ScrapeProblem``, one line naming the metric: the
@@ -167,6 +169,9 @@ class ModelScrape:
     kv_usage_by_engine: Mapping[str, float]
     sleep: Sleep | None  # None: this vLLM publishes no engine_sleep_state
     prefix_hit_rate_by_engine: Mapping[str, float] = field(default_factory=dict)  # V0's ratio gauge
+    # Each engine alone when the series carry two or more ``engine`` labels (data parallel); empty
+    # with one engine. Series without an engine label (the API server's own) are in the sums only.
+    per_engine: Mapping[str, ModelScrape] = field(default_factory=dict)
 
     @property
     def prefix_hit_rate_gauge(self) -> float | None:
@@ -245,6 +250,16 @@ class VllmScrape:
         known = [c for c in capacities if c is not None]
         return sum(known) if known else None
 
+    def kv_capacity_of(self, engine: str) -> float | None:
+        """One engine's KV capacity in tokens (``vllm:cache_config_info`` is per engine)."""
+        config = self.cache_config.get(engine)
+        return config.capacity_tokens if config is not None else None
+
+
+def engine_order(engine: str) -> tuple[bool, int, str]:
+    """Sort key of engine labels: "2" before "10", any label that is not a number after them."""
+    return (not engine.isdigit(), int(engine) if engine.isdigit() else 0, engine)
+
 
 def _first_present(expo: Exposition, names: tuple[str, ...]) -> str | None:
     for name in names:
@@ -281,24 +296,55 @@ class _ModelAccumulator:
     def add_counter(self, key: str, value: float) -> None:
         self.counters[key] = self.counters.get(key, 0.0) + value
 
+    def add(self, part: _ModelAccumulator) -> None:
+        """Sum another engine's part into this one (gauges summed, per-engine maps joined)."""
+        self.engines |= part.engines
+        for key, value in part.counters.items():
+            self.add_counter(key, value)
+        for key, (buckets, (total, count)) in part.hist.items():
+            mine, totals = self.hist.setdefault(key, ({}, [0.0, 0.0]))
+            for bound, value in buckets.items():
+                mine[bound] = mine.get(bound, 0.0) + value
+            totals[0] += total
+            totals[1] += count
+        self.kv.update(part.kv)
+        self.prefix_hit_rate.update(part.prefix_hit_rate)
+        if part.running is not None:
+            self.running = _gauge_sum(self.running, part.running)
+        if part.waiting is not None:
+            self.waiting = _gauge_sum(self.waiting, part.waiting)
+        for reason, value in part.waiting_by_reason.items():
+            self.waiting_by_reason[reason] = self.waiting_by_reason.get(reason, 0.0) + value
+        self.sleep_flags.update(part.sleep_flags)
+
+
+def _engine_key(labels: Mapping[str, str]) -> str:
+    """The engine a per-engine gauge belongs to ("0" on a server without the label, as vLLM V0)."""
+    return safe_text(labels.get("engine", "0"), LABEL_LIMIT)
+
 
 def _gauge_sum(current: float | None, value: float) -> float:
     return value if current is None else current + value
 
 
 def normalise(expo: Exposition) -> VllmScrape:
-    """Turn one parsed vLLM scrape into per-model sums over engines."""
-    models: dict[str, _ModelAccumulator] = {}
+    """Turn one parsed vLLM scrape into per-model sums over engines, each engine's part kept."""
+    # model name -> engine label (None: a series without one) -> that engine's part
+    models: dict[str, dict[str | None, _ModelAccumulator]] = {}
 
     def model(labels: Mapping[str, str]) -> _ModelAccumulator:
         name = safe_text(labels.get("model_name", ""), LABEL_LIMIT)  # shown as is: from a remote
-        acc = models.get(name)
-        if acc is None:
-            acc = models[name] = _ModelAccumulator()
+        parts = models.get(name)
+        if parts is None:
+            parts = models[name] = {}
         engine = labels.get("engine")
         if engine is not None:
             engine = safe_text(engine, LABEL_LIMIT)
-            acc.engines.add(engine)
+        acc = parts.get(engine)
+        if acc is None:
+            acc = parts[engine] = _ModelAccumulator()
+            if engine is not None:
+                acc.engines.add(engine)
         return acc
 
     for key, wires in COUNTERS.items():
@@ -342,21 +388,21 @@ def normalise(expo: Exposition) -> VllmScrape:
         by_reason[reason] = by_reason.get(reason, 0.0) + value
     kv = _first_present(expo, GAUGES["kv_usage"])
     for labels, value in _finite(kv, expo.get(kv)) if kv else ():
-        model(labels).kv[labels.get("engine", "0")] = value
+        model(labels).kv[_engine_key(labels)] = value
     hit_rate = _first_present(expo, GAUGES["prefix_hit_rate"])
     for labels, value in _finite(hit_rate, expo.get(hit_rate)) if hit_rate else ():
-        model(labels).prefix_hit_rate[labels.get("engine", "0")] = value
+        model(labels).prefix_hit_rate[_engine_key(labels)] = value
     for labels, value in _finite(SLEEP_STATE, expo.get(SLEEP_STATE)):
-        flags = model(labels).sleep_flags.setdefault(labels.get("engine", "0"), {})
+        flags = model(labels).sleep_flags.setdefault(_engine_key(labels), {})
         flags[labels.get("sleep_state", "")] = value
 
     cache_config = {
-        labels.get("engine", "0"): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
+        _engine_key(labels): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
         for labels, _value in expo.get(CACHE_CONFIG)
     }
 
     return VllmScrape(
-        models={name: _freeze(name, acc) for name, acc in models.items()},
+        models={name: _freeze_model(name, parts) for name, parts in models.items()},
         cache_config=cache_config,
         process_start=_process_start(expo),
     )
@@ -391,7 +437,19 @@ def _sleep(flags_by_engine: Mapping[str, Mapping[str, float]]) -> Sleep | None:
 _SLEEP_DEPTH = {Sleep.AWAKE: 0, Sleep.KV_RELEASED: 1, Sleep.WEIGHTS_OFFLOADED: 2, Sleep.DISCARD_ALL: 3}
 
 
-def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
+def _freeze_model(name: str, parts: Mapping[str | None, _ModelAccumulator]) -> ModelScrape:
+    """The model's sums made from its engines' parts, and each engine alone when there are several."""
+    if len(parts) == 1:
+        return _freeze(name, next(iter(parts.values())))
+    total = _ModelAccumulator()
+    for part in parts.values():
+        total.add(part)
+    engines = sorted((e for e in parts if e is not None), key=engine_order)
+    per_engine = {e: _freeze(name, parts[e]) for e in engines} if len(engines) > 1 else {}
+    return _freeze(name, total, per_engine)
+
+
+def _freeze(name: str, acc: _ModelAccumulator, per_engine: Mapping[str, ModelScrape] | None = None) -> ModelScrape:
     # Finite values can still sum past the largest float over engines.
     sums = {**acc.counters, "running": acc.running or 0.0, "waiting": acc.waiting or 0.0}
     sums.update({f"waiting:{reason}": value for reason, value in acc.waiting_by_reason.items()})
@@ -410,7 +468,7 @@ def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
         )
     return ModelScrape(
         model_name=name,
-        engines=tuple(sorted(acc.engines)),
+        engines=tuple(sorted(acc.engines, key=engine_order)),
         counters=acc.counters,
         histograms=histograms,
         running=acc.running,
@@ -419,4 +477,5 @@ def _freeze(name: str, acc: _ModelAccumulator) -> ModelScrape:
         kv_usage_by_engine=acc.kv,
         sleep=_sleep(acc.sleep_flags),
         prefix_hit_rate_by_engine=acc.prefix_hit_rate,
+        per_engine=per_engine or {},
     )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparktui.discovery.launches import is_vllm_container, is_vllm_unit
+from sparktui.discovery.launches import is_vllm_container, is_vllm_unit, vllm_launches
 from sparktui.discovery.names import config_name
 from sparktui.discovery.probes import PROBE_PATHS, PortFinding, classify_port
 from sparktui.discovery.render import SshFindings, SshSettings, one_line
@@ -157,15 +157,33 @@ async def discover(
     hosts: Sequence[str],
     ports: Sequence[tuple[int, str]],
     timeout_s: float,
-    ssh: SshSettings | None,
+    ssh: Sequence[SshSettings] | None,
     ssh_timeout_s: float,
 ) -> tuple[list[tuple[PortFinding, ...]], list[SshOutcome | None]]:
-    """Probe every host over HTTP and (unless ``ssh`` is None) SSH, all at once."""
+    """Probe every host over HTTP and (unless ``ssh`` is None) SSH, all at once; ``ssh`` holds the
+    login of each host (a ``HOST:PORT`` argument gives its host a port of its own)."""
     async with make_poll_client() as client:
         http = [probe_host(client, host, ports, timeout_s) for host in hosts]
         if ssh is not None:
+            logins = zip(hosts, ssh, strict=True)
             findings, outcomes = await asyncio.gather(
-                asyncio.gather(*http), asyncio.gather(*(ssh_discover(h, ssh, ssh_timeout_s) for h in hosts))
+                asyncio.gather(*http), asyncio.gather(*(ssh_discover(h, login, ssh_timeout_s) for h, login in logins))
             )
-            return list(findings), list(outcomes)
+            # A vLLM found over SSH on a port the first round did not probe is asked too: its answer
+            # confirms the launch and names what it serves.
+            extra = [_launch_ports(outcome, ports) for outcome in outcomes]
+            more = await asyncio.gather(
+                *(probe_host(client, host, wanted, timeout_s) for host, wanted in zip(hosts, extra, strict=True))
+            )
+            return [(*found, *added) for found, added in zip(findings, more, strict=True)], list(outcomes)
         return list(await asyncio.gather(*http)), [None] * len(hosts)
+
+
+def _launch_ports(outcome: SshOutcome, probed: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The host ports of the vLLM launches SSH found that are not among ``probed``."""
+    if outcome.findings is None:
+        return []
+    done = {port for port, _role in probed}
+    launches = vllm_launches(outcome.findings.units, outcome.findings.containers)
+    ports = sorted({launch.host_port for launch in launches if launch.host_port is not None} - done)
+    return [(port, "vllm") for port in ports]

@@ -14,6 +14,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static
 
+from sparktui.model.engines import data_parallel_summary, kv_line
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import FLEET, Point
 from sparktui.model.levels import (
@@ -25,12 +26,23 @@ from sparktui.model.levels import (
     ttft_level,
     waiting_level,
 )
+from sparktui.model.replicas import ModelReplicas, Replica, model_replicas
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_duration, fmt_gib_short, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.model.units import (
+    NO_DATA,
+    fmt_duration,
+    fmt_gib_short,
+    fmt_latency,
+    fmt_number,
+    fmt_pct,
+    fmt_rate,
+    fmt_seconds,
+)
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
+    IMBALANCED,
     SEVERITY_GLYPH,
     STATUS_GLYPH,
     column_chart,
@@ -102,6 +114,14 @@ def _model_name(instance: InstanceView) -> str:
     return name.rsplit("/", 1)[-1] if name else NO_DATA
 
 
+def _generation(instance: InstanceView | None, gen: float | None, colours: dict[str, str]) -> Text | str:
+    """The generation rate; a data-parallel instance with an imbalanced engine marked (its node's
+    detail below the table says which engine and by how much)."""
+    if instance is None or not instance.imbalanced_engines:
+        return fmt_rate(gen, "")
+    return Text(f"{fmt_rate(gen, '')}{IMBALANCED}", style=colours["status-warn"])
+
+
 def _ttft(instance: InstanceView) -> str:
     latency = instance.rates.latency.get("ttft") if instance.rates else None
     if latency is None or not latency.count:
@@ -129,6 +149,8 @@ class FleetScreen(SparkScreen[None]):
     #crit-banner { background: $error 35%; }
     #warn-banner { background: $warning 25%; }
     #fleet { height: auto; max-height: 1fr; }
+    #replicas { height: auto; max-height: 4; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
+    #replicas.shown { display: block; }
     #detail { height: auto; max-height: 8; padding: 0 1; border-top: solid $panel; }
     #charts { height: 2fr; max-height: 20; display: none; }
     #charts.shown { display: block; }
@@ -155,6 +177,7 @@ class FleetScreen(SparkScreen[None]):
             yield Static(id="crit-banner", classes="banner")
             yield Static(id="warn-banner", classes="banner")
             yield RowTable(id="fleet")
+            yield Static(id="replicas")
             yield Static(id="detail")
             with Horizontal(id="charts"):
                 yield Static(id="gen-chart", classes="fleet-panel")
@@ -272,7 +295,7 @@ class FleetScreen(SparkScreen[None]):
             "node": Text(label, style="bold"),
             "status": status_text(state, colours),
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
-            "gen": NO_DATA if is_worker else fmt_rate(gen, ""),
+            "gen": NO_DATA if is_worker else _generation(instance, gen, colours),
             "trend": NO_DATA if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),
             "prompt": NO_DATA if is_worker else fmt_rate(prompt, ""),
             "bw": NO_DATA,
@@ -330,6 +353,7 @@ class FleetScreen(SparkScreen[None]):
             table_rows.append((key, cells))
         self.query_one("#fleet", RowTable).set_rows(table_rows)
         self._update_summary(views)  # the totals with the rows they add up, also as a node's poll arrives
+        self._update_replicas(views)
         if changed is None:  # banners, charts and lists at the render tick
             self._update_banners(views)
             self._update_charts()
@@ -359,6 +383,14 @@ class FleetScreen(SparkScreen[None]):
         if app.paused:
             summary.append("  │ PAUSED (p resumes)", style=f"bold {app.colours['status-warn']}")
         self._show("#summary", summary)
+
+    def _update_replicas(self, views: Sequence[NodeView]) -> None:
+        """One line per model served by several instances: its latency over all of them (merged
+        buckets) and its slowest replica; hidden when no model has replicas."""
+        found = model_replicas(views)
+        if found:
+            self._show("#replicas", Text("\n").join(_replicas_line(m, self.spark.colours) for m in found))
+        self.query_one("#replicas", Static).set_class(bool(found), "shown")
 
     def _update_banners(self, views: Sequence[NodeView]) -> None:
         crit, warn = self._banner_lines(views)
@@ -440,6 +472,11 @@ class FleetScreen(SparkScreen[None]):
         text.append_text(status_text(view.status.state, self.spark.colours))
         for reason in view.status.reasons[:4]:
             text.append(f"\n  {reason}")
+        for instance in view.instances:
+            if instance.engines:
+                style = self.spark.colours["status-warn"] if instance.imbalanced_engines else ""
+                text.append(f"\n  {instance.name}: {data_parallel_summary(instance.engines)}", style=style)
+                text.append(f"; KV cache {kv_line(instance.kv)}")
         if len(view.status.reasons) > 4:
             text.append(f"\n  … and {len(view.status.reasons) - 4} more (enter opens the node)")
         for finding in self.spark.findings.get(view.name, ())[:2]:
@@ -516,6 +553,39 @@ def _total(values: Iterable[float | None]) -> float | None:
     """The sum of the known values; None when none is known (the header says "–", not 0)."""
     known = [v for v in values if v is not None]
     return sum(known) if known else None
+
+
+def _replicas_line(found: ModelReplicas, colours: Mapping[str, str]) -> Text:
+    """``gemma-4-26B-A4B-it on 2 replicas  TTFT p50 … p90 … p99 … over 48 req  slowest spark04 p90 1.70 s
+    (26 req)  e2e p90 …  ITL p90 …  queue p90 …``: what a narrow terminal cuts is the least needed."""
+    line = Text()
+    line.append(found.model.rsplit("/", 1)[-1], style="bold")
+    line.append(f" on {len(found.replicas)} replicas", style=colours["dim"])
+    if found.reporting < len(found.replicas):
+        line.append(f" ({found.reporting} reporting)", style=colours["dim"])
+    ttft = found.latency.get("ttft")
+    if ttft is None or not ttft.count:
+        line.append(f"  TTFT {NO_DATA}  no requests in the window", style=colours["dim"])
+        return line
+    line.append(f"  {fmt_latency('TTFT', ttft)}")
+    line.append(f" over {fmt_number(ttft.count)} req", style=colours["dim"])
+    slowest = found.slowest
+    if slowest is not None and slowest.ttft is not None:
+        line.append("  slowest ")
+        line.append(_replica_name(slowest, found), style="bold")
+        line.append(f" p90 {fmt_seconds(slowest.ttft.p90, slowest.ttft.floor)}")
+        line.append(f" ({fmt_number(slowest.requests)} req)", style=colours["dim"])
+    for key, label in (("e2e", "e2e"), ("itl", "ITL"), ("queue", "queue")):
+        summary = found.latency.get(key)
+        if summary is not None and summary.count:
+            line.append(f"  {label} p90 {fmt_seconds(summary.p90, summary.floor)}")
+    return line
+
+
+def _replica_name(replica: Replica, found: ModelReplicas) -> str:
+    """The node's name, as in the table's first column; node/instance when the node runs two replicas."""
+    shared = sum(1 for r in found.replicas if r.node == replica.node) > 1
+    return replica.where if shared else replica.node
 
 
 def _memory_cell(view: NodeView, colours: Mapping[str, str], patterns: bool, limits: Thresholds) -> Text | str:

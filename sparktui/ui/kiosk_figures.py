@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sparktui.model.engines import busiest_engine_words
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
 from sparktui.model.specs import Thresholds
@@ -75,7 +76,7 @@ def _figures(view: NodeView, acceptance: bool, limits: Thresholds) -> tuple[Figu
         Figure("gen", "generation tok/s", "gen tok/s", fmt_rate(rates.generation_tokens_per_s if rates else None, "")),
         Figure(
             "kv",
-            "KV cache",
+            f"KV cache{busiest_engine_words(instance.kv if instance else None)}",  # data parallel: the busiest
             "KV",
             fmt_pct(instance.kv_usage if instance else None, 0),
             level=kv_level(instance.kv_usage if instance else None, limits),

@@ -1,8 +1,9 @@
 """The node screen, an incident cockpit: the findings, the unified-memory ledger, the GPU, throughput
 and KV trends, requests and latency, and a live tail of the node's logs, all on one 160x48 screen
 without scrolling (three columns of panels from 140 cells: host, engine output, requests; two from
-100, one below; the less urgent panels, side services and the TTFT histogram, at the bottom). ``l``
-opens the full log view (``log_screen.py``).
+100, one below; the less urgent panels, side services and the TTFT histogram, at the bottom); a
+data-parallel instance's engines in a row of the screen's width above the log tail. ``l`` opens the
+full log view (``log_screen.py``).
 
 An instance that is not serving (down, loading, a tensor-parallel worker) shows "–" and why, never the
 last numbers it had."""
@@ -25,6 +26,7 @@ from textual.widgets import Footer, Sparkline, Static
 
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
+from sparktui.model.engines import EngineView, kv_line
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import (
@@ -44,7 +46,7 @@ from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.log_reader import LogReader
 from sparktui.ui.log_screen import LogView
-from sparktui.ui.render import MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
+from sparktui.ui.render import IMBALANCED, MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
 from sparktui.ui.themes import MEMORY_VARIABLES
 
 LATENCIES = (
@@ -235,6 +237,58 @@ def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequen
     return Group(*parts)
 
 
+ENGINE_COLUMNS = (
+    *("engine", "gen t/s", "share", "prompt t/s", "run", "wait", "KV", "of tokens"),
+    *("TTFT p50", "TTFT p90", "TTFT p99", "prefix hit"),
+)
+# On a narrower panel the less urgent columns go first: capacity, TTFT p50 and p99, prompt, TTFT p90.
+ENGINE_FITS = (
+    tuple(range(len(ENGINE_COLUMNS))),
+    (0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11),
+    (0, 1, 2, 3, 4, 5, 6, 9, 11),
+    (0, 1, 2, 4, 5, 6, 9, 11),
+    (0, 1, 2, 4, 5, 6, 11),
+    (0, 1, 2, 6),
+)
+
+
+def engines_table(engines: Sequence[EngineView], warn: str) -> RenderableType:
+    """One row per engine of a data-parallel instance, its own numbers over the window; an engine off
+    its share of the generation by more than ``engine_imbalance_warn`` marked in the warning colour."""
+    rows: list[list[Text | str]] = [list(ENGINE_COLUMNS)]
+    for engine in engines:
+        rates = engine.rates
+        ttft = rates.latency.get("ttft") if rates else None
+        floor = ttft.floor if ttft else None
+        share = f"{fmt_number(engine.share_ratio, 2)}×" if engine.share_ratio is not None else NO_DATA
+        share = f"{IMBALANCED}{share}" if engine.imbalanced else share
+        rows.append(
+            [
+                Text(engine.engine, style="bold"),
+                fmt_rate(rates.generation_tokens_per_s if rates else None, ""),
+                Text(share, style=warn) if engine.imbalanced else share,
+                fmt_rate(rates.prompt_tokens_per_s if rates else None, ""),
+                fmt_number(engine.running),
+                fmt_number(engine.waiting),
+                fmt_pct(engine.kv_usage),
+                fmt_tokens(engine.kv_capacity_tokens),
+                fmt_seconds(ttft.p50 if ttft else None, floor),
+                fmt_seconds(ttft.p90 if ttft else None, floor),
+                fmt_seconds(ttft.p99 if ttft else None, floor),
+                fmt_pct(rates.prefix_cache_hit_rate if rates else None),
+            ]
+        )
+
+    def fitted(width: int) -> Text:
+        for keep in ENGINE_FITS:
+            table = _text_table([[row[i] for i in keep] for row in rows], [i > 0 for i in keep], header=True)
+            if max(line.cell_len for line in table.split()) <= width:
+                break
+        return table
+
+    return _Fitted(fitted)
+
+
 class NodeScreen(SparkScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = NODE_BINDINGS
     DEFAULT_CSS = """
@@ -294,6 +348,9 @@ class NodeScreen(SparkScreen[None]):
                 with Vertical(classes="column", id="col-c"):
                     yield Static(classes="panel", id="requests")
                     yield Static(classes="panel", id="latency")
+        # A data-parallel instance's engines, the width of the screen: every engine's row on one line,
+        # never scrolled out of view (it takes its rows from the log tail).
+        yield Static(classes="panel", id="engines")
         with Vertical(id="tail-panel"):
             yield Static(id="tail-title")
             yield LogView(self.tail_reader, wrap=True, id="tail", classes="tail")
@@ -362,6 +419,7 @@ class NodeScreen(SparkScreen[None]):
             ),
         )
         self._spec(view, instance, rates)
+        self._engines(instance, idle)
         self._memory(view)
         self._gpu(view)
         self._services(view)
@@ -412,7 +470,7 @@ class NodeScreen(SparkScreen[None]):
         kv = Text()
         kv.append("KV cache  ", style="bold")
         if instance is not None and not idle:
-            kv.append(f"{fmt_pct(instance.kv_usage)} of {fmt_tokens(instance.kv_capacity_tokens)} tokens")
+            kv.append(kv_line(instance.kv))
         else:
             kv.append(NO_DATA)
         idle_text = self._idle(idle)
@@ -488,6 +546,28 @@ class NodeScreen(SparkScreen[None]):
             "#spec",
             (rates, f"{min(trend):.2f} {max(trend):.2f}" if trend else "", app.theme),  # the trend shows as its range
             lambda: Group(_panel_title("Speculative decoding (window)"), _spec_decode(rates, colours, trend)),
+        )
+
+    def _engines(self, instance: InstanceView | None, idle: str | None) -> None:
+        """The engines of a data-parallel instance, one row each; no panel for one engine."""
+        panel = self.query_one("#engines", Static)
+        engines = instance.engines if instance is not None and not idle else ()
+        panel.display = bool(engines)
+        if not engines or instance is None:
+            return
+        colours = self.spark.colours
+        title = Text("Engines (window)", style="bold")
+        off = instance.imbalanced_engines
+        if off:
+            limit = fmt_pct(self.spark.fleet.thresholds.engine_imbalance_warn, 0)
+            title.append(
+                f"  {IMBALANCED} imbalanced: engine {', '.join(off)} off an even share by over {limit}",
+                style=colours["status-warn"],
+            )
+        self._put(
+            "#engines",
+            (engines, self.spark.theme),
+            lambda: Group(title, engines_table(engines, colours["status-warn"])),
         )
 
     def _memory(self, view: NodeView) -> None:

@@ -121,6 +121,7 @@ def node_reason(view: NodeView) -> str:
 
 SEVERITY_VARIABLES = {"crit": "status-crit", "warn": "status-warn", "info": "status-loading"}
 SEVERITY_GLYPH = {"crit": "✖", "warn": "▲", "info": "●"}
+IMBALANCED = "≠"  # a data-parallel engine off its share of the generation (the fleet row, the engine table)
 
 
 def findings_cell(findings: Sequence[Finding], colours: Mapping[str, str]) -> Text | str:

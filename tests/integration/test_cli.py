@@ -205,3 +205,30 @@ def test_screenshot_runs_the_demo_for_the_seconds_asked(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     spans = [int(s) for s in re.findall(r"over&#160;(\d+)s", out.read_text())]
     assert spans and max(spans) <= 8  # the default would run 60 s
+
+
+def test_screenshot_without_out_writes_into_the_current_directory(tmp_path: Path) -> None:
+    """Run from anywhere, the default file lands where the operator is, not in a docs/ folder there."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-m", "sparktui", "screenshot", "--seconds", "2"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["sparktui-fleet-spark-dark.svg"]
+    assert "<svg" in (tmp_path / "sparktui-fleet-spark-dark.svg").read_text()
+
+
+def test_config_check_of_a_fleet_with_no_vllm_says_there_is_nothing_to_watch(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text('[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n')
+    result = _run(config, "config", "check")
+    assert result.returncode == 1
+    assert result.stdout.strip() == (
+        f"{config}: 1 node, 0 vLLM instances, 0 side services: no [[nodes.vllm]] entry, so there is no vLLM to watch"
+    )

@@ -328,7 +328,7 @@ def test_a_live_vllm_unit_whose_port_does_not_answer_is_still_written_with_a_com
 
 
 def test_an_existing_file_is_not_overwritten_without_force_and_is_with_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "config.toml"
     out.write_text("# mine\n")
@@ -341,7 +341,7 @@ def test_an_existing_file_is_not_overwritten_without_force_and_is_with_it(
     (line,) = stderr_lines(err)
     assert str(out) in line and "--force" in line
 
-    forced = main(["init", "127.0.0.1", "--no-ssh", "--output", str(out), "--force", *unused_ports()])
+    forced = main(["init", "127.0.0.1", "--no-ssh", "--output", str(out), "--force", *fleet.probe_args()])
 
     assert forced == 0, capsys.readouterr().err
     assert out.read_text().startswith("# sparktui fleet config, written by `sparktui init 127.0.0.1`")
@@ -350,14 +350,14 @@ def test_an_existing_file_is_not_overwritten_without_force_and_is_with_it(
 
 
 def test_the_written_config_is_readable_by_its_owner_only(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], umask_022: None
+    fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str], umask_022: None
 ) -> None:
     new = tmp_path / "new.toml"
-    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(new), *unused_ports()]) == 0
+    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(new), *fleet.probe_args()]) == 0
     old = tmp_path / "old.toml"
     old.write_text("# mine\n")
     old.chmod(0o644)
-    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(old), "--force", *unused_ports()]) == 0
+    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(old), "--force", *fleet.probe_args()]) == 0
     capsys.readouterr()
     assert stat.S_IMODE(new.stat().st_mode) == 0o600
     assert stat.S_IMODE(old.stat().st_mode) == 0o600
@@ -394,12 +394,14 @@ def test_unknown_host_key_still_writes_the_http_config_with_a_comment_and_one_st
 
 
 def test_print_writes_the_config_to_stdout_and_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     configured = tmp_path / "xdg" / "config.toml"
     monkeypatch.setenv("SPARKTUI_CONFIG", str(configured))
 
-    code = main(["init", "spark-a.invalid", "192.168.1.12", "--no-ssh", "--print", "--timeout", "0.3"])
+    code = main(
+        ["init", "spark-a.invalid", "127.0.0.1", "--no-ssh", "--print", "--timeout", "0.3", *fleet.probe_args()]
+    )
 
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -407,17 +409,17 @@ def test_print_writes_the_config_to_stdout_and_no_file(
     spec = parse_config(captured.out, env={})
     assert [(n.name, n.host) for n in spec.nodes] == [
         ("spark-a.invalid", "spark-a.invalid"),
-        ("192.168.1.12", "192.168.1.12"),
+        ("127.0.0.1", "127.0.0.1"),
     ]
 
 
 def test_the_default_output_is_the_configured_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     configured = tmp_path / "xdg" / "sparktui" / "config.toml"
     monkeypatch.setenv("SPARKTUI_CONFIG", str(configured))
 
-    code = main(["init", "127.0.0.1", "--no-ssh", *unused_ports()])
+    code = main(["init", "127.0.0.1", "--no-ssh", *fleet.probe_args()])
 
     assert code == 0, capsys.readouterr().err
     assert parse_config(configured.read_text(), env={}).nodes[0].host == "127.0.0.1"
@@ -427,8 +429,42 @@ def test_bad_ports_and_hosts_are_usage_errors_in_one_line(capsys: pytest.Capture
     assert main(["init", "127.0.0.1", "--print", "--vllm-ports", "8000,http"]) == 2
     assert main(["init", "http://spark1:8000", "--print"]) == 2
     assert main(["init", "127.0.0.1", "--print", "--service-ports", "whisper=9000"]) == 2
+    assert main(["init", "127.0.0.1:70000", "--print"]) == 2
     lines = stderr_lines(capsys.readouterr().err)
-    assert len(lines) == 3 and all(line.startswith("sparktui init: ") for line in lines)
+    assert len(lines) == 4 and all(line.startswith("sparktui init: ") for line in lines)
     assert "'http' is not a port" in lines[0]
     assert "without a scheme" in lines[1]
     assert "KIND one of asr, tts, ollama, http" in lines[2]
+    assert "SSH port after the host must be 1 to 65535" in lines[3]
+
+
+def test_finding_nothing_exits_1_writes_nothing_and_says_what_to_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "fleet.toml"
+
+    code = main(["init", "127.0.0.1", "--no-ssh", "--output", str(out), *unused_ports()])
+
+    assert code == 1
+    assert not out.exists()
+    lines = stderr_lines(capsys.readouterr().err)
+    assert lines[-1].startswith("sparktui init: found nothing to watch") and "Nothing written." in lines[-1]
+
+
+def test_a_host_port_argument_is_that_hosts_ssh_port(
+    fleet: Fleet, sshd_factory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``HOST:PORT`` reaches an SSH server on a port of its own without --port (which applies to every
+    host): the demo's nodes, say, all on 127.0.0.1."""
+    server: Sshd = sshd_factory("init-hostport")
+    server.set_unit("vllm-qwen36.service", unit("vLLM Qwen3.6", qwen_unit_argv(fleet.qwen.port)))
+    login = ["--user", server.user, "--key", str(server.client_key), "--known-hosts", str(server.known_hosts)]
+
+    code = main(["init", f"127.0.0.1:{server.port}", "--print", *login, *fleet.probe_args()])
+
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    (node,) = parse_config(captured.out, env={}).nodes
+    assert (node.host, node.ssh.port) == ("127.0.0.1", server.port)
+    assert {v.unit for v in node.vllm} == {"vllm-qwen36.service", None}  # the unit came over SSH
+    assert f"# 127.0.0.1:{server.port}" in captured.out

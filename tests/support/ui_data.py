@@ -14,6 +14,7 @@ from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeO
 from sparktui.model.specs import FleetSpec
 from sparktui.ui.app import SparkApp, make_app
 from tests.conftest import DATA
+from tests.support import dp_data
 from tests.support.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
 
 NOW = 30.0
@@ -199,3 +200,23 @@ def local_zone(zone: str) -> Iterator[None]:
         else:
             os.environ["TZ"] = before
         time.tzset()
+
+
+def dp_fleet_app(**options: object) -> SparkApp:
+    """An app of two serving nodes, frozen at NOW: ``spark-dp``, whose one instance is the two-engine
+    data-parallel fixture (engine 1 busier), and ``spark1``, one engine (``mtp2-steady``)."""
+    config = (
+        dp_data.CONFIG
+        + '[[nodes]]\nname = "spark1"\nhost = "192.168.1.11"\n[[nodes.vllm]]\nname = "gptoss"\nport = 8001\n'
+    )
+    clock = Clock()
+    app = make_app(parse_config(config, source="dp-test.toml"), collect=False, clock=clock, **options)
+    steady = scenario_scrapes("mtp2-steady")
+    for index, observation in enumerate(dp_data.dp2_observations()):
+        clock.t = observation.t
+        app.state.apply(observation)
+        single = VllmObservation("gptoss", _ok("u"), _ok("u", steady[index]), _ok("u", '{"version": "0.33.0"}'))
+        app.state.apply(NodeObservation(node="spark1", t=observation.t, wall=observation.wall, vllm=(single,)))
+        app.refresh_views()
+    clock.t = NOW
+    return app

@@ -7,7 +7,9 @@ import pytest
 from rich.text import Text
 from textual.widgets import Static
 
+from sparktui.model.replicas import model_replicas
 from sparktui.model.specs import AlertRuleSpec, Thresholds
+from sparktui.model.units import fmt_number, fmt_seconds
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.table import RowTable
@@ -175,3 +177,28 @@ async def test_the_kiosk_banner_is_amber_for_warnings_and_red_once_anything_is_d
         await pilot.pause()
         banner = down.screen.query_one("#kiosk-banner", Static)
         assert banner.has_class("shown") and not banner.has_class("warn")
+
+
+async def test_a_model_on_two_nodes_gets_its_merged_latency_and_its_slowest_replica() -> None:
+    # spark1 and spark2 serve the same model (their scrapes' model_name): two replicas of it.
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        (found,) = model_replicas(app.views)
+        ttft = found.latency["ttft"]
+        slowest = found.slowest
+        assert slowest is not None and slowest.ttft is not None
+        line = str(app.screen.query_one("#replicas", Static).content)
+        assert app.screen.query_one("#replicas").display
+        assert line.startswith("Qwen3.6-35B-A3B-NVFP4 on 2 replicas")
+        assert f"p90 {fmt_seconds(ttft.p90, ttft.floor)}" in line
+        assert f"over {fmt_number(ttft.count)} req" in line
+        assert f"slowest {slowest.node} p90 {fmt_seconds(slowest.ttft.p90, slowest.ttft.floor)}" in line
+
+
+async def test_a_model_served_once_adds_no_replica_line() -> None:
+    app = _app(nodes=fleet_spec().nodes[:1])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert model_replicas(app.views) == ()
+        assert not app.screen.query_one("#replicas").display

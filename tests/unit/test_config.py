@@ -414,6 +414,16 @@ RULES: list[tuple[str, str, str]] = [
         "thresholds.kv_usage_warn: must be <= 1 (got 90)",
     ),
     (
+        "engine-imbalance-percent",
+        "[thresholds]\nengine_imbalance_warn = 20\n" + NODE,
+        "thresholds.engine_imbalance_warn: must be <= 1 (got 20)",
+    ),
+    (
+        "engine-imbalance-zero",
+        "[thresholds]\nengine_imbalance_warn = 0\n" + NODE,
+        "thresholds.engine_imbalance_warn: must be > 0 (got 0)",
+    ),
+    (
         "waiting-negative",
         "[thresholds]\nwaiting_warn = -1\n" + NODE,
         "thresholds.waiting_warn: must be >= 0 (got -1)",

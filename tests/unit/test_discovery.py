@@ -18,7 +18,14 @@ from sparktui.discovery.commands import (
 )
 from sparktui.discovery.launches import vllm_launches
 from sparktui.discovery.names import node_names
-from sparktui.discovery.probes import PROBE_PATHS, ExporterAnswer, NoAnswer, VllmAnswer, classify_port
+from sparktui.discovery.probes import (
+    PROBE_PATHS,
+    ExporterAnswer,
+    NoAnswer,
+    VllmAnswer,
+    classify_port,
+    split_host_port,
+)
 from sparktui.discovery.render import HostReport, SshFindings, SshSettings, render_config
 from sparktui.discovery.units import ContainerInfo, UnitInfo, parse_systemctl_show
 from sparktui.model.exporters import ExporterKind
@@ -376,3 +383,24 @@ def test_a_script_unit_is_paired_with_the_only_vllm_left_and_a_headless_worker_i
     assert "Paired by elimination: unit vllm-ds4-head.service is the only vLLM launch" in flat
     assert "a script in container vllm_ds4 (/workspace/vllm-head-090.sh)" in flat
     assert "out: unit vllm-ds4-worker.service (active (running)), runs `vllm serve`; a multi-node worker" in flat
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("spark1", ("spark1", None)),
+        ("spark1:2222", ("spark1", 2222)),
+        ("192.168.1.11:22", ("192.168.1.11", 22)),
+        ("fe80::1", ("fe80::1", None)),  # a bare IPv6 address: every colon is the address's
+        ("[fe80::1]:2222", ("fe80::1", 2222)),
+        ("[fe80::1]", ("fe80::1", None)),
+    ],
+)
+def test_host_arguments_may_carry_their_ssh_port(raw: str, expected: tuple[str, int | None]) -> None:
+    assert split_host_port(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["spark1:0", "spark1:65536", "spark1:ssh", "spark1:", "[fe80::1]:x", "http://x:1"])
+def test_a_bad_host_port_argument_says_why(raw: str) -> None:
+    with pytest.raises(ValueError, match=r"SSH port|scheme|host name"):
+        split_host_port(raw)

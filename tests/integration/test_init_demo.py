@@ -1,0 +1,106 @@
+"""docs/init.md's "Trying it without a Spark", followed as written: ``sparktui demo --serve-only`` in one
+process, the init command it prints run in another, and the dashboard's own ``snapshot`` on what init
+wrote. Nothing from the test suite: the demo's own SSH servers, keys and known_hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from sparktui.config import parse_config
+from tests.support.wait import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+PROMPT = "or write a config as for your own Sparks: "
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    out = tmp_path / "demo.out"
+    with out.open("w") as handle:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "demo", "--serve-only"],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=ENV,
+            cwd=tmp_path,
+        )
+    try:
+        yield child, out
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _demo_config_text(printed: str) -> str:
+    """The demo's own config, at the path its "config: PATH" line names."""
+    return Path(printed.split("config: ", 1)[1].split(maxsplit=1)[0]).read_text()
+
+
+def _sparktui(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparktui", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+async def test_the_init_command_the_demo_prints_writes_a_config_of_its_nodes_that_the_dashboard_reads(
+    demo: tuple[subprocess.Popen[str], Path], tmp_path: Path
+) -> None:
+    child, out = demo
+
+    def printed() -> str | None:
+        assert child.poll() is None, out.read_text()
+        return next((line for line in out.read_text().splitlines() if line.startswith(PROMPT)), None)
+
+    await wait_until(printed, 60.0, what="the demo's init line", detail=out.read_text)
+    line = printed()
+    assert line is not None
+    words = shlex.split(line.removeprefix(PROMPT))
+    assert words[:2] == ["sparktui", "init"] and words[-1] == "--print"
+
+    ran = await asyncio.to_thread(_sparktui, *words[1:], cwd=tmp_path)
+
+    assert ran.returncode == 0, ran.stderr
+    fleet = parse_config(ran.stdout, env={})
+    demo_config = tomllib.loads(await asyncio.to_thread(_demo_config_text, out.read_text()))
+    ssh_ports = {node["name"]: node["ssh"]["port"] for node in demo_config["nodes"]}
+    vllm_ports = {
+        node["name"]: sorted(urlsplit(v["url"]).port for v in node.get("vllm", []) if "url" in v)
+        for node in demo_config["nodes"]
+    }
+    assert [n.name for n in fleet.nodes] == ["spark1", "spark2", "spark3", "spark4"]  # from each node's hostname
+    assert {n.name: n.ssh.port for n in fleet.nodes} == ssh_ports
+    found = {n.name: sorted(v.port for v in n.vllm if v.port is not None) for n in fleet.nodes}
+    assert found == vllm_ports  # spark4's worker has no HTTP: left out, with what to add
+    by_name = {n.name: n for n in fleet.nodes}
+    assert [(v.unit, v.container) for v in by_name["spark1"].vllm] == [("vllm-qwen36.service", None)]
+    assert [(v.unit, v.container) for v in by_name["spark2"].vllm] == [(None, "vllm-gemma4")]
+    assert "a multi-node worker" in ran.stdout and "vllm-qwen235" in ran.stdout
+
+    written = tmp_path / "demo-init.toml"
+    made = await asyncio.to_thread(_sparktui, *words[1:-1], "--output", str(written), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    snapshot = await asyncio.to_thread(_sparktui, "--config", str(written), "snapshot", cwd=tmp_path)
+    assert snapshot.returncode == 0, snapshot.stderr
+    assert any(line.startswith("spark1 ") and line.endswith(" up") for line in snapshot.stdout.splitlines())
