@@ -38,8 +38,8 @@ pytestmark = pytest.mark.vllm
 
 MFU_LINE = re.compile(r"Engine 000: MFU: (?P<tflops>[\d.]+) TF/s/device (?P<gbps>[\d.]+) GB/s/device")
 PRINTED = 0.05 + 1e-9  # the line prints one decimal
-# About 1,650 prompt tokens (the shared prefix is about 18 tokens a repeat), under --max-model-len 2048
-# with the output: every decode step reads that context's KV for each running request.
+# About 1,650 prompt tokens (4.5 shared prefixes of about 365), under --max-model-len 2048 with the
+# output: every decode step reads that context's KV for each running request.
 LONG_PREFIX = SHARED_PREFIX * 4 + SHARED_PREFIX[: len(SHARED_PREFIX) // 2]
 STREAMS = 32
 LOAD_S = 3.5  # new requests start for this long; the last ones end within a few seconds
