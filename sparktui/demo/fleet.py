@@ -71,6 +71,7 @@ class InstanceSpec:
     role: str = "single"
     job: str | None = None
     api_key: str | None = None
+    mfu_metrics: bool = True  # started with --enable-mfu-metrics (the roofline's counters count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,8 @@ DEFAULT_NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "spark2",
-        (InstanceSpec("gemma4", "gemma4", container="vllm-gemma4"),),
+        # Started without --enable-mfu-metrics: its roofline is "–" with the flag to add.
+        (InstanceSpec("gemma4", "gemma4", container="vllm-gemma4", mfu_metrics=False),),
         "dgx-spark",
         (("chatterbox-tts", "tts"),),
     ),
@@ -140,7 +142,7 @@ class DemoInstance:
         self.spec = spec
         self.profile: ModelProfile = PROFILES[spec.profile]
         self.exposition = VllmExposition(self.profile)
-        self.engine = Engine(self.profile, self.exposition, rng)
+        self.engine = Engine(self.profile, self.exposition, rng, mfu_metrics=spec.mfu_metrics)
         self.http = HttpServer(self.handle, on_served=self._count) if spec.role != "worker" else None
         self.metrics_fault: MetricsFault | None = None  # /metrics serves a broken body while set
         self.started_wall = time.time()

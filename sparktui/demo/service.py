@@ -31,6 +31,7 @@ from sparktui.demo.vllmlog import (
     StatsWindow,
     engine_stats_line,
     free_memory_error,
+    mfu_line,
     spec_decode_line,
     vllm_text,
 )
@@ -183,6 +184,8 @@ class VllmService:
                 "--speculative-config",
                 f'{{"method":"mtp","num_speculative_tokens":{p.num_speculative_tokens}}}',
             ]
+        if self.engine.mfu_metrics:
+            parts.append("--enable-mfu-metrics")
         if self.role in ("head", "worker"):
             parts += ["--tensor-parallel-size", "2", "--nnodes", "2"]
             parts += ["--node-rank", "1", "--headless"] if self.headless else ["--node-rank", "0"]
@@ -745,4 +748,7 @@ class VllmService:
             spec = spec_decode_line(self.stats, elapsed, self.profile.num_speculative_tokens)
             if spec is not None:
                 self._vllm("INFO", "metrics.py:100", spec, "APIServer")
+            mfu = mfu_line(self.stats, elapsed)
+            if mfu is not None:
+                self._vllm("INFO", "perf.py:1725", mfu, "APIServer")
         self.stats.reset()

@@ -45,6 +45,13 @@ class ModelProfile:
     prefix_reuse_share: float = 0.7  # requests that share a prefix with an earlier one
     load_s: float = 60.0  # start to serving: imports, weights, profiling, CUDA graphs
     cold_jit_s: float = 30.0  # the first requests after a start wait for Inductor/FlashInfer JIT
+    # What vLLM's MFU estimate (--enable-mfu-metrics) counts per GPU: the weights one engine step reads
+    # (a MoE's active experts over the batch, attention, embeddings), the KV bytes per token of
+    # context, and the active parameters (2 FLOPs each per token). A GB10 decoding a ~35B MoE at ~50
+    # tok/s reads about 100-200 GB/s of its 273.
+    step_read_gb: float = 0.0
+    kv_kib_per_token: float = 0.0
+    active_params_b: float = 0.0
 
 
 PROFILES: dict[str, ModelProfile] = {
@@ -65,6 +72,9 @@ PROFILES: dict[str, ModelProfile] = {
         prompt_median=2500.0,
         output_median=350.0,
         load_s=48.0,
+        step_read_gb=4.8,
+        kv_kib_per_token=20.0,
+        active_params_b=3.0,
     ),
     "gemma4": ModelProfile(
         served_name="google/gemma-4-26B-A4B-it",
@@ -83,6 +93,9 @@ PROFILES: dict[str, ModelProfile] = {
         prompt_median=1800.0,
         output_median=400.0,
         load_s=55.0,
+        step_read_gb=3.6,
+        kv_kib_per_token=40.0,
+        active_params_b=3.8,
     ),
     "qwen235": ModelProfile(
         served_name="Qwen/Qwen3-235B-A22B-GPTQ-Int4",
@@ -102,6 +115,10 @@ PROFILES: dict[str, ModelProfile] = {
         output_median=256.0,
         load_s=150.0,
         cold_jit_s=45.0,
+        # per GPU: tensor parallel over two Sparks halves what each reads and computes
+        step_read_gb=6.5,
+        kv_kib_per_token=24.0,
+        active_params_b=11.0,
     ),
 }
 
@@ -186,6 +203,7 @@ class Engine:
     ready_at: float = 0.0  # when a LOADING engine starts serving
     first_request_penalty_s: float = 0.0  # cold JIT: the first request after a start waits this long
     tokens_generated: int = 0
+    mfu_metrics: bool = True  # started with --enable-mfu-metrics: the estimated counters count
 
     # --- the workload ---------------------------------------------------------------------------
 
@@ -287,6 +305,7 @@ class Engine:
         prefill_budget = self.profile.prefill_tokens_per_s * dt
         prefill_used_s = 0.0
         prefill_taken = 0.0
+        decoded = 0
         for request in list(self.running):
             if request.prefill_left <= 0:
                 continue
@@ -309,19 +328,33 @@ class Engine:
             if steps <= 0:
                 continue
             emitted = self._decode(request, steps, step)
+            decoded += emitted
             if request.on_token is not None and emitted:
                 request.on_token(emitted)
             if request.generated >= request.target_tokens:
                 reason = "length" if request.generated >= request.max_tokens else "stop"
                 finished.append((request, reason))
+        context = sum(r.prompt_tokens + r.generated for r in self.running)
         for request, reason in finished:
             self._finish(request, reason)
         self._preempt_if_full()
+        if (decoded or prefill_taken) and self.mfu_metrics:
+            self._estimate(dt / step, context, decoded + prefill_taken)
         if self.running or prefill_taken:
             # Each engine step carries one decode token per running request and its share of the
             # prompt chunk computed this tick (vLLM counts computed prompt + generated tokens).
             steps = int(dt / step) or 1
             self.sink.observe("vllm:iteration_tokens_total", len(self.running) + prefill_taken / steps, count=steps)
+
+    def _estimate(self, steps: float, context: int, tokens: float) -> None:
+        """vLLM's per-GPU estimate of ``steps`` engine steps over ``context`` tokens of KV that
+        computed ``tokens`` (``vllm/v1/metrics/perf.py``, simplified): each step reads the weights and
+        every running request's KV; each token computed writes its KV."""
+        p = self.profile
+        kv_bytes = p.kv_kib_per_token * 1024
+        self.sink.add("vllm:estimated_flops_per_gpu", 2 * p.active_params_b * 1e9 * tokens)
+        self.sink.add("vllm:estimated_read_bytes_per_gpu", steps * (p.step_read_gb * 1e9 + context * kv_bytes))
+        self.sink.add("vllm:estimated_write_bytes_per_gpu", tokens * kv_bytes)
 
     def _first_token(self, request: Request, at: float) -> None:
         request.first_token = at

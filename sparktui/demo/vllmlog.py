@@ -140,6 +140,8 @@ class StatsWindow:
     draft_tokens: float = 0.0
     accepted: float = 0.0
     accepted_per_pos: dict[int, float] = field(default_factory=dict)
+    flops: float = 0.0  # PerfMetricsLogging's totals (--enable-mfu-metrics)
+    memory_bytes: float = 0.0
     # Prefix cache hit rate is over recent requests, not the interval (PrefixCachingMetrics):
     # [queried tokens, hit tokens] per request.
     recent_queries: deque[list[float]] = field(default_factory=lambda: deque(maxlen=1000))
@@ -161,6 +163,10 @@ class StatsWindow:
             self.recent_queries.append([value, 0.0])
         elif counter == "vllm:prefix_cache_hits" and self.recent_queries:
             self.recent_queries[-1][1] += value
+        elif counter == "vllm:estimated_flops_per_gpu":
+            self.flops += value
+        elif counter in ("vllm:estimated_read_bytes_per_gpu", "vllm:estimated_write_bytes_per_gpu"):
+            self.memory_bytes += value
         elif counter == "vllm:spec_decode_num_accepted_tokens_per_pos":
             position = int(labels.get("position", "0"))
             self.accepted_per_pos[position] = self.accepted_per_pos.get(position, 0.0) + value
@@ -173,6 +179,7 @@ class StatsWindow:
         self.prompt_tokens = self.generation_tokens = self.preemptions = 0.0
         self.drafts = self.draft_tokens = self.accepted = 0.0
         self.accepted_per_pos = {}
+        self.flops = self.memory_bytes = 0.0
 
 
 def engine_stats_line(
@@ -209,6 +216,14 @@ def spec_decode_line(stats: StatsWindow, elapsed_s: float, k: int) -> str | None
         f"Per-position acceptance rate: {per_pos}, "
         f"Avg Draft acceptance rate: {rate:.1f}%"
     )
+
+
+def mfu_line(stats: StatsWindow, elapsed_s: float) -> str | None:
+    """``Engine 000: MFU: …`` as ``PerfMetricsLogging.log`` writes it; None when nothing was counted."""
+    if elapsed_s <= 0 or not (stats.flops or stats.memory_bytes):
+        return None
+    tflops, gbps = stats.flops / elapsed_s / 1e12, stats.memory_bytes / elapsed_s / 1e9
+    return f"Engine 000: MFU: {tflops:.1f} TF/s/device {gbps:.1f} GB/s/device"
 
 
 def format_gib(value_bytes: float) -> str:

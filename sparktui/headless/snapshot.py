@@ -28,6 +28,7 @@ from sparktui.model.units import (
     fmt_seconds,
     fmt_tokens,
     fmt_waiting,
+    roofline_parts,
     to_jsonable,
 )
 from sparktui.sources.canary import CanarySender
@@ -189,6 +190,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
         f"KV cache {kv_line(view.kv)}"
     )
     lines.extend(_rates_lines(view.rates))
+    if view.rates is not None:
+        lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
     lines.extend(f"    {line}" for line in engine_lines(view.rates))
     lines.extend(_data_parallel_lines(view))
     if view.canary is not None:

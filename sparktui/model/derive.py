@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.model.counters import Deltas, histogram_deltas
+from sparktui.model.roofline import Achieved, achieved
 from sparktui.model.vllm import HistogramSample, ModelScrape
 
 
@@ -169,6 +170,8 @@ class VllmRates:
     cached_tiers: PromptShares | None = None  # which cache tier supplied the window's cache hits
     tokens_per_step: LatencySummary | None = None  # vllm:iteration_tokens_total: the batch of one engine step
     prefill_computed_per_request: LatencySummary | None = None  # prompt tokens a finished request computed
+    # FLOP/s and memory bytes/s per GPU from vLLM's estimated counters, or why not (model/roofline.py)
+    mfu: Achieved | None = None
 
 
 def _per_s(value: float | None, seconds: float) -> float | None:
@@ -271,4 +274,5 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         cached_tiers=PromptShares.of(deltas.labelled("cached_by_tier")),
         tokens_per_step=_window_summary(deltas, latest, "iteration_tokens"),
         prefill_computed_per_request=_window_summary(deltas, latest, "prefill_kv_computed"),
+        mfu=achieved(deltas, latest),
     )

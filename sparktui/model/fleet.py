@@ -37,6 +37,7 @@ from sparktui.model.memory import (
 )
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import ParseError, PromParser, decode, looks_truncated
+from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
@@ -74,6 +75,7 @@ class InstanceView:
     metrics_age_s: float | None = None  # seconds since its last usable /metrics scrape (None: never)
     kv: KvLoad | None = None  # the KV cache over all engines in one kind (``kv_usage`` is the busiest's)
     engines: tuple[EngineView, ...] = ()  # each engine of a data-parallel instance; () with one engine
+    roofline: Roofline | None = None  # memory bandwidth and FLOP/s per GPU against the node's peaks
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -411,6 +413,7 @@ class InstanceState:
         *,
         head: HeadStatus | None = None,
         fresh_s: float | None = None,
+        node: NodeSpec | None = None,
     ) -> InstanceView:
         """``fresh_s``: numbers from a last scrape older than this are not shown (the instance stopped
         answering; its last rates and gauges would pass for current ones); nor are they while /health
@@ -467,6 +470,9 @@ class InstanceState:
             metrics_age_s=t - last if last is not None else None,
             kv=kv if fresh else None,
             engines=engines if fresh else (),
+            roofline=Roofline.of(rates.mfu, node.peak_memory_bandwidth_gb_s, node.peak_tflops)
+            if rates is not None and rates.mfu is not None and fresh and node is not None
+            else None,
         )
 
 
@@ -652,8 +658,9 @@ class NodeState:
         thresholds = fleet.thresholds
         heads = heads or {}
         fresh_s = max(fleet.stale_after * fleet.poll_interval_s, fleet.timeout_s * 2)
+        spec = self.spec
         instances = tuple(
-            i.view(now, thresholds, window_s, self.memory, head=heads.get(i.spec.job or ""), fresh_s=fresh_s)
+            i.view(now, thresholds, window_s, self.memory, head=heads.get(i.spec.job or ""), fresh_s=fresh_s, node=spec)
             for i in self.instances.values()
         )
         services = tuple(

@@ -37,6 +37,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from sparktui.model.roofline import GB10_MEMORY_BANDWIDTH_GB_S
+
 Loc = tuple[str | int, ...]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -497,6 +499,10 @@ class NodeSpec(_Spec):
     gpu_exporter: ExporterSpec | None = None
     node_exporter: ExporterSpec | None = None
     services: tuple[ServiceSpec, ...] = ()
+    # The roofline: the peaks of one of the node's GPUs (model/roofline.py). GB10's bandwidth by
+    # default; no compute peak unless given (no one figure fits every precision vLLM counts).
+    peak_memory_bandwidth_gb_s: Num = Field(GB10_MEMORY_BANDWIDTH_GB_S, gt=0, le=100_000)
+    peak_tflops: Num | None = Field(None, gt=0, le=100_000)
 
     @field_validator("host")
     @classmethod

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sparktui.model.derive import LatencySummary, PromptShares, VllmRates
+    from sparktui.model.roofline import Roofline
 
 NO_DATA = "–"
 GIB = 1024**3
@@ -223,3 +224,22 @@ def to_jsonable(value: object) -> object:
     if isinstance(value, bytes):
         return None
     return value
+
+
+def roofline_parts(roofline: Roofline | None) -> list[str]:
+    """The roofline as figures in the operator's words: ``memory 151 GB/s (55% of 273 GB/s)``,
+    ``compute 3.2 TFLOP/s`` (and its share when the node's peak is configured); "–" and, as a figure of
+    its own, why when vLLM gives no estimate. One place for the node screen and ``snapshot``."""
+    if roofline is None or roofline.memory_bytes_per_s is None:
+        why = [f"({roofline.reason})"] if roofline is not None and roofline.reason else []
+        return [f"memory bandwidth {NO_DATA}", *why]
+    peak_gb_s = roofline.peak_memory_bytes_per_s / 1e9
+    memory = (
+        f"memory {fmt_rate(roofline.memory_bytes_per_s / 1e9, ' GB/s')} "
+        f"({fmt_pct(roofline.memory_share, 0)} of {peak_gb_s:g} GB/s)"
+    )
+    flops = roofline.flops_per_s
+    compute = f"compute {fmt_rate(None if flops is None else flops / 1e12, ' TFLOP/s')}"
+    if roofline.peak_flops_per_s is not None:
+        compute += f" ({fmt_pct(roofline.flops_share, 0)} of {roofline.peak_flops_per_s / 1e12:g} TFLOP/s)"
+    return [memory, compute]

@@ -34,6 +34,10 @@ COUNTERS: Mapping[str, tuple[str, ...]] = {
     "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
     "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+    # vLLM's own per-GPU estimates, counting only with --enable-mfu-metrics (always registered, at 0)
+    "estimated_flops": ("vllm:estimated_flops_per_gpu_total",),
+    "estimated_read_bytes": ("vllm:estimated_read_bytes_per_gpu_total",),
+    "estimated_write_bytes": ("vllm:estimated_write_bytes_per_gpu_total",),
 }
 
 # Counters split by one label: logical key -> (wire name, label). Keys become "key:labelvalue".

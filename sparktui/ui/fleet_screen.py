@@ -71,8 +71,9 @@ class Column:
 
 
 # Widths are content widths; the table adds 2 cells of padding per column. From 160 columns up
-# everything shows (151 cells); narrower terminals drop the columns with the highest min_screen, and
-# wider ones give the spare cells to the model's name first (full names at 200), then to the trend.
+# everything but the bandwidth share shows (151 cells), from 166 that too (157); narrower terminals
+# drop the columns with the highest min_screen, and wider ones give the spare cells to the model's
+# name first (full names at 200), then to the trend.
 COLUMNS: tuple[Column, ...] = (
     Column("node", "Node", 9, 0),
     Column("status", "Status", 10, 0),
@@ -80,6 +81,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("gen", "Gen t/s", 7, 0),
     Column("trend", "Gen trend", 10, 136, grow=20),
     Column("prompt", "Prompt t/s", 10, 148),
+    Column("bw", "BW", 4, 166),  # memory bandwidth per GPU, share of the node's peak (the roofline)
     Column("reqs", "Run/Wait", 8, 0),
     Column("kv", "KV", 4, 0),
     Column("ttft", "TTFT p90", 8, 0),
@@ -296,6 +298,7 @@ class FleetScreen(SparkScreen[None]):
             "gen": NO_DATA if is_worker else _generation(instance, gen, colours),
             "trend": NO_DATA if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),
             "prompt": NO_DATA if is_worker else fmt_rate(prompt, ""),
+            "bw": NO_DATA,
             "reqs": NO_DATA,
             "kv": NO_DATA,
             "ttft": NO_DATA,
@@ -322,6 +325,7 @@ class FleetScreen(SparkScreen[None]):
             cells["reqs"] = reqs
             cells["kv"] = level_text(fmt_pct(instance.kv_usage, 0), kv_level(instance.kv_usage, limits), colours)
             cells["ttft"] = level_text(_ttft(instance), ttft_level(ttft, limits), colours)
+            cells["bw"] = fmt_pct(instance.roofline.memory_share if instance.roofline else None, 0)
             accept_trend = app.history.series(view.name, instance.name, "acceptance_length", last=120)
             cells["accept"] = level_text(_accept(instance), falling_level(accept_trend), colours)
         if state is not State.UP and instance is not None and instance.status.state is not State.UP:

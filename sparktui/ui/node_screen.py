@@ -39,6 +39,7 @@ from sparktui.model.units import (
     fmt_seconds,
     fmt_tokens,
     fmt_waiting,
+    roofline_parts,
 )
 from sparktui.ui.base import SparkScreen
 from sparktui.ui.keys import NODE_BINDINGS
@@ -458,10 +459,13 @@ class NodeScreen(SparkScreen[None]):
         rates = instance.rates if instance and not idle else None
         gen = rates.generation_tokens_per_s if rates else None
         prompt = rates.prompt_tokens_per_s if rates else None
+        # The roofline beside decode: how much of the GPU's memory bandwidth (and compute) it uses.
+        roofline = roofline_parts(instance.roofline if instance and not idle else None)
         figures = [
             Text("Throughput", style="bold"),
             Text(f"generation {fmt_rate(gen, ' tok/s')}"),
             Text(f"prompt {fmt_rate(prompt, ' tok/s')}"),
+            *(Text(part) for part in roofline),
         ]
         kv = Text()
         kv.append("KV cache  ", style="bold")
@@ -472,7 +476,7 @@ class NodeScreen(SparkScreen[None]):
         idle_text = self._idle(idle)
         self._put(
             "#throughput",
-            (gen, prompt, idle, self.spark.theme),
+            (gen, prompt, idle, tuple(roofline), self.spark.theme),
             lambda: Group(packed_lines([figures]), *([idle_text] if idle_text else [])),
         )
         self._put("#kv", kv)

@@ -206,11 +206,17 @@ async def test_log_streams_yield_the_simulated_lines_with_timestamps(fleet: Demo
         for ssh in sshes:
             await ssh.close()
     epoch = fleet.clock.epoch
-    for stream in streams:
+    for stream, mfu_flag in zip(streams, (True, False), strict=True):  # spark2 runs without --enable-mfu-metrics
         lines = list(stream.buffer)
         assert all(line.timestamp is not None for line in lines), [x.text for x in lines if x.timestamp is None]
         assert all(line.timestamp.timestamp() <= epoch + 1 for line in lines if line.timestamp is not None)
-        stats = [line.text for line in lines if "Engine 000:" in line.text]
+        mfu = [
+            line.text
+            for line in lines
+            if re.search(r"Engine 000: MFU: [\d.]+ TF/s/device [\d.]+ GB/s/device", line.text)
+        ]
+        assert bool(mfu) is mfu_flag, mfu
+        stats = [line.text for line in lines if "Engine 000: Avg" in line.text]
         assert stats, [line.text for line in lines]
         match = re.search(
             r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "

@@ -141,6 +141,8 @@ async def test_the_incident_replays_with_the_numbers_and_findings_computed_live(
     spark1 = [next(v for v in m.views if v.name == "spark1") for m in replayed]
     assert any(v.instances[0].status.state is State.DOWN for v in spark1)
     assert any((v.instances[0].rates and v.instances[0].rates.generation_tokens_per_s) for v in spark1)
+    # The roofline too: the recording holds the raw /metrics bodies, its counters with them (issue 20).
+    assert any((v.instances[0].roofline and v.instances[0].roofline.memory_share) for v in spark1)
     assert all(v.host_memory is not None for v in spark1)
     # The recorder noted each finding as it opened (and cleared).
     recorded = {r.payload.id for r in RecordingReader(path).recorded_findings() if isinstance(r.payload, Finding)}

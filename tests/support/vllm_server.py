@@ -8,7 +8,7 @@ Without it the tests that need it are skipped with one line; under ``CI=true`` t
 The ``real_vllm`` fixture (one server for the session, speculative decoding with a draft model of
 ``NUM_SPECULATIVE_TOKENS`` and prefix caching on) answers ``/health`` after 45-90 s on 2 cores. The
 server's own log (``VllmServer.log_text()``) carries vLLM's computation of the same numbers sparktui
-derives, every ``LOG_INTERVAL_S``: the ``Engine 000`` and ``SpecDecoding metrics`` lines.
+derives, every ``LOG_INTERVAL_S``: the ``Engine 000``, ``SpecDecoding metrics`` and ``MFU`` lines.
 """
 
 from __future__ import annotations
@@ -216,6 +216,10 @@ def spec_decode_args(model: Path) -> tuple[str, ...]:
     return ("--enable-prefix-caching", "--speculative-config", json.dumps(config))
 
 
+# vLLM's estimated FLOPs and bytes per GPU count (and its "MFU:" log line prints) only with this flag.
+MFU_ARGS = ("--enable-mfu-metrics",)
+
+
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
     python = require_vllm()
@@ -224,10 +228,10 @@ def tiny_model() -> Path:
 
 @pytest.fixture(scope="session")
 def real_vllm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """One real vLLM for the session: speculative decoding and prefix caching on."""
+    """One real vLLM for the session: speculative decoding, prefix caching and the MFU counters on."""
     python = require_vllm()
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    server = start_vllm(python, tiny_model, log, *spec_decode_args(tiny_model))
+    server = start_vllm(python, tiny_model, log, *spec_decode_args(tiny_model), *MFU_ARGS)
     try:
         asyncio.run(wait_healthy(server))
         yield server

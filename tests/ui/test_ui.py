@@ -146,7 +146,7 @@ async def test_resize_from_80x24_to_200x60_adapts_the_columns() -> None:
         await pilot.resize_terminal(200, 60)
         await pilot.pause()
         wide = [c.label for c in _table(app).columns]
-        assert "Model" in wide and "Mem avail" in wide and "GPU" in wide and len(wide) == 15
+        assert "Model" in wide and "Mem avail" in wide and "GPU" in wide and "BW" in wide and len(wide) == 16
         assert len(_row_labels(app)) == 4
 
 
