@@ -13,15 +13,7 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.config import ConfigError, default_config_path, load_config
 
     path = args.config or default_config_path()
-    if not path.exists():
-        print(
-            f"sparktui: no config at {path}.\n"
-            "  sparktui init HOST...   probe your Sparks and write one\n"
-            "  sparktui demo           try the dashboard on a simulated fleet",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-    try:
+    try:  # no file at all: one line saying how to try the demo or write one (sparktui.config)
         fleet = load_config(path)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)

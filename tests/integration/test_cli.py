@@ -232,3 +232,18 @@ def test_config_check_of_a_fleet_with_no_vllm_says_there_is_nothing_to_watch(tmp
     assert result.stdout.strip() == (
         f"{config}: 1 node, 0 vLLM instances, 0 side services: no [[nodes.vllm]] entry, so there is no vLLM to watch"
     )
+
+
+def test_the_dashboard_without_a_config_says_in_one_line_how_to_try_the_demo_or_write_one(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    result = subprocess.run(
+        [sys.executable, "-m", "sparktui", "--config", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(str(missing)) and "sparktui init" in line and "sparktui demo" in line
