@@ -16,6 +16,8 @@ node:
 - the recovery commands of ``sparktui.model.commands``, executed against the simulation: restart and
   stop of a unit or container, drop caches (silent on success, like the real one), removal of
   ``/dev/shm`` leftovers, ``kill -9`` of PIDs;
+- ``cat /proc/meminfo`` and ``cat /proc/pressure/memory`` (the drop-caches action reads MemAvailable
+  before and after);
 - what ``sparktui init`` asks (``sparktui.sources.probe``): ``hostname``, ``systemctl list-units`` and
   ``show``, ``docker ps`` and ``inspect``, printed as the real tools print them from the node's vLLM
   units and containers (their ``vllm serve`` command lines and the host ports they answer on).
@@ -102,6 +104,13 @@ class UnknownCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadCommand:
+    """``cat /proc/meminfo`` (the drop-caches action's before and after) or the PSI file."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
 class DiscoveryCommand:
     """What ``sparktui init`` asks (``sparktui.sources.probe``): the host's name, its units and containers."""
 
@@ -117,6 +126,7 @@ Command = (
     | RemoveCommand
     | KillCommand
     | DiscoveryCommand
+    | ReadCommand
     | UnknownCommand
 )
 
@@ -174,6 +184,8 @@ def parse_command(text: str) -> Command:
             return RemoveCommand(tuple(paths))
         case ["sudo", "-n", "kill", "-9", "--", *pids] if pids and all(p.isdigit() for p in pids):
             return KillCommand(tuple(int(p) for p in pids))
+        case ["cat", ("/proc/meminfo" | "/proc/pressure/memory") as path]:
+            return ReadCommand(path)
         case ["hostname"]:
             return DiscoveryCommand("hostname")
         case ["systemctl", "list-units", *_options]:
@@ -494,6 +506,10 @@ class DemoSshServer:
                 self.samplers.discard(session)
         if isinstance(command, LogCommand):
             return await self._log(process, command)
+        if isinstance(command, ReadCommand):
+            host = node.host
+            process.stdout.write(host.meminfo_text() if command.path == "/proc/meminfo" else host.pressure_text())
+            return 0
         if isinstance(command, DiscoveryCommand):
             stdout, stderr, status = answer_discovery(node, command)
             process.stdout.write(stdout)

@@ -19,13 +19,16 @@ import asyncssh
 import httpx
 import pytest
 
+from sparktui.actions.runner import MEMINFO_COMMAND
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.host import GIB, MEM_TOTAL_KB
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.demo.sshserver import parse_command
+from sparktui.model.commands import DROP_CACHES
 from sparktui.model.fleet import FleetState
 from sparktui.model.host import HostSample, ledger
+from sparktui.model.memory import parse_meminfo
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.model.status import State
@@ -390,3 +393,16 @@ def test_demo_command_prints_ssh_endpoints_and_snapshot_shows_host_memory(tmp_pa
     assert "[nodes.ssh]" in config.read_text()
     # Everything stopped on exit: the demo's temporary directory (keys, known_hosts) is gone.
     assert not Path(key_file.group(1)).exists()
+
+
+async def test_meminfo_over_ssh_shows_the_page_cache_dropped(fleet: DemoFleet) -> None:
+    """The drop-caches action reads MemAvailable before and after with ``cat /proc/meminfo``."""
+    node = next(n for n in _spec(fleet).nodes if n.name == "spark1")
+    async with NodeSsh(node) as ssh:
+        before = parse_meminfo((await ssh.run(MEMINFO_COMMAND, timeout_s=5)).stdout)
+        dropped = await ssh.run(DROP_CACHES, timeout_s=5)
+        assert dropped.exit_status == 0
+        after = parse_meminfo((await ssh.run(MEMINFO_COMMAND, timeout_s=5)).stdout)
+    assert before.mem_available is not None and after.mem_available is not None
+    assert before.cached is not None and after.cached is not None
+    assert after.cached < before.cached and after.mem_available > before.mem_available
