@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 def run(args: argparse.Namespace) -> int:
     from argcomplete.shell_integration import shellcode
 
-    sys.stdout.write(shellcode(["sparktui"], shell=args.shell))  # type: ignore[no-untyped-call]
+    sys.stdout.write(shellcode(["sparktui"], shell=args.shell))
     return 0
 
 
