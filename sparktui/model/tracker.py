@@ -37,8 +37,15 @@ class VllmTracker:
                     engine_history = self._engine_histories[key] = CounterHistory(max_age_s=self._max_age_s)
                 engine_history.add(t, flatten(part), scrape.process_start)
         self.latest, self.latest_t = scrape, t
+        self._forget_older_than(t - self._max_age_s)
         self._memo.clear()
         self._engine_memo.clear()
+
+    def _forget_older_than(self, horizon: float) -> None:
+        """Drop the history of a model or engine not scraped since ``horizon``: a server whose names
+        change with every scrape (broken or hostile) keeps at most a window's worth, not one per scrape."""
+        self._histories = {k: h for k, h in self._histories.items() if _since(h, horizon)}
+        self._engine_histories = {k: h for k, h in self._engine_histories.items() if _since(h, horizon)}
 
     def _model(self, model_name: str | None) -> tuple[CounterHistory, ModelScrape] | None:
         if self.latest is None or not self.latest.models:
@@ -105,3 +112,8 @@ class VllmTracker:
             if rates is not None:
                 out.append(rates)
         return out
+
+
+def _since(history: CounterHistory, horizon: float) -> bool:
+    """Whether ``history`` has a point at or after ``horizon``."""
+    return history.latest is not None and history.latest.t >= horizon

@@ -437,8 +437,16 @@ def _sleep(flags_by_engine: Mapping[str, Mapping[str, float]]) -> Sleep | None:
 _SLEEP_DEPTH = {Sleep.AWAKE: 0, Sleep.KV_RELEASED: 1, Sleep.WEIGHTS_OFFLOADED: 2, Sleep.DISCARD_ALL: 3}
 
 
+# Data-parallel engines of one model in one scrape: far more than a fleet of Sparks runs (one GPU each, up
+# to eight nodes). More is a broken or hostile exporter, refused in one line, not kept engine by engine.
+MAX_ENGINES = 64
+
+
 def _freeze_model(name: str, parts: Mapping[str | None, _ModelAccumulator]) -> ModelScrape:
     """The model's sums made from its engines' parts, and each engine alone when there are several."""
+    labelled = len(parts) - (None in parts)  # the series without an engine label are no engine
+    if labelled > MAX_ENGINES:
+        raise ScrapeProblem(f"{labelled} engine labels for model {name[:60]!r} (at most {MAX_ENGINES})")
     if len(parts) == 1:
         return _freeze(name, next(iter(parts.values())))
     total = _ModelAccumulator()

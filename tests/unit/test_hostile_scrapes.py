@@ -12,7 +12,8 @@ import pytest
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import parse
 from sparktui.model.status import State
-from sparktui.model.vllm import ScrapeProblem, normalise
+from sparktui.model.tracker import VllmTracker
+from sparktui.model.vllm import MAX_ENGINES, ScrapeProblem, normalise
 from tests.unit.test_status import FLEET, SCRAPES, observe, ok, view
 
 MODEL = 'model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4"'
@@ -132,3 +133,28 @@ def test_finite_values_that_sum_past_the_largest_float_are_a_scrape_problem() ->
     text = f"{GENERATED} 1.5e308\n{engine1} 1.5e308\n"
     with pytest.raises(ScrapeProblem, match=r"generation_tokens of model 'RedHatAI/Qwen3.6-35B-A3B-NVFP4' is out"):
         normalise(parse(text))
+
+
+def _engines_text(count: int, model: str = "m") -> str:
+    lines = ["# TYPE vllm:num_requests_running gauge"]
+    lines += [f'vllm:num_requests_running{{engine="{e}",model_name="{model}"}} 1' for e in range(count)]
+    return "\n".join(lines) + "\n"
+
+
+def test_more_engine_labels_than_any_fleet_runs_is_one_line_not_a_breakdown_per_label() -> None:
+    assert len(normalise(parse(_engines_text(MAX_ENGINES))).models["m"].per_engine) == MAX_ENGINES
+    with pytest.raises(
+        ScrapeProblem, match=rf"^{MAX_ENGINES + 1} engine labels for model 'm' \(at most {MAX_ENGINES}\)$"
+    ):
+        normalise(parse(_engines_text(MAX_ENGINES + 1)))
+
+
+def test_names_that_change_with_every_scrape_keep_no_more_than_a_window_of_history() -> None:
+    """A server whose model and engine names are new at each scrape: the tracker forgets a name once it
+    has not been scraped for its window, so it holds a window's worth, not one history per scrape."""
+    tracker = VllmTracker(max_age_s=60.0)
+    for t in range(600):
+        text = _engines_text(2, model=f"m{t}")
+        tracker.observe(float(t), normalise(parse(text)))
+    assert len(tracker._histories) <= 61 and len(tracker._engine_histories) <= 2 * 61
+    assert tracker.rates("m599") is None  # one scrape of the newest name: no rate yet, and no error
