@@ -139,3 +139,38 @@ def stop_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+class TmuxServer:
+    """A tmux server of the benchmark's own (its socket), already running before any timing starts:
+    its own start-up is not what is measured."""
+
+    def __init__(self, tmux: str, name: str) -> None:
+        self.base = [tmux, "-L", f"{name}-{os.getpid()}"]
+
+    def launch(self, session: str, command: str, width: int, height: int) -> None:
+        subprocess.run(
+            [*self.base, "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), command], check=True
+        )
+
+    def capture(self, session: str) -> str:
+        done = subprocess.run(
+            [*self.base, "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False
+        )
+        return done.stdout
+
+    def send(self, session: str, *keys: str) -> None:
+        subprocess.run([*self.base, "send-keys", "-t", session, *keys], check=False, capture_output=True)
+
+    def kill(self, session: str) -> None:
+        subprocess.run([*self.base, "kill-session", "-t", session], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def tmux_server(tmux: str, name: str) -> Iterator[TmuxServer]:
+    server = TmuxServer(tmux, name)
+    subprocess.run([*server.base, "new-session", "-d", "-s", "hold", "sleep 3600"], check=True)
+    try:
+        yield server
+    finally:
+        subprocess.run([*server.base, "kill-server"], check=False, capture_output=True)

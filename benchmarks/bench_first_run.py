@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import machine_line, quantile, stop_on_sigterm, write_section
+from _common import machine_line, quantile, stop_on_sigterm, tmux_server, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_ARGS = ("--runs", "1")  # benchmarks/run_all.py --quick
@@ -63,24 +63,16 @@ def packages(venv: Path) -> int:
 
 
 def time_demo(tmux: str, venv: Path, runs: int) -> list[Run]:
-    socket = f"bench-first-run-{int(time.time())}"
-    base = [tmux, "-L", socket]
-    subprocess.run([*base, "new-session", "-d", "-s", "hold", "sleep 3600"], check=True)
     found: list[Run] = []
-    try:
+    with tmux_server(tmux, "bench-first-run") as server:
         for run in range(runs):
             session = f"run{run}"
-            command = f"env -u COLUMNS -u LINES {venv / 'bin' / 'sparktui'} demo"
             started = time.perf_counter()
-            subprocess.run(
-                [*base, "new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT), command], check=True
-            )
+            server.launch(session, f"env -u COLUMNS -u LINES {venv / 'bin' / 'sparktui'} demo", WIDTH, HEIGHT)
             frame_s: float | None = None
             living_s: float | None = None
             while living_s is None and time.perf_counter() - started < TIMEOUT_S:
-                screen = subprocess.run(
-                    [*base, "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False
-                ).stdout
+                screen = server.capture(session)
                 now = time.perf_counter() - started
                 header = screen.splitlines()[0] if screen else ""
                 if frame_s is None and HEADER.match(header):
@@ -88,12 +80,10 @@ def time_demo(tmux: str, venv: Path, runs: int) -> list[Run]:
                 if LIVING.search(header):
                     living_s = now
                 time.sleep(CAPTURE_EVERY_S)
-            subprocess.run([*base, "send-keys", "-t", session, "q"], check=False, capture_output=True)
+            server.send(session, "q")
             time.sleep(1.0)  # the demo's servers stopped before the next run binds its own
-            subprocess.run([*base, "kill-session", "-t", session], check=False, capture_output=True)
+            server.kill(session)
             found.append(Run(frame_s, living_s))
-    finally:
-        subprocess.run([*base, "kill-server"], check=False, capture_output=True)
     return found
 
 

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import SPARKTUI, demo_fleet, machine_line, quantile, stop_on_sigterm, write_section
+from _common import SPARKTUI, demo_fleet, machine_line, quantile, stop_on_sigterm, tmux_server, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -103,25 +103,16 @@ def read_screen(screen: str, names: list[str]) -> tuple[bool, bool]:
 
 def time_first_frame(tmux: str, config: Path, runs: int) -> list[FrameRun]:
     names = [node.name for node in load_config(config).nodes]
-    socket = f"bench-startup-{int(time.time())}"
-    base = [tmux, "-L", socket]
-    # The tmux server runs before the timing starts: its own start-up is not the dashboard's.
-    subprocess.run([*base, "new-session", "-d", "-s", "hold", "sleep 3600"], check=True)
     found: list[FrameRun] = []
-    try:
+    with tmux_server(tmux, "bench-startup") as server:
         for run in range(runs):
             session = f"run{run}"
-            command = f"{SPARKTUI} --config {config}"
             started = time.perf_counter()
-            subprocess.run(
-                [*base, "new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT), command], check=True
-            )
+            server.launch(session, f"{SPARKTUI} --config {config}", WIDTH, HEIGHT)
             table_s: float | None = None
             filled_s: float | None = None
             while filled_s is None and time.perf_counter() - started < FRAME_TIMEOUT_S:
-                screen = subprocess.run(
-                    [*base, "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False
-                ).stdout
+                screen = server.capture(session)
                 now = time.perf_counter() - started
                 table, filled = read_screen(screen, names)
                 if table and table_s is None:
@@ -129,11 +120,9 @@ def time_first_frame(tmux: str, config: Path, runs: int) -> list[FrameRun]:
                 if filled:
                     filled_s = now
                 time.sleep(CAPTURE_EVERY_S)
-            subprocess.run([*base, "kill-session", "-t", session], check=False, capture_output=True)
+            server.kill(session)
             found.append(FrameRun(table_s, filled_s))
             time.sleep(0.5)  # the dashboard gone, its SSH sessions on the demo closed
-    finally:
-        subprocess.run([*base, "kill-server"], check=False, capture_output=True)
     return found
 
 

@@ -36,7 +36,7 @@ from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.host import HostProcess, HostSample, leftovers, stale_workers
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.status import State
-from sparktui.model.units import fmt_duration, fmt_gib, fmt_seconds
+from sparktui.model.units import fmt_count, fmt_duration, fmt_gib, fmt_seconds
 
 
 class ActionKind(StrEnum):
@@ -701,9 +701,9 @@ def _in_flight(node: str, instance: InstanceView | None) -> str | None:
     running, waiting = _count(instance.running), _count(instance.waiting)
     if not running and not waiting:
         return None
-    parts = [f"{running} request{'s' if running != 1 else ''} running"] if running else []
+    parts = [f"{fmt_count(running, 'request')} running"] if running else []
     if waiting:
-        parts.append(f"{waiting} waiting" if running else f"{waiting} request{'s' if waiting != 1 else ''} waiting")
+        parts.append(f"{waiting} waiting" if running else f"{fmt_count(waiting, 'request')} waiting")
     return f"{node}/{instance.name}: {', '.join(parts)} will be cut off"
 
 

@@ -20,6 +20,7 @@ from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
     engine_lines,
+    fmt_count,
     fmt_gib,
     fmt_latency,
     fmt_number,
@@ -321,7 +322,7 @@ def render_check(views: Iterable[NodeView]) -> str:
     for view in views:
         counts[view.status.state.value] = counts.get(view.status.state.value, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    lines.append(f"{len(views)} node{'s' if len(views) != 1 else ''}: {summary}")
+    lines.append(f"{fmt_count(len(views), 'node')}: {summary}")
     return "\n".join(lines) + "\n"
 
 

@@ -34,6 +34,7 @@ from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.model.units import fmt_count
 from sparktui.monitor.core import WINDOW_S, Monitor, MonitorObserver, collect_error_text
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
 from sparktui.sources.live import FleetSink, FleetSource
@@ -317,9 +318,9 @@ def check_alerts(
         for reading in readings:
             counts[reading.severity.value] = counts.get(reading.severity.value, 0) + 1
         summary = ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(Severity) if s.value in counts)
-        lines.append(f"{len(readings)} alert{'s' if len(readings) != 1 else ''} would fire: {summary}")
+        lines.append(f"{fmt_count(len(readings), 'alert')} would fire: {summary}")
     else:
-        lines.append(f"no alert would fire ({len(rules)} rule{'s' if len(rules) != 1 else ''})")
+        lines.append(f"no alert would fire ({fmt_count(len(rules), 'rule')})")
     worst = max((r.severity.rank for r in readings), default=-1)
     code = 2 if worst >= Severity.CRIT.rank else 1 if worst >= 0 else 0
     return lines, code

@@ -42,7 +42,7 @@ from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.units import fmt_duration
+from sparktui.model.units import fmt_count, fmt_duration
 from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, normalise
 
 GIB = 1024**3
@@ -168,7 +168,7 @@ def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
     status = f", last exit status {service.exit_status}" if service.exit_status else ""
     if restarts == 0:
         return f"its start failed{status}, restarting"
-    detail = f"{restarts} restart{'' if restarts == 1 else 's'}"
+    detail = fmt_count(restarts, "restart")
     if service.restarting or service.failed:
         return detail + status
     age = f" for {fmt_duration(age_s)}" if age_s is not None else ""

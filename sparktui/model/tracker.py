@@ -44,8 +44,10 @@ class VllmTracker:
     def _forget_older_than(self, horizon: float) -> None:
         """Drop the history of a model or engine not scraped since ``horizon``: a server whose names
         change with every scrape (broken or hostile) keeps at most a window's worth, not one per scrape."""
-        self._histories = {k: h for k, h in self._histories.items() if _since(h, horizon)}
-        self._engine_histories = {k: h for k, h in self._engine_histories.items() if _since(h, horizon)}
+        for name in [k for k, h in self._histories.items() if not _since(h, horizon)]:
+            del self._histories[name]
+        for key in [k for k, h in self._engine_histories.items() if not _since(h, horizon)]:
+            del self._engine_histories[key]
 
     def _model(self, model_name: str | None) -> tuple[CounterHistory, ModelScrape] | None:
         if self.latest is None or not self.latest.models:

@@ -31,6 +31,7 @@ from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
+    fmt_count,
     fmt_duration,
     fmt_gib_short,
     fmt_latency,
@@ -371,7 +372,7 @@ class FleetScreen(SparkScreen[None]):
         for view in views:
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
         summary = Text()
-        summary.append(f"{len(views)} node{'' if len(views) == 1 else 's'}  ", style="bold")
+        summary.append(f"{fmt_count(len(views), 'node')}  ", style="bold")
         for state in (State.UP, State.DEGRADED, State.LOADING, State.STALE, State.DOWN, State.UNKNOWN):
             if counts.get(state):
                 summary.append_text(status_text(state, app.colours, label=False))
