@@ -429,7 +429,9 @@ class DemoSshServer:
         self.port = 0
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.samplers: set[_SamplerSession] = set()
-        self.frames_emitted = 0  # rendered for a session (tests wait until their client has them all)
+        # Frames rendered for the sessions since the last start (tests wait until their client has them
+        # all; the frames of a connection that a stop dropped are lost with it, so a start counts anew).
+        self.frames_emitted = 0
         self.frames_sent = 0
         self.commands: list[str] = []  # every command line run, in order (the demo's audit trail)
         self._acceptor: asyncssh.SSHAcceptor | None = None
@@ -445,6 +447,7 @@ class DemoSshServer:
     async def start(self) -> None:
         if self._acceptor is not None:
             return
+        self.frames_emitted = 0
         self._acceptor = await asyncssh.listen(
             "127.0.0.1",
             self.port,

@@ -40,6 +40,7 @@ from sparktui.sources.ssh import NodeSsh, SshProblemKind
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+RECONNECT_S = 30.0  # the SSH backoff's longest wait (10 s) and a connection, on a busy machine
 
 
 class HostFeed:
@@ -50,6 +51,7 @@ class HostFeed:
         self.spec = spec
         self.state = state
         self.updates: dict[str, list[HostUpdate]] = {name: [] for name in names}
+        self.connected_samples = dict.fromkeys(names, 0)  # samples since the connection was last lost
         self.ssh = {name: NodeSsh(self.node_spec(name)) for name in names}
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -65,6 +67,10 @@ class HostFeed:
 
     def _on_update(self, update: HostUpdate) -> None:
         self.updates[update.node].append(update)
+        if update.connection_lost:
+            self.connected_samples[update.node] = 0
+        elif update.sample is not None:
+            self.connected_samples[update.node] += 1
         if self.state is not None:
             self.state.apply_host(update)
 
@@ -72,16 +78,22 @@ class HostFeed:
         return [u.sample for u in self.updates[name] if u.sample is not None]
 
     async def settle(self) -> None:
-        """Wait until every frame the demo sent has arrived."""
+        """Wait until every frame the demo sent has arrived. A node that went down and came back is
+        waited for until the collector has reconnected (its backoff runs on real time, the simulation
+        does not wait for it) and has every frame since, over the new connection."""
 
         def arrived() -> bool:
             for name in self.updates:
                 server = self.fleet.node(name).ssh
-                if server is not None and server.listening and len(self.samples(name)) < server.frames_emitted:
+                if (
+                    server is not None
+                    and server.listening
+                    and self.connected_samples[name] < max(1, server.frames_emitted)
+                ):
                     return False
             return True
 
-        await wait_until(arrived)
+        await wait_until(arrived, RECONNECT_S, what="every frame the demo sent arrived")
 
     async def close(self) -> None:
         for task in self.tasks:
