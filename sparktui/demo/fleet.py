@@ -47,6 +47,7 @@ METRICS_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 WARMUP_S = 90.0  # simulated seconds before serving, so counters and histograms look lived-in
 SERVICE_ANON = {"asr": 2.6 * GIB, "tts": 2.2 * GIB, "ollama": 0.25 * GIB}  # side services' memory
 EVENTS_KEPT = 1000  # lines of ``DemoFleet.events_log`` (a soak logs events forever)
+ENGINE_CORE_PORT = 29550  # what ``ss`` shows an engine core listening on (its ZMQ socket; nothing answers)
 
 # A broken /metrics body (the soak's malformed scrape): "garbage" is half the exposition, then bytes
 # that are no Prometheus text (a proxy's error page); "truncated" stops mid-line, with no final newline.
@@ -380,6 +381,29 @@ class DemoNode:
 
     def kill(self, pid: int) -> bool:
         return any(i.service.kill(pid) for i in self.instances)
+
+    def listeners(self) -> list[tuple[int, str | None, int | None]]:
+        """(port, process name, pid) of each TCP port this node listens on, as ``ss -ltnp`` names them:
+        the vLLM API servers (a container's port is docker-proxy's, root's: no name without root),
+        each engine core's socket, the GPU exporter, the side services and sshd."""
+        out: list[tuple[int, str | None, int | None]] = []
+        for index, instance in enumerate(self.instances):
+            service = instance.service
+            if instance.http is None or not instance.http.listening or service.main_pid == 0:
+                continue
+            docker = service.manager == "docker"
+            out.append((instance.http.port, None if docker else "python3", None if docker else service.main_pid))
+            if service.core_pid:
+                out.append((ENGINE_CORE_PORT + index, "VLLM::EngineCor", service.core_pid))
+        if self.gpu_http is not None and self.gpu_http.listening:
+            exporter = "nvidia_gpu_expo" if self.spec.gpu_exporter != "dgx-spark" else "python3"
+            out.append((self.gpu_http.port, exporter, 1203))
+        for offset, server in enumerate(self.services.values()):
+            if server.listening:
+                out.append((server.port, "python3", 1310 + offset))
+        if self.ssh is not None and self.ssh.listening:
+            out.append((self.ssh.port, "sshd", 1041))
+        return out
 
     def boot(self, load_s: float | None = None) -> None:
         """The node (re)boots: empty page cache and /dev/shm, every enabled vLLM service starts."""

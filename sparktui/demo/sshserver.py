@@ -19,8 +19,9 @@ node:
 - ``cat /proc/meminfo`` and ``cat /proc/pressure/memory`` (the drop-caches action reads MemAvailable
   before and after);
 - what ``sparktui init`` asks (``sparktui.sources.probe``): ``hostname``, ``systemctl list-units`` and
-  ``show``, ``docker ps`` and ``inspect``, printed as the real tools print them from the node's vLLM
-  units and containers (their ``vllm serve`` command lines and the host ports they answer on).
+  ``show``, ``docker ps`` and ``inspect``, ``ss -Hltnp``, printed as the real tools print them from the
+  node's vLLM units and containers (their ``vllm serve`` command lines and the host ports they answer
+  on) and the ports its servers listen on.
 
 Anything else ends with status 127 and ``sh: 1: CMD: not found`` on stderr, as ``sh -c`` would.
 """
@@ -112,9 +113,10 @@ class ReadCommand:
 
 @dataclass(frozen=True, slots=True)
 class DiscoveryCommand:
-    """What ``sparktui init`` asks (``sparktui.sources.probe``): the host's name, its units and containers."""
+    """What ``sparktui init`` asks (``sparktui.sources.probe``): the host's name, its units and containers,
+    the ports it listens on."""
 
-    what: Literal["hostname", "list-units", "show", "ps", "inspect"]
+    what: Literal["hostname", "list-units", "show", "ps", "inspect", "ss"]
     names: tuple[str, ...] = ()  # the units shown, the containers inspected
 
 
@@ -196,6 +198,8 @@ def parse_command(text: str) -> Command:
             return DiscoveryCommand("ps")
         case ["docker", "inspect", "--type", "container", *names] if names:
             return DiscoveryCommand("inspect", tuple(names))
+        case ["ss", options] if options.startswith("-") and set(options[1:]) == set("Hltnp"):
+            return DiscoveryCommand("ss")
     if words == _DROP_CACHES:
         return DropCachesCommand()
     return unknown
@@ -224,6 +228,8 @@ class SshNode(Protocol):
 
     def kill(self, pid: int) -> bool: ...
 
+    def listeners(self) -> list[tuple[int, str | None, int | None]]: ...
+
 
 # Units and containers a Spark runs beside vLLM: what init reads past.
 OTHER_UNITS = (
@@ -239,6 +245,14 @@ def answer_discovery(node: SshNode, command: DiscoveryCommand) -> tuple[str, str
     containers = {s.name: s for s in node.vllm_services() if s.manager == "docker"}
     if command.what == "hostname":
         return f"{node.name}\n", "", 0
+    if command.what == "ss":
+        # As ``ss -Hltnp`` prints them for a user who is not root: the processes of other users
+        # (docker-proxy, run by root) have no name.
+        sockets = []
+        for port, process, pid in sorted(node.listeners(), key=lambda row: row[0]):
+            users = f'users:(("{process}",pid={pid},fd=7))' if process is not None else ""
+            sockets.append(f"LISTEN 0      4096       127.0.0.1:{port:<5} 0.0.0.0:*    {users}".rstrip())
+        return "".join(line + "\n" for line in sockets), "", 0
     if command.what == "list-units":
         rows = [(name, *unit.systemd_state(), unit.description) for name, unit in units.items()]
         rows += [(name, "active", "running", description) for name, description in OTHER_UNITS]

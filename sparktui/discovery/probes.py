@@ -25,7 +25,9 @@ SERVICE_KINDS = ("asr", "tts", "ollama", "http")
 # Every port is asked all of these; what answers tells what it is (the port only says what was expected).
 PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/health", "/api/tags")
 
-# Roles: what a port was probed for ("any" is a port added with --ports).
+# Roles: what a port was probed for ("any" is a port added with --ports, LISTENING one that ``ss``
+# showed listening on the host).
+LISTENING = "listening"
 ROLE_LABELS: Mapping[str, str] = {
     "vllm": "vLLM",
     "exporter": "exporter",
@@ -34,12 +36,14 @@ ROLE_LABELS: Mapping[str, str] = {
     "ollama": "Ollama",
     "http": "HTTP service",
     "any": "extra port",
+    LISTENING: "listening port",
 }
 _PRIMARY_PATH: Mapping[str, str] = {
     "vllm": "/version",
     "exporter": "/metrics",
     "ollama": "/api/tags",
     "any": "/version",
+    LISTENING: "/version",
 }
 
 
@@ -195,7 +199,7 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
         return ServiceAnswer(port, "ollama", "/api/tags", answer.status or 200, answer.elapsed_s)
     health = results.get("/health")
     if (
-        role in ("asr", "tts", "http", "any", "ollama")
+        role in ("asr", "tts", "http", "any", "ollama", LISTENING)
         and health is not None
         and health.answered
         and health.status is not None

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparktui.discovery.launches import Launch, vllm_launches
+from sparktui.discovery.listeners import Listener
 from sparktui.discovery.names import unique, vllm_name
 from sparktui.discovery.plan import PlannedVllm, plan_vllms
 from sparktui.discovery.probes import ROLE_LABELS, ExporterAnswer, NoAnswer, PortFinding, ServiceAnswer, VllmAnswer
@@ -95,6 +96,7 @@ class SshFindings:
     units: tuple[UnitInfo, ...] = ()
     containers: tuple[ContainerInfo, ...] = ()
     notes: tuple[str, ...] = ()  # what could not be looked at ("docker: permission denied...")
+    listeners: tuple[Listener, ...] = ()  # the TCP ports the host listens on (``ss -Hltnp``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +338,10 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
             f"{fmt_count(len(report.ssh.units), 'vLLM unit', zero='no')} and "
             f"{fmt_count(len(report.ssh.containers), 'vLLM container', zero='no')}"
         )
-        lines += comment_block(f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect).")
+        listening = fmt_count(len({item.port for item in report.ssh.listeners}), "listening port", zero="no")
+        lines += comment_block(
+            f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect), {listening} (ss -ltnp)."
+        )
         for note in [*notes, *report.ssh.notes]:
             lines += comment_block(note, indent="  ")
         if left_out:
@@ -354,8 +359,9 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
         "# /v1/models, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
-        "# docker containers that run vLLM and their `vllm serve` command lines. What was probed and not",
-        "# found is listed under each node. Check it, edit it, then run `sparktui config check`.",
+        "# docker containers that run vLLM and their `vllm serve` command lines, and the ports the host",
+        "# listens on (probed too). What was probed and not found is listed under each node. Check it,",
+        "# edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
         "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",
         "",

@@ -3,8 +3,10 @@
 For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/health``
 and ``/api/tags`` (short timeouts, all concurrently), and over SSH the systemd units and docker
 containers that run vLLM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
-``inspect``). ``sparktui.discovery`` reads the answers; ``sparktui.headless.init`` renders,
-validates and writes the config.
+``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second round asks the ports
+SSH found: the launches' host ports, and the listening ports that could be HTTP (what answers is
+kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
+reads the answers; ``sparktui.headless.init`` renders, validates and writes the config.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sparktui.discovery.launches import is_vllm_container, is_vllm_unit, vllm_launches
+from sparktui.discovery.listeners import SS_LISTENERS, Listener, is_loopback, parse_ss_listeners, probed_listeners
 from sparktui.discovery.names import config_name
-from sparktui.discovery.probes import PROBE_PATHS, PortFinding, classify_port
+from sparktui.discovery.probes import LISTENING, PROBE_PATHS, NoAnswer, PortFinding, classify_port
 from sparktui.discovery.render import SshFindings, SshSettings, one_line
 from sparktui.discovery.units import (
     ContainerInfo,
@@ -91,13 +94,21 @@ def _failure(what: str, result: CommandResult) -> str | None:
     return f"{what} failed: {reason}"
 
 
-async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
-    listed = await ssh.run(LIST_UNITS, timeout_s=COMMAND_TIMEOUT_S)
-    note = _failure("systemctl list-units", listed)
+async def _listed(ssh: NodeSsh, command: str, what: str, notes: list[str]) -> str | None:
+    """What a listing command printed; None, with a note saying why, when it did not work."""
+    listed = await ssh.run(command, timeout_s=COMMAND_TIMEOUT_S)
+    note = _failure(what, listed)
     if note is not None:
         notes.append(note)
+        return None
+    return listed.stdout
+
+
+async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
+    listed = await _listed(ssh, LIST_UNITS, "systemctl list-units", notes)
+    if listed is None:
         return ()
-    names = parse_list_units(listed.stdout)
+    names = parse_list_units(listed)
     if not names:
         return ()
     shown = await ssh.run(
@@ -111,12 +122,10 @@ async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
 
 
 async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ...]:
-    listed = await ssh.run(DOCKER_PS, timeout_s=COMMAND_TIMEOUT_S)
-    note = _failure("docker ps", listed)
-    if note is not None:
-        notes.append(note)
+    listed = await _listed(ssh, DOCKER_PS, "docker ps", notes)
+    if listed is None:
         return ()
-    names = parse_docker_ps(listed.stdout)
+    names = parse_docker_ps(listed)
     if len(names) > MAX_CONTAINERS:
         notes.append(f"{len(names)} containers: only the first {MAX_CONTAINERS} were inspected")
         names = names[:MAX_CONTAINERS]
@@ -133,8 +142,14 @@ async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ..
     return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_vllm_container(c))
 
 
+async def _listeners(ssh: NodeSsh, notes: list[str]) -> tuple[Listener, ...]:
+    listed = await _listed(ssh, SS_LISTENERS, "ss -ltnp", notes)
+    return () if listed is None else parse_ss_listeners(listed)
+
+
 async def ssh_discover(host: str, settings: SshSettings, timeout_s: float) -> SshOutcome:
-    """The host's name, vLLM units and containers; or the problem that stopped SSH (one line)."""
+    """The host's name, vLLM units and containers, listening ports; or the problem that stopped SSH
+    (one line)."""
     spec = SshSpec(
         user=settings.user,
         port=settings.port or 22,
@@ -149,8 +164,10 @@ async def ssh_discover(host: str, settings: SshSettings, timeout_s: float) -> Ss
             return SshOutcome(None, first.problem.message)
         hostname = first.stdout.strip() if first.ok else None
         notes: list[str] = []
-        units, containers = await asyncio.gather(_units(ssh, notes), _containers(ssh, notes))
-    return SshOutcome(SshFindings(hostname, units, containers, tuple(notes)), None)
+        units, containers, listeners = await asyncio.gather(
+            _units(ssh, notes), _containers(ssh, notes), _listeners(ssh, notes)
+        )
+    return SshOutcome(SshFindings(hostname, units, containers, tuple(notes), listeners), None)
 
 
 async def discover(
@@ -169,21 +186,42 @@ async def discover(
             findings, outcomes = await asyncio.gather(
                 asyncio.gather(*http), asyncio.gather(*(ssh_discover(h, login, ssh_timeout_s) for h, login in logins))
             )
-            # A vLLM found over SSH on a port the first round did not probe is asked too: its answer
-            # confirms the launch and names what it serves.
-            extra = [_launch_ports(outcome, ports) for outcome in outcomes]
+            # The second round: what SSH found and the first round did not probe (a vLLM's host port
+            # confirms its launch and names what it serves; a listening port may be anything).
+            rounds = [_second_round(h, login, o, ports) for h, login, o in zip(hosts, ssh, outcomes, strict=True)]
             more = await asyncio.gather(
-                *(probe_host(client, host, wanted, timeout_s) for host, wanted in zip(hosts, extra, strict=True))
+                *(probe_host(client, h, wanted, timeout_s) for h, (wanted, _note) in zip(hosts, rounds, strict=True))
             )
-            return [(*found, *added) for found, added in zip(findings, more, strict=True)], list(outcomes)
+            found = [
+                (*first, *(f for f in added if not (isinstance(f, NoAnswer) and f.role == LISTENING)))
+                for first, added in zip(findings, more, strict=True)
+            ]
+            return found, [_with_note(outcome, note) for outcome, (_wanted, note) in zip(outcomes, rounds, strict=True)]
         return list(await asyncio.gather(*http)), [None] * len(hosts)
 
 
-def _launch_ports(outcome: SshOutcome, probed: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The host ports of the vLLM launches SSH found that are not among ``probed``."""
+def _second_round(
+    host: str, login: SshSettings, outcome: SshOutcome, probed: Sequence[tuple[int, str]]
+) -> tuple[list[tuple[int, str]], str | None]:
+    """The ports to ask next: the host ports of the vLLM launches SSH found, then the listening ports
+    worth a probe, none of them among ``probed``; and a note when some listening ports were left out."""
     if outcome.findings is None:
-        return []
+        return [], None
     done = {port for port, _role in probed}
     launches = vllm_launches(outcome.findings.units, outcome.findings.containers)
-    ports = sorted({launch.host_port for launch in launches if launch.host_port is not None} - done)
-    return [(port, "vllm") for port in ports]
+    wanted = [(port, "vllm") for port in sorted({launch.host_port for launch in launches if launch.host_port} - done)]
+    listening, left_out = probed_listeners(
+        outcome.findings.listeners,
+        host_is_loopback=is_loopback(host),
+        skip={*done, *(port for port, _role in wanted), login.port or 22},
+    )
+    wanted += [(port, LISTENING) for port in listening]
+    if not left_out:
+        return wanted, None
+    return wanted, f"{left_out} more listening ports were not probed (init probes {len(listening)} at most)"
+
+
+def _with_note(outcome: SshOutcome, note: str | None) -> SshOutcome:
+    if note is None or outcome.findings is None:
+        return outcome
+    return replace(outcome, findings=replace(outcome.findings, notes=(*outcome.findings.notes, note)))

@@ -280,6 +280,46 @@ def test_written_config_validates_and_has_every_service_with_urls_units_containe
     assert f"wrote {out}" in captured.out
 
 
+def test_what_the_host_listens_on_is_probed_too_and_only_what_answers_is_written(
+    fleet: Fleet, sshd_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The usual ports find nothing here (each list is one closed port); ``ss`` shows the exporters, the
+    ASR service and a vLLM on ports of their own, an engine core's socket and sshd, and a port where
+    nothing init knows answers."""
+    server: Sshd = sshd_factory("init-listeners")
+    silent = PathServer(Endpoint(name="silent"), [])  # answers 404 to everything
+    closed = str(fleet.tts_port)
+    server.set_listeners(
+        [
+            (fleet.qwen.port, None),  # a container's port: docker-proxy, root's, has no name
+            (fleet.gpu.port, "python3"),
+            (fleet.node.port, "node_exporter"),
+            (fleet.asr.port, "python3"),
+            (silent.port, "python3"),
+            (fleet.gemma.port, "VLLM::EngineCor"),  # would answer, but an engine's socket is never probed
+            (server.port, "sshd"),
+        ]
+    )
+    out = tmp_path / "fleet.toml"
+    try:
+        usual = ["--vllm-ports", closed, "--service-ports", f"tts={closed}", "--exporter-ports", closed]
+        code = main(["init", "127.0.0.1", "--output", str(out), *ssh_args(server), *usual])
+    finally:
+        silent.stop()
+
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = out.read_text()
+    (node,) = parse_config(text, source=str(out), env={}).nodes
+    assert set(by_url(parse_config(text, env={}))) == {f"http://127.0.0.1:{fleet.qwen.port}"}
+    assert node.gpu_exporter is not None and node.gpu_exporter.url == f"http://127.0.0.1:{fleet.gpu.port}/metrics"
+    assert node.node_exporter is not None and node.node_exporter.url == f"http://127.0.0.1:{fleet.node.port}/metrics"
+    assert [(s.kind, s.url) for s in node.services] == [("http", f"http://127.0.0.1:{fleet.asr.port}/health")]
+    assert str(silent.port) not in text and str(fleet.gemma.port) not in text
+    assert "ss -Hltnp" in server.calls()
+    assert "7 listening ports (ss -ltnp)" in unwrapped(text)
+
+
 def test_a_unit_that_runs_a_container_is_written_once_as_the_unit(
     fleet: Fleet, sshd_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -52,6 +52,12 @@ def _demo_config_text(printed: str) -> str:
     return Path(printed.split("config: ", 1)[1].split(maxsplit=1)[0]).read_text()
 
 
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None, url
+    return port
+
+
 def _sparktui(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sparktui", *args],
@@ -97,6 +103,13 @@ async def test_the_init_command_the_demo_prints_writes_a_config_of_its_nodes_tha
     assert [(v.unit, v.container) for v in by_name["spark1"].vllm] == [("vllm-qwen36.service", None)]
     assert [(v.unit, v.container) for v in by_name["spark2"].vllm] == [(None, "vllm-gemma4")]
     assert "a multi-node worker" in ran.stdout and "vllm-qwen235" in ran.stdout
+    # The GPU exporters and side services listen on ports the OS chose: found from what each node
+    # listens on (ss), each on its own node although every demo node is 127.0.0.1.
+    exporters = {n["name"]: n["gpu_exporter"]["url"] for n in demo_config["nodes"] if "gpu_exporter" in n}
+    assert exporters and {n.name: n.gpu_exporter.url for n in fleet.nodes if n.gpu_exporter is not None} == exporters
+    services = {n["name"]: sorted(_port(s["url"]) for s in n.get("services", [])) for n in demo_config["nodes"]}
+    assert any(services.values())
+    assert {n.name: sorted(_port(s.url) for s in n.services) for n in fleet.nodes} == services
 
     written = tmp_path / "demo-init.toml"
     made = await asyncio.to_thread(_sparktui, *words[1:-1], "--output", str(written), cwd=tmp_path)

@@ -10,15 +10,15 @@ Registered for every test module by ``pytest_plugins = ["tests.support.sshd"]`` 
 
 Each server has its own directory: an ed25519 host key, a client key in ``authorized_keys``, a
 ``known_hosts`` that trusts the host key, ``sshd_config``, the log (``sshd.log``), the stub
-commands (``bin/``: ``systemctl``, ``journalctl``, ``docker``, ``stub-inflight``, ``sudo``, ``sync``,
+commands (``bin/``: ``systemctl``, ``journalctl``, ``docker``, ``stub-inflight``, ``sudo``, ``sync``, ``ss``,
 copied from ``tests/stubs/``) and their state (``state/``). ``SetEnv`` in ``sshd_config`` puts ``bin/`` first on
 the PATH of every session (the account's shell rc files may prepend directories of their own; a test
 checks that the stubs still win) and tells the stubs where their state is. The stubs append every
 call to ``state/calls.log`` and answer from files the test writes with ``set_unit``,
-``set_container``, ``append_journal`` and ``append_docker_log``. The ``sudo`` stub runs its command with
-the privileged paths redirected into ``state/`` (``/proc/sys/vm/drop_caches`` → ``drop_caches_file``,
-``/dev/shm/`` → ``shm_dir``), kills only PIDs allowed with ``sudo_may_kill``, and can be made to want a
-password (``sudo_needs_password``) or to wait first (``sudo_sleep``); see tests/stubs/sudo.
+``set_container``, ``set_listeners``, ``append_journal`` and ``append_docker_log``. The ``sudo`` stub
+runs its command with the privileged paths redirected into ``state/`` (``/proc/sys/vm/drop_caches`` →
+``drop_caches_file``, ``/dev/shm/`` → ``shm_dir``), kills only PIDs allowed with ``sudo_may_kill``,
+and can be made to want a password (``sudo_needs_password``) or to wait first (``sudo_sleep``); see tests/stubs/sudo.
 
 Needs ``/usr/sbin/sshd`` (Debian: ``apt-get install -y openssh-server openssh-client``). Without it
 the fixtures skip, or fail when ``CI=true``.
@@ -47,7 +47,7 @@ from sparktui.model.specs import NodeSpec, SshSpec
 
 SSHD = Path("/usr/sbin/sshd")  # sshd re-execs itself and refuses to start from a relative path
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
-STUB_NAMES = ("systemctl", "journalctl", "docker", "stub-inflight", "sudo", "sync")
+STUB_NAMES = ("systemctl", "journalctl", "docker", "stub-inflight", "sudo", "sync", "ss")
 INSTALL_HINT = "apt-get install -y openssh-server openssh-client"
 
 # A vLLM unit that runs, and one in the crash loop of a unit whose ExecStart points at a file that is
@@ -479,6 +479,15 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
         hook.write_text("#!/bin/sh\n" + script)
         hook.chmod(0o755)
         return hook
+
+    def set_listeners(self, ports: Iterable[tuple[int, str | None]]) -> None:
+        """What ``ss -Hltnp`` prints: (port, process name or None) listening on 127.0.0.1."""
+        rows = [
+            f"LISTEN 0      4096   127.0.0.1:{port} 0.0.0.0:* "
+            + (f'users:(("{process}",pid={4000 + n},fd=3))' if process is not None else "")
+            for n, (port, process) in enumerate(ports)
+        ]
+        self._write(self.state_dir / "ss.txt", "".join(row + "\n" for row in rows))
 
     def append_journal(self, unit: str, lines: Iterable[str]) -> None:
         """Append ``journalctl -o short-iso`` lines to the unit's journal (a follower sees them)."""
