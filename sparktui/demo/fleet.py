@@ -586,13 +586,16 @@ class DemoFleet:
             await self._fire_due_events()
         await self._sync_listening()
 
-    async def run_clock(self, tick_s: float = 0.1, speed: float = 1.0) -> None:
-        """Advance with the wall clock (``speed`` times as fast) until cancelled."""
+    async def run_clock(self, tick_s: float = 0.1, speed: float = 1.0, max_step_s: float | None = None) -> None:
+        """Advance with the wall clock (``speed`` times as fast) until cancelled. ``max_step_s`` caps one
+        step in simulated seconds: when the process gets too little CPU to tick on time, the simulation
+        slows down with it instead of jumping ahead of what its clients could see (tests on a busy machine)."""
         last = time.monotonic()
         while True:
             await asyncio.sleep(tick_s)
             now = time.monotonic()
-            await self.advance((now - last) * speed)
+            step = (now - last) * speed
+            await self.advance(step if max_step_s is None else min(step, max_step_s))
             last = now
 
     async def power_off(self, name: str) -> None:
