@@ -124,7 +124,7 @@ def _measure(args: argparse.Namespace, concurrency: tuple[int, ...]) -> BenchRun
     except BenchError as exc:
         return _usage(str(exc))
     job = BenchJob(f"{node}/{spec.name}", spec, names, concurrency, args.requests, args.prefill_max)
-    with _ProgressBar() as bar:
+    with _ProgressBar() if sys.stderr.isatty() else _ProgressLines() as bar:
         try:
             result = run_bench(job, bar.update, ca_file=fleet.ca_file)
         except BenchError as exc:
@@ -137,6 +137,33 @@ def _measure(args: argparse.Namespace, concurrency: tuple[int, ...]) -> BenchRun
         else:
             print(f"sparktui bench: saved to {args.out}", file=sys.stderr)
     return result
+
+
+def _doing(state: BenchProgress) -> str:
+    if state.warming_up:
+        return "warmup (not counted)"
+    if state.case is not None:
+        return f"{state.case} (case {state.cases_done + 1})"
+    return f"done: {state.cases_done} cases"
+
+
+class _ProgressLines:
+    """Without a terminal (cron, CI, a pipe): one line on stderr as each case starts, and no Rich."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def __enter__(self) -> _ProgressLines:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def update(self, state: BenchProgress) -> None:
+        what = _doing(state)
+        if what != self.last:
+            print(f"sparktui bench: {what}, {state.done_requests}/{state.total_requests} requests", file=sys.stderr)
+            self.last = what
 
 
 class _ProgressBar:
@@ -164,10 +191,6 @@ class _ProgressBar:
         self.progress.stop()
 
     def update(self, state: BenchProgress) -> None:
-        if state.warming_up:
-            what = "warmup (not counted)"
-        elif state.case is not None:
-            what = f"{state.case} (case {state.cases_done + 1})"
-        else:
-            what = f"done: {state.cases_done} cases"
-        self.progress.update(self.task, description=what, total=state.total_requests, completed=state.done_requests)
+        self.progress.update(
+            self.task, description=_doing(state), total=state.total_requests, completed=state.done_requests
+        )
