@@ -27,10 +27,11 @@ from sparktui.model.bench import (
     build_cases,
     node_state,
     run_from_json,
+    tokens_per_word,
 )
 from sparktui.model.specs import FleetSpec, VllmSpec
 from sparktui.model.units import to_jsonable
-from sparktui.sources.bench import BenchTarget, ServerInfo, run_cases, scrape, server_info
+from sparktui.sources.bench import BenchTarget, ServerInfo, run_cases, scrape, server_info, warm_up
 from sparktui.sources.canary import auth_headers
 from sparktui.sources.http import make_client
 
@@ -79,6 +80,7 @@ class BenchJob:
     state: dict[str, object] = field(default_factory=dict)
     cases: list[BenchCase] = field(default_factory=list)
     progress: BenchProgress = field(default_factory=lambda: BenchProgress(total_requests=0))
+    tokens_per_word: float = 1.0  # the tokenizer's, on the filler text, from the warmup
 
     def result(self, *, complete: bool, problem: str | None = None) -> BenchRun:
         info = self.info
@@ -97,6 +99,7 @@ class BenchJob:
                 "concurrency": list(self.concurrency),
                 "requests_per_case": self.requests,
                 "prefill_max": self.prefill_max,
+                "tokens_per_word": self.tokens_per_word,
                 "run_tag": self.run_tag,
             },
             cases=tuple(self.progress.finished),
@@ -128,6 +131,11 @@ async def run_job(
         cache = {engine: dict(c.labels) for engine, c in first.cache_config.items()} if first is not None else {}
         job.flags = instance_flags(job.spec, info, cache)
         job.state = node_state(first)
+        job.progress.warming_up = True
+        if on_change is not None:
+            on_change(job.progress)
+        warmup = await warm_up(client, target)  # not counted: it pays for a cold engine, and measures
+        job.tokens_per_word = tokens_per_word(warmup.prompt_tokens)
         job.cases = build_cases(
             job.case_names,
             job.run_tag,
@@ -135,6 +143,7 @@ async def run_job(
             concurrency=job.concurrency,
             requests=job.requests,
             prefill_max=job.prefill_max,
+            tokens_per_word=job.tokens_per_word,
         )
         job.progress = BenchProgress(total_requests=sum(len(c.prompts) for c in job.cases))
         await run_cases(client, target, job.cases, job.progress, on_change)

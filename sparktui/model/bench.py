@@ -40,8 +40,10 @@ PREFILL_MAX_TOKENS = 16  # a prefill case measures the prompt: it generates only
 PREFILL_START = 1024
 PREFIX_REQUESTS = 4
 SYSTEM_PROMPT_WORDS = 1024  # the repeated system prompt: long enough to fill several KV blocks
-# Prompt lengths are counted in words of the filler vocabulary, each about one token; a tokenizer may
-# split some, so the prefill sweep stays under this share of what the context leaves for the prompt.
+CALIBRATION_WORDS = 256  # the warmup's prompt: its token count tells the tokenizer's tokens per word
+# Prompt lengths are in tokens, turned into words of the filler by the tokens per word the warmup
+# measured; the prompt's own words around the filler and the measurement's error are why the prefill
+# sweep stays under this share of what the context leaves for the prompt.
 PREFILL_HEADROOM = 0.8
 
 CASE_KINDS = ("workload", "concurrency", "prefill", "prefix")
@@ -145,7 +147,7 @@ class BenchCase:
     prompts: tuple[str, ...]
     max_tokens: int
     concurrency: int = 1
-    prompt_words: int | None = None  # the prefill sweep's target length (words of the filler)
+    prompt_tokens: int | None = None  # the prefill sweep's target length
 
 
 def _filler(rng: random.Random, words: int) -> str:
@@ -182,7 +184,7 @@ def concurrency_case(concurrency: int, run_tag: str, seed: int = SEED) -> BenchC
 def prefill_lengths(
     max_model_len: int | None, cap: int | None = None, max_tokens: int = PREFILL_MAX_TOKENS
 ) -> tuple[int, ...]:
-    """Prompt lengths (in filler words) of the prefill sweep: 1k, 2k, 4k, ... doubling while they fit in
+    """Prompt lengths (in tokens) of the prefill sweep: 1k, 2k, 4k, ... doubling while they fit in
     ``max_model_len`` with the answer's tokens and the headroom (and under ``cap``, when given); the
     largest that fits ends the sweep. Empty when the context is unknown or smaller than the first length."""
     if max_model_len is None:
@@ -200,28 +202,54 @@ def prefill_lengths(
     return tuple(lengths)
 
 
-def prefill_case(words: int, run_tag: str, seed: int = SEED) -> BenchCase:
-    rng = random.Random(f"{seed}:prefill:{words}")
-    prompt = f"[{run_tag}-prefill-{words}] {_filler(rng, words)}\n\nSummarise the text above in one sentence."
+def prefill_case(tokens: int, run_tag: str, tokens_per_word: float = 1.0, seed: int = SEED) -> BenchCase:
+    """One prompt of about ``tokens`` tokens (``tokens_per_word``: the tokenizer's, from the warmup)."""
+    rng = random.Random(f"{seed}:prefill:{tokens}")
+    words = max(1, int(tokens / tokens_per_word))
+    prompt = f"[{run_tag}-prefill-{tokens}] {_filler(rng, words)}\n\nSummarise the text above in one sentence."
     return BenchCase(
-        f"prefill-{words}",
-        f"Prefill {_thousands(words)}",
+        f"prefill-{tokens}",
+        f"Prefill {_thousands(tokens)}",
         "prefill",
         (prompt,),
         PREFILL_MAX_TOKENS,
-        prompt_words=words,
+        prompt_tokens=tokens,
     )
 
 
-def _thousands(words: int) -> str:
-    return f"{words / 1024:g}k" if words % 512 == 0 else f"{words:,}"
+def _thousands(tokens: int) -> str:
+    return f"{tokens / 1024:g}k" if tokens % 512 == 0 else f"{tokens:,}"
 
 
-def prefix_case(run_tag: str, requests: int = PREFIX_REQUESTS, seed: int = SEED) -> BenchCase:
+def calibration_prompt(seed: int = SEED) -> str:
+    """The warmup's prompt: ``CALIBRATION_WORDS`` words of the filler and nothing else, so its
+    ``usage.prompt_tokens`` over the words is the tokenizer's tokens per word (``tokens_per_word``)."""
+    return _filler(random.Random(f"{seed}:calibration"), CALIBRATION_WORDS)
+
+
+def tokens_per_word(prompt_tokens: int | None) -> float:
+    """Tokens per filler word from the warmup's prompt token count (1 when the server sent no count)."""
+    if prompt_tokens is None or prompt_tokens <= 0:
+        return 1.0
+    return max(0.25, prompt_tokens / CALIBRATION_WORDS)
+
+
+def prefix_case(
+    run_tag: str,
+    requests: int = PREFIX_REQUESTS,
+    seed: int = SEED,
+    *,
+    max_model_len: int | None = None,
+    tokens_per_word: float = 1.0,
+) -> BenchCase:
     """One long system prompt, then a different short question each time, one after the other: every
-    request after the first finds the system prompt in the prefix cache (when it is on)."""
+    request after the first finds the system prompt in the prefix cache (when it is on). The system
+    prompt is ``SYSTEM_PROMPT_WORDS`` words, or fewer to fill at most half a small context."""
     rng = random.Random(f"{seed}:prefix")
-    notes = _filler(rng, SYSTEM_PROMPT_WORDS)
+    words = SYSTEM_PROMPT_WORDS
+    if max_model_len is not None:
+        words = max(16, min(words, int(max_model_len / 2 / tokens_per_word)))
+    notes = _filler(rng, words)
     system = f"[{run_tag}-system] You are the operations assistant of a DGX Spark cluster. {notes}"
     questions = [rng.choice(WORKLOADS["short"].openers).format(topic=rng.choice(_TOPICS)) for _ in range(requests)]
     prompts = tuple(f"{system}\n\nQuestion {i + 1}: {q}" for i, q in enumerate(questions))
@@ -236,10 +264,12 @@ def build_cases(
     concurrency: Sequence[int] = DEFAULT_CONCURRENCY,
     requests: int = DEFAULT_REQUESTS,
     prefill_max: int | None = None,
+    tokens_per_word: float = 1.0,
     seed: int = SEED,
 ) -> list[BenchCase]:
     """The cases named (workload names, ``concurrency``, ``prefill``, ``prefix``), in that order; the
-    prefill sweep up to ``max_model_len`` (and ``prefill_max`` words, when given).
+    prefill sweep up to ``max_model_len`` (and ``prefill_max`` tokens, when given), its prompts sized by
+    ``tokens_per_word`` (the warmup's measure of the tokenizer).
 
     Raises ``ValueError`` naming an unknown case."""
     cases: list[BenchCase] = []
@@ -249,9 +279,10 @@ def build_cases(
         elif name == "concurrency":
             cases.extend(concurrency_case(c, run_tag, seed) for c in concurrency)
         elif name == "prefill":
-            cases.extend(prefill_case(words, run_tag, seed) for words in prefill_lengths(max_model_len, prefill_max))
+            lengths = prefill_lengths(max_model_len, prefill_max)
+            cases.extend(prefill_case(tokens, run_tag, tokens_per_word, seed) for tokens in lengths)
         elif name == "prefix":
-            cases.append(prefix_case(run_tag, seed=seed))
+            cases.append(prefix_case(run_tag, seed=seed, max_model_len=max_model_len, tokens_per_word=tokens_per_word))
         else:
             raise ValueError(f"unknown bench case {name!r}: choose from {', '.join(CASE_NAMES)}")
     return cases

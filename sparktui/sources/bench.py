@@ -27,6 +27,7 @@ from sparktui.model.bench import (
     BenchProgress,
     CaseResult,
     RequestResult,
+    calibration_prompt,
     case_result,
     server_stats,
 )
@@ -39,7 +40,6 @@ METRICS_CAP = 16 * 1024 * 1024
 INFO_CAP = 1024 * 1024
 LINE_CAP = 1024 * 1024  # one SSE line: a chunk of a few tokens is a few hundred bytes
 INFO_TIMEOUT_S = 10.0
-WARMUP_PROMPT = "Say hello."
 WARMUP_MAX_TOKENS = 8
 
 
@@ -222,8 +222,9 @@ async def run_case(
 
 
 async def warm_up(client: httpx.AsyncClient, target: BenchTarget) -> RequestResult:
-    """One short request, not counted: the engine's first request after a start pays for its JIT."""
-    return await stream_completion(client, target, WARMUP_PROMPT, WARMUP_MAX_TOKENS, time.monotonic())
+    """One short request, not counted: the engine's first request after a start pays for its JIT. Its
+    prompt is the calibration text: its ``prompt_tokens`` give the tokenizer's tokens per word."""
+    return await stream_completion(client, target, calibration_prompt(), WARMUP_MAX_TOKENS, time.monotonic())
 
 
 async def run_cases(
@@ -232,21 +233,14 @@ async def run_cases(
     cases: Sequence[BenchCase],
     progress: BenchProgress,
     on_change: Callable[[BenchProgress], None] | None = None,
-    *,
-    warmup: bool = True,
 ) -> None:
-    """The warmup, then each case in turn; each finished case goes into ``progress.finished`` at once
-    (cancel this and the finished ones are kept)."""
+    """Each case in turn; each finished case goes into ``progress.finished`` at once (cancel this and
+    the finished ones are kept)."""
 
     def changed() -> None:
         if on_change is not None:
             on_change(progress)
 
-    if warmup:
-        progress.warming_up = True
-        changed()
-        await warm_up(client, target)
-        progress.warming_up = False
     for case in cases:
         progress.case = case.label
         changed()

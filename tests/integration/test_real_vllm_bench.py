@@ -5,44 +5,36 @@ Correct by construction, checked: a case's aggregate generation rate is the comp
 server reported in each stream's ``usage`` over the case's span; the server's own
 ``vllm:generation_tokens_total`` grows by the same tokens over the same case (nothing else runs on the
 session's server meanwhile), so the two rates agree within a few percent (the scrapes bracket the
-requests by the few milliseconds a scrape takes). Small cases only: a couple of requests of a few
-dozen tokens each.
+requests by the few milliseconds a scrape takes). Small cases only: the whole run is some seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 import pytest
 
-from sparktui.model.bench import BenchProgress, build_cases
-from sparktui.sources.bench import BenchTarget, run_cases, server_info
-from sparktui.sources.http import make_client
+from sparktui.headless.bench import BenchJob, run_job
+from sparktui.model.specs import VllmSpec
 from tests.support.vllm_server import NUM_SPECULATIVE_TOKENS, SERVED_NAME, VllmServer
 
 pytestmark = pytest.mark.vllm
 
-MAX_TOKENS = 24
 TOLERANCE = 0.05
 
 
 async def test_aggregate_tok_s_is_the_growth_of_the_servers_generation_counter(real_vllm: VllmServer) -> None:
-    target = BenchTarget(url=real_vllm.url, headers={}, model=SERVED_NAME, request_timeout_s=120.0)
-    cases = [
-        dataclasses.replace(case, max_tokens=MAX_TOKENS)
-        for case in build_cases(("short", "concurrency", "prefix"), "real", concurrency=(2,), requests=2)
-    ]
-    progress = BenchProgress(total_requests=sum(len(c.prompts) for c in cases))
-    async with make_client() as client:
-        info = await server_info(client, target)
-        assert info.problem is None and info.model == SERVED_NAME and info.max_model_len == 2048
-        await asyncio.wait_for(run_cases(client, target, cases, progress), 240.0)
-    assert [c.name for c in progress.finished] == ["short", "concurrent-2", "prefix-repeat"]
-    for case in progress.finished:
+    spec = VllmSpec(name="tiny", url=real_vllm.url)
+    job = BenchJob("local/tiny", spec, ("short", "concurrency", "prefix"), concurrency=(2,), requests=2)
+    await asyncio.wait_for(run_job(job), 240.0)
+    run = job.result(complete=True)
+    assert run.complete and run.model == SERVED_NAME and run.max_model_len == 2048 and run.version
+    assert job.tokens_per_word > 0.25  # the warmup's usage measured the tokenizer
+    assert [c.name for c in run.cases] == ["short", "concurrent-2", "prefix-repeat"]
+    for case in run.cases:
         stats, server = case.stats, case.server
         assert stats.failed == 0, [r.error for r in case.requests]
-        assert stats.completion_tokens == MAX_TOKENS * stats.requests, case.name  # ignore_eos honoured
+        assert stats.completion_tokens == case.max_tokens * stats.requests, case.name  # ignore_eos honoured
         assert server is not None and server.generation_tokens is not None
         assert server.generation_tokens == pytest.approx(stats.completion_tokens, rel=TOLERANCE), case.name
         assert stats.aggregate_tokens_per_s is not None and stats.span_s is not None
@@ -50,5 +42,5 @@ async def test_aggregate_tok_s_is_the_growth_of_the_servers_generation_counter(r
         assert server.generation_tokens_per_s == pytest.approx(stats.aggregate_tokens_per_s, rel=TOLERANCE)
         assert len(server.acceptance_by_position) == NUM_SPECULATIVE_TOKENS
         assert server.mean_acceptance_length is not None and server.mean_acceptance_length > 1.0
-    prefix = progress.finished[-1].server
+    prefix = run.cases[-1].server
     assert prefix is not None and prefix.prefix_cache_hit_rate is not None and prefix.prefix_cache_hit_rate > 0.5

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.model.bench import (
+    CALIBRATION_WORDS,
     DEFAULT_CASES,
     PREFILL_HEADROOM,
     SCHEMA_VERSION,
@@ -20,6 +21,7 @@ from sparktui.model.bench import (
     RequestResult,
     ServerStats,
     build_cases,
+    calibration_prompt,
     case_stats,
     change,
     compare,
@@ -30,6 +32,7 @@ from sparktui.model.bench import (
     results_table,
     run_from_json,
     server_stats,
+    tokens_per_word,
 )
 from sparktui.model.promtext import parse
 from sparktui.model.tracker import VllmTracker
@@ -80,8 +83,21 @@ def test_the_prefill_sweep_doubles_up_to_what_max_model_len_leaves() -> None:
     assert prefill_lengths(262144)[-1] < 262144 * 0.8
     assert prefill_lengths(262144, cap=5000) == (1024, 2048, 4096)
     sweep = [c for c in build_cases(("prefill",), "t", max_model_len=4096) if c.kind == "prefill"]
-    assert [c.prompt_words for c in sweep] == [1024, 2048, int(PREFILL_HEADROOM * (4096 - 16 - 64))]
-    assert all(len(c.prompts[0].split()) >= c.prompt_words for c in sweep if c.prompt_words)
+    assert [c.prompt_tokens for c in sweep] == [1024, 2048, int(PREFILL_HEADROOM * (4096 - 16 - 64))]
+    assert [c.label for c in sweep][:2] == ["Prefill 1k", "Prefill 2k"]
+
+
+def test_prompts_are_sized_by_the_tokens_per_word_the_warmup_measured() -> None:
+    assert tokens_per_word(None) == 1.0 and tokens_per_word(0) == 1.0
+    assert tokens_per_word(2 * CALIBRATION_WORDS) == 2.0
+    assert len(calibration_prompt().split()) == CALIBRATION_WORDS
+    one = {c.name: c for c in build_cases(("prefill", "prefix"), "t", max_model_len=2048)}
+    two = {c.name: c for c in build_cases(("prefill", "prefix"), "t", max_model_len=2048, tokens_per_word=2.0)}
+    words_one, words_two = (len(cases["prefill-1024"].prompts[0].split()) for cases in (one, two))
+    assert words_two == pytest.approx(words_one / 2, abs=10)  # half the words make the same tokens
+    # the system prompt repeated fills at most half of a small context, in tokens
+    system_words = len(two["prefix-repeat"].prompts[0].split("\n\n")[0].split())
+    assert system_words * 2.0 <= 2048 / 2 + 2.0 * 12  # its first sentence adds a dozen words
 
 
 def test_an_unknown_case_is_named() -> None:
