@@ -11,7 +11,7 @@ repeated-system-prompt case is meant to hit it, and it hits its own first reques
 A case's numbers:
 
 - client side (streamed): TTFT (send to the first chunk with text), decode tok/s per request
-  ((completion tokens − 1) / (last chunk − first chunk), the server's token count from ``usage``),
+  ((completion tokens − 1) / (end of the answer − first chunk), the server's token count from ``usage``),
   aggregate tok/s (every request's completion tokens / the case's span, first send to last answer);
 - server side, from ``/metrics`` scraped just before the first send and just after the last answer,
   through the same tracker and formulas as the dashboard (``model.tracker``): generated tokens and
@@ -318,12 +318,14 @@ class RequestResult:
 
     @property
     def decode_tokens_per_s(self) -> float | None:
-        """Tokens after the first over the time from the first chunk to the last (None with fewer than
-        two chunks or no token count: nothing to time)."""
+        """Tokens after the first over the time from the first chunk to the end of the answer: 1 / TPOT as
+        ``vllm bench serve`` defines it ((latency − TTFT) / (output tokens − 1)). The end, not the last
+        text chunk: a stream's last chunks may arrive in one read. None with no first chunk, fewer than
+        two tokens or no token count from the server (nothing to time)."""
         tokens = self.completion_tokens
-        if tokens is None or tokens < 2 or len(self.chunk_times) < 2:
+        if tokens is None or tokens < 2 or not self.chunk_times:
             return None
-        span = self.chunk_times[-1] - self.chunk_times[0]
+        span = self.done_t - self.chunk_times[0]
         return (tokens - 1) / span if span > 0 else None
 
     @property

@@ -123,7 +123,8 @@ def test_case_stats_from_the_clients_times() -> None:
     stats = case_stats(results)
     assert stats.requests == 2 and stats.failed == 0
     assert stats.ttft_p50_s == pytest.approx(0.2) and stats.ttft_p90_s == pytest.approx(0.28)
-    assert stats.decode_tokens_per_s == pytest.approx((20 / 1.0 + 20 / 0.5) / 2)  # the mean per request
+    # per request, 20 tokens after the first over first chunk to end (10 ms after the last chunk): the mean
+    assert stats.decode_tokens_per_s == pytest.approx((20 / 1.01 + 20 / 0.51) / 2)
     span = 0.1 + 20 * 0.05 + 0.01  # first send to the last answer
     assert stats.span_s == pytest.approx(span)
     assert stats.aggregate_tokens_per_s == pytest.approx(42 / span)
@@ -136,6 +137,9 @@ def test_the_servers_token_count_not_the_chunks_makes_the_rate() -> None:
     # Speculative decoding streams several tokens per chunk: 3 chunks carried 9 tokens.
     result = RequestResult(0.0, 1.1, (0.1, 0.6, 1.1), completion_tokens=9)
     assert result.decode_tokens_per_s == pytest.approx(8 / 1.0)
+    # The last chunks arrived in one read with the end: timed to the end, as vllm bench serve's TPOT.
+    burst = RequestResult(0.0, 1.1, (0.1, 1.0999, 1.1), completion_tokens=9)
+    assert burst.decode_tokens_per_s == pytest.approx(8 / 1.0)
 
 
 def test_failed_requests_count_but_give_no_numbers() -> None:
