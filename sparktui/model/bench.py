@@ -21,11 +21,13 @@ A case's numbers:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sparktui.model.roofline import GB10_MEMORY_BANDWIDTH_GB_S, Roofline
 from sparktui.model.tracker import VllmTracker
@@ -701,6 +703,9 @@ def compare_table(before: BenchRun, after: BenchRun) -> str:
 # --- the JSON file --------------------------------------------------------------------------------
 
 
+_Loaded = TypeVar("_Loaded")
+
+
 class BenchFileError(ValueError):
     """A result file that is not one ``sparktui bench`` wrote (or one of another schema version)."""
 
@@ -725,38 +730,29 @@ def _floats(value: object) -> tuple[float | None, ...]:
     return tuple(_float(v) for v in value) if isinstance(value, list) else ()
 
 
+# How each field's JSON value is read back, by the field's annotation: a wrong type reads as missing.
+_READERS: dict[str, Callable[[object], object]] = {
+    "int": lambda v: _int(v) or 0,
+    "int | None": _int,
+    "float": lambda v: _float(v) or 0.0,
+    "float | None": _float,
+    "bool": lambda v: v is True,
+    "tuple[float | None, ...]": _floats,
+}
+
+
+def _fields_from(cls: type[_Loaded], data: Mapping[str, object]) -> _Loaded:
+    """A flat dataclass of numbers (``CaseStats``, ``ServerStats``) from its JSON object, field by field."""
+    values = {f.name: _READERS[str(f.type)](data.get(f.name)) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**values)
+
+
 def _stats_from(data: Mapping[str, object]) -> CaseStats:
-    return CaseStats(
-        requests=_int(data.get("requests")) or 0,
-        failed=_int(data.get("failed")) or 0,
-        span_s=_float(data.get("span_s")),
-        ttft_p50_s=_float(data.get("ttft_p50_s")),
-        ttft_p90_s=_float(data.get("ttft_p90_s")),
-        inter_chunk_p50_s=_float(data.get("inter_chunk_p50_s")),
-        decode_tokens_per_s=_float(data.get("decode_tokens_per_s")),
-        aggregate_tokens_per_s=_float(data.get("aggregate_tokens_per_s")),
-        completion_tokens=_int(data.get("completion_tokens")),
-        prompt_tokens=_int(data.get("prompt_tokens")),
-        prefill_tokens_per_s=_float(data.get("prefill_tokens_per_s")),
-    )
+    return _fields_from(CaseStats, data)
 
 
 def _server_from(data: object) -> ServerStats | None:
-    if not isinstance(data, dict):
-        return None
-    return ServerStats(
-        seconds=_float(data.get("seconds")) or 0.0,
-        generation_tokens=_float(data.get("generation_tokens")),
-        generation_tokens_per_s=_float(data.get("generation_tokens_per_s")),
-        prompt_tokens=_float(data.get("prompt_tokens")),
-        acceptance_by_position=_floats(data.get("acceptance_by_position")),
-        mean_acceptance_length=_float(data.get("mean_acceptance_length")),
-        acceptance_rate=_float(data.get("acceptance_rate")),
-        prefix_cache_hit_rate=_float(data.get("prefix_cache_hit_rate")),
-        preemptions=_float(data.get("preemptions")),
-        memory_bandwidth_share=_float(data.get("memory_bandwidth_share")),
-        reset=data.get("reset") is True,
-    )
+    return _fields_from(ServerStats, data) if isinstance(data, dict) else None
 
 
 def _request_from(data: object) -> RequestResult | None:
