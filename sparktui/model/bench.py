@@ -545,46 +545,48 @@ TABLE_HEADER = (
 )
 
 
+def result_row(case: CaseResult) -> list[str]:
+    """One case's cells, in ``TABLE_HEADER``'s order: the markdown table's and the dashboard's."""
+    s, server = case.stats, case.server
+    requests = str(s.requests) if not s.failed else f"{s.requests} ({s.failed} failed)"
+    decode = _tok_s(s.prefill_tokens_per_s) + " prefill" if case.kind == "prefill" else _tok_s(s.decode_tokens_per_s)
+    return [
+        case.label,
+        requests,
+        fmt_seconds(s.ttft_p50_s),
+        fmt_seconds(s.ttft_p90_s),
+        decode,
+        _tok_s(s.aggregate_tokens_per_s),
+        _tok_s(server.generation_tokens_per_s if server else None),
+        _positions(server),
+        fmt_number(server.mean_acceptance_length if server else None, 2),
+        fmt_pct(server.prefix_cache_hit_rate if server else None),
+        fmt_number(server.preemptions if server else None),
+        fmt_pct(server.memory_bandwidth_share if server else None),
+    ]
+
+
 def results_table(cases: Sequence[CaseResult]) -> str:
     """The operators' markdown table, one row per case."""
     lines = [_row(TABLE_HEADER), _row(["---"] + ["---:"] * (len(TABLE_HEADER) - 1))]
-    for case in cases:
-        s, server = case.stats, case.server
-        requests = str(s.requests) if not s.failed else f"{s.requests} ({s.failed} failed)"
-        decode = (
-            _tok_s(s.prefill_tokens_per_s) + " prefill" if case.kind == "prefill" else _tok_s(s.decode_tokens_per_s)
-        )
-        lines.append(
-            _row(
-                [
-                    case.label,
-                    requests,
-                    fmt_seconds(s.ttft_p50_s),
-                    fmt_seconds(s.ttft_p90_s),
-                    decode,
-                    _tok_s(s.aggregate_tokens_per_s),
-                    _tok_s(server.generation_tokens_per_s if server else None),
-                    _positions(server),
-                    fmt_number(server.mean_acceptance_length if server else None, 2),
-                    fmt_pct(server.prefix_cache_hit_rate if server else None),
-                    fmt_number(server.preemptions if server else None),
-                    fmt_pct(server.memory_bandwidth_share if server else None),
-                ]
-            )
-        )
+    lines += [_row(result_row(case)) for case in cases]
     return "\n".join(lines) + "\n"
 
 
-def render_run(run: BenchRun) -> str:
-    """The heading lines and the table ``sparktui bench`` prints."""
+def run_heading(run: BenchRun) -> list[str]:
+    """What was measured, on what, and whether it ran to its end."""
     head = [
-        f"# sparktui bench {run.target} ({run.url})",
-        "",
         f"model {run.model or NO_DATA}, vLLM {run.version or NO_DATA}, max_model_len "
         f"{fmt_number(run.max_model_len)}, started {run.started_at}",
     ]
     if not run.complete:
         head.append(f"stopped early: {run.problem or 'interrupted'}; the cases below finished")
+    return head
+
+
+def render_run(run: BenchRun) -> str:
+    """The heading lines and the table ``sparktui bench`` prints."""
+    head = [f"# sparktui bench {run.target} ({run.url})", "", *run_heading(run)]
     return "\n".join(head) + "\n\n" + results_table(run.cases)
 
 

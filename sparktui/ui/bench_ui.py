@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -19,7 +21,15 @@ from textual.containers import Vertical
 from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import Worker
 
-from sparktui.model.bench import DEFAULT_CASES, BenchProgress, BenchRun, render_run
+from sparktui.model.bench import (
+    DEFAULT_CASES,
+    TABLE_HEADER,
+    BenchProgress,
+    BenchRun,
+    CaseResult,
+    result_row,
+    run_heading,
+)
 from sparktui.model.specs import VllmSpec
 from sparktui.sources.bench import BenchError, BenchJob, run_job, save
 from sparktui.ui.base import SparkModal
@@ -35,8 +45,8 @@ def confirmation(job: BenchJob) -> list[str]:
     """The lines of the confirmation: what will be sent, to what, and what it costs."""
     return [
         f"Benchmark {job.target_name} ({job.spec.base_url})?",
-        f"  cases: {', '.join(job.case_names)}; concurrency up to {max(job.concurrency)}, "
-        f"prefill up to {DASHBOARD_PREFILL_MAX:,} tokens",
+        f"  cases: {', '.join(job.case_names)}",
+        f"  concurrency up to {max(job.concurrency)}, prefill up to {DASHBOARD_PREFILL_MAX:,} tokens",
         "  It sends streamed completions like real traffic for a few minutes: other clients of this",
         "  instance are slowed meanwhile, and the numbers include their requests.",
         "  The result is saved as JSON in the folder sparktui was started from.",
@@ -52,6 +62,7 @@ class ConfirmBench(SparkModal[bool]):
     ConfirmBench > Vertical { width: 100; max-width: 95%; height: auto; border: thick $warning;
                               background: $surface; padding: 1 2; }
     ConfirmBench #bench-confirm-title { text-style: bold; margin-bottom: 1; }
+    ConfirmBench #bench-confirm-body { margin-bottom: 1; }
     """
 
     def __init__(self, job: BenchJob) -> None:
@@ -130,7 +141,7 @@ class BenchScreen(SparkModal[None]):
             status = f"done: {state.cases_done} cases"
         self.query_one("#bench-status", Static).update(Text(f"{status}; escape stops and keeps what finished"))
         if state.finished:
-            self.query_one("#bench-table", Static).update(Text(render_run(self.job.result(complete=False))))
+            self.query_one("#bench-table", Static).update(results_table(state.finished))
 
     def _finish(self, *, complete: bool, problem: str | None = None) -> None:
         run = self.result = self.job.result(complete=complete, problem=problem)
@@ -139,7 +150,8 @@ class BenchScreen(SparkModal[None]):
             return
         where = f"saved to {self.saved_to}" if self.saved_to else "not saved: the folder cannot be written"
         self.query_one("#bench-status", Static).update(Text(f"{'done' if run.complete else 'stopped'}; {where}"))
-        self.query_one("#bench-table", Static).update(Text(render_run(run)))
+        heading = Text("\n".join(run_heading(run)))
+        self.query_one("#bench-table", Static).update(Group(heading, results_table(run.cases)))
 
     def _save(self, run: BenchRun) -> Path | None:
         if not run.cases:
@@ -163,3 +175,13 @@ class BenchScreen(SparkModal[None]):
 def bench_job(target_name: str, spec: VllmSpec) -> BenchJob:
     """The dashboard's bench of an instance: every case, the prefill sweep to ``DASHBOARD_PREFILL_MAX``."""
     return BenchJob(target_name, spec, DEFAULT_CASES, prefill_max=DASHBOARD_PREFILL_MAX)
+
+
+def results_table(cases: list[CaseResult] | tuple[CaseResult, ...]) -> Table:
+    """The operators' table as the command prints it (the same cells), drawn to fit the screen."""
+    table = Table(*TABLE_HEADER, box=None, header_style="bold", pad_edge=False)
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for case in cases:
+        table.add_row(*result_row(case))
+    return table

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from textual.widgets import Static
 
 from sparktui.actions.audit import AuditLog
 from sparktui.config import parse_config
@@ -23,6 +26,13 @@ from tests.support.ui_data import fed_app
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.ui
+
+
+def _text(screen: BenchScreen) -> str:
+    """The bench screen's table as it reads."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(screen.query_one("#bench-table", Static).content)
+    return console.export_text()
 
 
 @contextlib.asynccontextmanager
@@ -76,12 +86,15 @@ async def test_the_screen_shows_progress_and_escape_stops_keeping_what_finished(
             await app.push_screen(screen)
             await wait_until(lambda: job.progress.cases_done >= 1, 60.0, what="the first case to finish")
             await pilot.pause()
-            assert "| Short (64 tok) | 1 |" in str(screen.query_one("#bench-table").render())
+            live = _text(screen)
+            assert "Short (64 tok)" in live and "Acceptance by position" in live and "stopped" not in live
             await pilot.press("escape")
             await wait_until(lambda: screen.result is not None, 10.0, what="the stopped run")
             assert screen.result is not None and not screen.result.complete
             assert [c.name for c in screen.result.cases] == ["short"]
             assert isinstance(app.screen, BenchScreen)  # the first escape stops; the table stays
+            await pilot.pause()
+            assert "stopped early: stopped from the dashboard" in _text(screen) and "Short (64 tok)" in _text(screen)
             await pilot.press("escape")
             await pilot.pause()
             assert not isinstance(app.screen, BenchScreen)
