@@ -180,6 +180,7 @@ def bench_job(target_name: str, spec: VllmSpec) -> BenchJob:
 def results_table(cases: list[CaseResult] | tuple[CaseResult, ...]) -> Table:
     """The operators' table as the command prints it (the same cells), drawn to fit the screen."""
     table = Table(*TABLE_HEADER, box=None, header_style="bold", pad_edge=False)
+    table.columns[0].no_wrap = True
     for column in table.columns[1:]:
         column.justify = "right"
     for case in cases:
