@@ -8,8 +8,11 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -151,3 +154,42 @@ async def test_progress_counts_every_request() -> None:
 
         await asyncio.wait_for(run_job(job, changed), 60.0)
     assert job.progress.total_requests == 2 and seen[-1] == 2 and 1 in seen
+
+
+def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Path) -> None:
+    config, out = tmp_path / "demo.toml", tmp_path / "run.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    python = [sys.executable, "-m", "sparktui"]
+    demo = subprocess.Popen(
+        [*python, "demo", "--serve-only", "--write-config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not config.exists():
+            assert demo.poll() is None and time.monotonic() < deadline, "the demo fleet wrote no config"
+            time.sleep(0.1)  # the poll interval of the condition above
+        argv = ["--config", str(config), "bench", "spark1", "--cases", "short", "long", "--requests", "1"]
+        bench = subprocess.Popen(
+            [*python, *argv, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        watchdog = threading.Timer(120, bench.kill)  # a hung read below ends the test, not the suite
+        watchdog.start()
+        try:
+            assert bench.stderr is not None
+            for line in bench.stderr:  # without a terminal: one line as each case starts
+                if "Long (600 tok)" in line:
+                    break
+            bench.send_signal(signal.SIGINT)
+            stdout, stderr = bench.communicate(timeout=60)
+        finally:
+            watchdog.cancel()
+    finally:
+        demo.terminate()
+        demo.wait(timeout=20)
+    assert bench.returncode == 1, stderr
+    assert "stopped early: stopped by Ctrl-C" in stdout and "| Short (64 tok) | 1 |" in stdout
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False and [c["name"] for c in saved["cases"]] == ["short"]
