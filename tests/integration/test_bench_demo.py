@@ -22,7 +22,6 @@ from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.sim import PROFILES
 from sparktui.headless.bench import BenchError, BenchJob, find_instance, run_job
-from sparktui.model.bench import BenchProgress
 from sparktui.model.specs import FleetSpec
 from tests.support.wait import wait_until
 
@@ -52,8 +51,12 @@ async def test_every_kind_of_case_runs_on_the_demo_and_its_counters_come_back() 
         job = BenchJob(
             f"{node}/{instance.name}", instance, ("short", "concurrency", "prefill", "prefix"), (1, 2), 1, 1024
         )
-        await asyncio.wait_for(run_job(job), 120.0)
+        seen: list[int] = []
+        await asyncio.wait_for(run_job(job, lambda progress: seen.append(progress.done_requests)), 120.0)
     run = job.result(complete=True)
+    # the progress counted every request, one by one
+    assert job.progress.total_requests == sum(len(c.prompts) for c in job.cases) == seen[-1]
+    assert sorted(set(seen)) == list(range(job.progress.total_requests + 1))
     assert run.complete and run.model == PROFILES["qwen36"].served_name and run.version == "0.33.0"
     assert run.max_model_len == PROFILES["qwen36"].max_model_len
     kinds = {c.kind for c in run.cases}
@@ -141,19 +144,6 @@ def test_a_file_that_is_not_a_result_is_refused_with_exit_2(tmp_path: Path) -> N
         and ran.stderr.strip() == f"sparktui bench: {junk}: not a sparktui bench result (no schema_version and cases)"
     )
     assert _cli("bench").returncode == 2
-
-
-async def test_progress_counts_every_request() -> None:
-    seen: list[int] = []
-    async with demo_fleet() as (_fleet, spec):
-        _node, instance = find_instance(spec, "spark1")
-        job = BenchJob("spark1/qwen36", instance, ("concurrency",), (2,), 1)
-
-        def changed(progress: BenchProgress) -> None:
-            seen.append(progress.done_requests)
-
-        await asyncio.wait_for(run_job(job, changed), 60.0)
-    assert job.progress.total_requests == 2 and seen[-1] == 2 and 1 in seen
 
 
 def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Path) -> None:
