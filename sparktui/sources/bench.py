@@ -162,17 +162,17 @@ async def scrape(client: httpx.AsyncClient, target: BenchTarget) -> VllmScrape |
         return None
 
 
-async def get_json(client: httpx.AsyncClient, target: BenchTarget, path: str) -> object:
-    """``path``'s JSON answer, None when there is none."""
+async def get_json(client: httpx.AsyncClient, target: BenchTarget, path: str) -> tuple[object, str | None]:
+    """``path``'s JSON answer (None when there is none) and why there is none, in a few words."""
     result = await fetch(
         client, f"{target.url}{path}", timeout_s=INFO_TIMEOUT_S, max_bytes=INFO_CAP, headers=target.headers
     )
     if not result.ok:
-        return None
+        return None, result.problem()
     try:
-        return json.loads(result.body)
+        return json.loads(result.body), None
     except ValueError:
-        return None
+        return None, "the answer is not JSON"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +187,13 @@ class ServerInfo:
 
 
 async def server_info(client: httpx.AsyncClient, target: BenchTarget) -> ServerInfo:
-    version_doc = await get_json(client, target, "/version")
+    version_doc, _ = await get_json(client, target, "/version")
     version = version_doc.get("version") if isinstance(version_doc, dict) else None
-    models = await get_json(client, target, "/v1/models")
+    models, why = await get_json(client, target, "/v1/models")
     cards = models.get("data") if isinstance(models, dict) else None
     if not isinstance(cards, list) or not cards or not isinstance(cards[0], dict):
-        problem = f"{target.url}/v1/models gave no model: is vLLM up there (and is its API key configured)?"
+        why = why or "the answer lists no model"
+        problem = f"{target.url}/v1/models gave no model ({why}): is vLLM up there, and its API key configured?"
         return ServerInfo(None, None, None, {}, problem)
     card: dict[str, object] = {
         k: v for k, v in cards[0].items() if isinstance(v, (str, int, float, bool)) or v is None

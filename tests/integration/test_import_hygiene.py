@@ -123,7 +123,7 @@ def test_bench_loads_no_ui_without_a_terminal(down_config: Path) -> None:
     ran = run_cli("--config", str(down_config), "bench", "spark1", "--cases", "short")
     assert ran.ui_modules == []
     assert ran.code == 2, ran.out  # the instance is down: refused in one line, having run
-    assert ran.err.startswith("sparktui bench: ") and "/v1/models gave no model" in ran.err
+    assert ran.err.startswith("sparktui bench: ") and "/v1/models gave no model (connection refused)" in ran.err
 
 
 def test_config_check_loads_no_ui(down_config: Path) -> None:
