@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparktui.cli.common import EXIT_CONFIG, load_fleet
+from sparktui.cli.completion import instance_targets
 
 if TYPE_CHECKING:
     from sparktui.model.bench import BenchProgress, BenchRun
@@ -28,7 +29,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     bench = sub.add_parser(
         "bench", help="benchmark a vLLM instance: the operators' table, before and after", description=BENCH_DESCRIPTION
     )
-    bench.add_argument("target", nargs="?", metavar="NODE[/INSTANCE]", help="the instance (from the config)")
+    bench.add_argument(
+        "target", nargs="?", metavar="NODE[/INSTANCE]", help="the instance (from the config)"
+    ).completer = instance_targets  # type: ignore[attr-defined]
     bench.add_argument(
         "--cases",
         nargs="+",
