@@ -142,14 +142,6 @@ def _measure(args: argparse.Namespace, concurrency: tuple[int, ...]) -> BenchRun
     return result
 
 
-def _doing(state: BenchProgress) -> str:
-    if state.warming_up:
-        return "warmup (not counted)"
-    if state.case is not None:
-        return f"{state.case} (case {state.cases_done + 1})"
-    return f"done: {state.cases_done} cases"
-
-
 class _ProgressLines:
     """Without a terminal (cron, CI, a pipe): one line on stderr as each case starts, and no Rich."""
 
@@ -163,7 +155,9 @@ class _ProgressLines:
         return None
 
     def update(self, state: BenchProgress) -> None:
-        what = _doing(state)
+        from sparktui.model.bench import progress_text
+
+        what = progress_text(state)
         if what != self.last:
             print(f"sparktui bench: {what}, {state.done_requests}/{state.total_requests} requests", file=sys.stderr)
             self.last = what
@@ -194,6 +188,8 @@ class _ProgressBar:
         self.progress.stop()
 
     def update(self, state: BenchProgress) -> None:
+        from sparktui.model.bench import progress_text
+
         self.progress.update(
-            self.task, description=_doing(state), total=state.total_requests, completed=state.done_requests
+            self.task, description=progress_text(state), total=state.total_requests, completed=state.done_requests
         )

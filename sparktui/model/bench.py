@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from sparktui.model.roofline import GB10_MEMORY_BANDWIDTH_GB_S, Roofline
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_seconds
+from sparktui.model.units import NO_DATA, fmt_count, fmt_number, fmt_pct, fmt_seconds
 from sparktui.model.vllm import VllmScrape
 
 SCHEMA_VERSION = 1
@@ -822,3 +822,14 @@ class BenchProgress:
     cases_done: int = 0
     warming_up: bool = False
     finished: list[CaseResult] = field(default_factory=list)
+    case_number: int = 0  # the case running, counted from 1
+    total_cases: int = 0
+
+
+def progress_text(state: BenchProgress) -> str:
+    """The progress in words, for the command's bar and lines and the dashboard's screen."""
+    if state.warming_up:
+        return "warmup (not counted)"
+    if state.case is not None:
+        return f"{state.case}: case {state.case_number} of {state.total_cases}"
+    return f"done: {fmt_count(state.cases_done, 'case')}"

@@ -7,8 +7,8 @@ What a case is and what its numbers mean is the model's (``sparktui.model.bench`
   decode rate;
 - a case sends its prompts through a limiter of ``concurrency`` slots;
 - ``/metrics`` is scraped just before a case's first request and just after its last answer;
-- a warmup pass (one short request, not counted) goes first, so the first case does not pay for a cold
-  engine (CUDA graphs, JIT);
+- a warmup (one short request, not counted) goes first, so the first case does not pay for a cold
+  engine (CUDA graphs, JIT); its prompt's token count sizes the cases' prompts (``run_job``);
 - every finished case is appended to the caller's ``BenchProgress.finished`` at once, so a run that is
   cancelled (Ctrl-C) keeps what it measured.
 """
@@ -256,8 +256,9 @@ async def run_cases(
         if on_change is not None:
             on_change(progress)
 
-    for case in cases:
-        progress.case = case.label
+    progress.total_cases = len(cases)
+    for number, case in enumerate(cases, 1):
+        progress.case, progress.case_number = case.label, number
         changed()
 
         def request_done(_result: RequestResult) -> None:

@@ -27,6 +27,7 @@ from sparktui.model.bench import (
     BenchProgress,
     BenchRun,
     CaseResult,
+    progress_text,
     result_row,
     run_heading,
 )
@@ -133,12 +134,7 @@ class BenchScreen(SparkModal[None]):
             return
         bar = self.query_one("#bench-progress", ProgressBar)
         bar.update(total=state.total_requests or None, progress=state.done_requests)
-        if state.warming_up:
-            status = "warmup (not counted)"
-        elif state.case is not None:
-            status = f"{state.case}: case {state.cases_done + 1} of {len(self.job.cases)}"
-        else:
-            status = f"done: {state.cases_done} cases"
+        status = progress_text(state)
         self.query_one("#bench-status", Static).update(Text(f"{status}; escape stops and keeps what finished"))
         if state.finished:
             self.query_one("#bench-table", Static).update(results_table(state.finished))

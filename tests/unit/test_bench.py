@@ -15,6 +15,7 @@ from sparktui.model.bench import (
     SCHEMA_VERSION,
     WORKLOADS,
     BenchFileError,
+    BenchProgress,
     BenchRun,
     CaseResult,
     CaseStats,
@@ -28,6 +29,7 @@ from sparktui.model.bench import (
     compare_table,
     percentile,
     prefill_lengths,
+    progress_text,
     render_run,
     results_table,
     run_from_json,
@@ -261,3 +263,11 @@ def test_a_file_that_is_not_a_result_or_of_another_version_is_refused() -> None:
         run_from_json({"nodes": []})
     with pytest.raises(BenchFileError, match="schema version 99"):
         run_from_json({"schema_version": 99, "cases": []})
+
+
+def test_progress_names_the_case_running_by_its_number_until_the_next_starts() -> None:
+    state = BenchProgress(total_requests=4, warming_up=True)
+    assert progress_text(state) == "warmup (not counted)"
+    state = BenchProgress(total_requests=4, case="Prefill 8k", case_number=13, total_cases=14, cases_done=13)
+    assert progress_text(state) == "Prefill 8k: case 13 of 14"  # just finished: still its own number
+    assert progress_text(BenchProgress(total_requests=4, cases_done=14)) == "done: 14 cases"
