@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from sparktui import installed_version
 from sparktui.cli import (
     action,
+    bench,
     check,
     completion,
     config,
@@ -30,7 +31,7 @@ from sparktui.cli.options import add_global_options, add_record_options
 __all__ = ["EXIT_CONFIG", "build_parser", "main"]
 
 # In the order ``sparktui --help`` lists them.
-COMMANDS = (snapshot, check, watch, demo, init, action, serve, replay, export, screenshot, config, completion)
+COMMANDS = (snapshot, check, watch, demo, init, action, serve, replay, export, screenshot, config, completion, bench)
 
 Run = Callable[[argparse.Namespace], int]
 

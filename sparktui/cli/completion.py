@@ -83,3 +83,21 @@ def instance_names(prefix: str, parsed_args: argparse.Namespace, **_kwargs: obje
             if name and name.startswith(prefix) and name not in found:
                 found.append(name)
     return found
+
+
+def instance_targets(prefix: str, parsed_args: argparse.Namespace, **_kwargs: object) -> list[str]:
+    """``NODE`` or ``NODE/INSTANCE`` (``sparktui bench``): the node names, then, once a node and its
+    slash are typed, that node's vLLM instances after it."""
+    node, slash, _typed = prefix.partition("/")
+    if not slash:
+        return node_names(prefix, parsed_args)
+    found: list[str] = []
+    for entry in _config_nodes(parsed_args):
+        if entry.get("name") != node:
+            continue
+        vllms = entry.get("vllm")
+        for vllm in vllms if isinstance(vllms, list) else []:
+            name = str(vllm.get("name", "")) if isinstance(vllm, Mapping) else ""
+            if name and f"{node}/{name}".startswith(prefix):
+                found.append(f"{node}/{name}")
+    return found

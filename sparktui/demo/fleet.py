@@ -250,7 +250,12 @@ class DemoInstance:
         self.engine.submit(sim)
         created = int(time.time())
         if payload.get("stream"):
-            return Response(content_type="text/event-stream", stream=self._sse(sim, events, created))
+            usage = isinstance(payload.get("stream_options"), dict) and payload["stream_options"].get("include_usage")
+            chat = request.path == "/v1/chat/completions"
+            stream = (
+                self._sse(sim, events, created) if chat else self._completion_sse(sim, events, created, bool(usage))
+            )
+            return Response(content_type="text/event-stream", stream=stream)
         reason: int | str = "stop"
         while True:
             kind, value = await events.get()
@@ -299,6 +304,40 @@ class DemoInstance:
             if kind == "finish":
                 yield b"data: [DONE]\n\n"
                 return
+
+    async def _completion_sse(
+        self, sim: SimRequest, events: asyncio.Queue[tuple[str, int | str]], created: int, usage: bool
+    ) -> AsyncIterator[bytes]:
+        """``/v1/completions`` streamed as vLLM streams it: ``text`` chunks, then, with
+        ``stream_options.include_usage``, a last chunk with no choices and the token counts."""
+
+        def chunk(choices: list[dict[str, object]], counts: dict[str, int] | None = None) -> bytes:
+            body = {
+                "id": f"cmpl-demo-{sim.request_id}",
+                "object": "text_completion",
+                "created": created,
+                "model": self.profile.served_name,
+                "choices": choices,
+                "usage": counts,
+            }
+            return f"data: {json.dumps(body)}\n\n".encode()
+
+        while True:
+            kind, value = await events.get()
+            if kind == "tokens":
+                assert isinstance(value, int)
+                yield chunk([{"index": 0, "text": _words(value), "logprobs": None, "finish_reason": None}])
+                continue
+            yield chunk([{"index": 0, "text": "", "logprobs": None, "finish_reason": value}])
+            if usage:
+                counts = {
+                    "prompt_tokens": sim.prompt_tokens,
+                    "completion_tokens": sim.generated,
+                    "total_tokens": sim.prompt_tokens + sim.generated,
+                }
+                yield chunk([], counts)
+            yield b"data: [DONE]\n\n"
+            return
 
 
 def _words(tokens: int) -> str:

@@ -396,7 +396,7 @@ class Engine:
             drafts = max(1, round(drafts * scale))
             accepted_by_pos = [round(a * scale) for a in accepted_by_pos]
             accepted = sum(accepted_by_pos)
-            emitted = drafts + accepted
+            emitted = min(drafts + accepted, left)  # rounding must not pass max_tokens: vLLM never does
             self.sink.add("vllm:spec_decode_num_drafts", drafts)
             self.sink.add("vllm:spec_decode_num_draft_tokens", drafts * k)
             self.sink.add("vllm:spec_decode_num_accepted_tokens", accepted)

@@ -462,6 +462,34 @@ class SparkApp(App[None]):
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
 
+    def action_bench(self) -> None:
+        """b: ``sparktui bench`` on the node's first instance that serves HTTP, behind a confirmation
+        (refused in read-only and kiosk mode by ``run_action``, as the recovery actions are)."""
+        from sparktui.ui.bench_ui import BenchScreen, ConfirmBench, bench_job
+
+        if self.read_only or self.kiosk:  # the key is gated too; this is the last word
+            self.start_action("bench")
+            return
+        node = self.current_node()
+        spec = self.fleet.node(node) if node is not None else None
+        serving = [v for v in spec.vllm if v.base_url is not None] if spec is not None else []
+        if spec is None or not serving:
+            self.notify(
+                "bench: pick a node with a vLLM instance that serves HTTP"
+                if spec is None
+                else f"bench: {spec.name} has no vLLM instance that serves HTTP",
+                severity="warning",
+                timeout=8,
+            )
+            return
+        job = bench_job(f"{spec.name}/{serving[0].name}", serving[0])
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.push_screen(BenchScreen(job, ca_file=self.fleet.ca_file))
+
+        self.push_screen(ConfirmBench(job), confirmed)
+
     def firing_alerts(self) -> list[tuple[str, str]]:
         """The firing, unsilenced alerts, worst first: (severity, one line) each, for the banners."""
         now = self.clock()

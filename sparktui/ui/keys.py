@@ -40,8 +40,11 @@ ACTION_BINDINGS: list[BindingType] = [
     Binding("w", "warmup", "Warmup", id="warmup"),
     Binding("x", "fix", "Fix", id="fix"),  # the worst open finding's whole fix, behind one confirmation
     Binding("a", "action_log", "Actions", id="action-log"),
+    Binding("b", "bench", "Bench", id="bench"),  # sparktui bench on the node's instance (docs/bench.md)
 ]
-RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup", "fix"})
+# Refused in read-only and kiosk mode (and the refusal audited): the recovery actions, and the bench,
+# which loads the engine like real traffic.
+RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup", "fix", "bench"})
 
 FLEET_BINDINGS: list[BindingType] = [
     Binding("enter", "open_node", "Open node", id="open-node"),
@@ -130,6 +133,8 @@ DRIFT_DETAIL_BINDINGS: list[BindingType] = [Binding("escape,q", "dismiss", "Back
 
 ACTION_LOG_BINDINGS: list[BindingType] = [Binding("escape,q,a", "dismiss", "Close", id="close-action-log")]
 
+BENCH_BINDINGS: list[BindingType] = [Binding("escape,q", "stop_or_close", "Stop / close", id="close-bench")]
+
 HELP_BINDINGS: list[BindingType] = [Binding("escape,q,question_mark", "dismiss", "Close", id="close-help")]
 
 # --- the kiosk and the replay -------------------------------------------------------------------------
@@ -193,6 +198,7 @@ CONTEXTS: tuple[KeyContext, ...] = (
     KeyContext("Drift", DRIFT_BINDINGS),
     KeyContext("Drift detail", DRIFT_DETAIL_BINDINGS),
     KeyContext("Action log", ACTION_LOG_BINDINGS),
+    KeyContext("Bench", BENCH_BINDINGS, "The first press stops a running bench and keeps what finished."),
     KeyContext("Help", HELP_BINDINGS),
     KeyContext(
         "Kiosk",

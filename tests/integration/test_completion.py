@@ -66,6 +66,8 @@ def _complete(line: str, tmp_path: Path) -> list[str]:
         ("sparktui action spark2 re", ["restart"]),
         ("sparktui action spark2 restart --instance ", ["gemma4"]),
         ("sparktui completion ", ["-h", "--help", "bash", "zsh", "fish"]),
+        ("sparktui bench sp", ["spark1", "spark2"]),
+        ("sparktui bench spark2/", ["spark2/gemma4"]),
     ],
 )
 def test_bash_completes_commands_node_names_actions_and_instances(

@@ -119,6 +119,13 @@ def test_export_loads_no_ui(tmp_path: Path) -> None:
     assert "rows written to" in ran.err
 
 
+def test_bench_loads_no_ui_without_a_terminal(down_config: Path) -> None:
+    ran = run_cli("--config", str(down_config), "bench", "spark1", "--cases", "short")
+    assert ran.ui_modules == []
+    assert ran.code == 2, ran.out  # the instance is down: refused in one line, having run
+    assert ran.err.startswith("sparktui bench: ") and "/v1/models gave no model (connection refused)" in ran.err
+
+
 def test_config_check_loads_no_ui(down_config: Path) -> None:
     ran = run_cli("config", "check", str(down_config))
     assert ran.ui_modules == []
@@ -159,6 +166,7 @@ def test_the_driver_sees_the_ui_when_a_command_loads_it() -> None:
 COMMANDS = (
     *("snapshot", "check", "watch", "demo", "init", "action", "serve", "replay", "export", "screenshot", "config"),
     "completion",
+    "bench",
 )
 
 

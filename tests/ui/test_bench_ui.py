@@ -1,0 +1,103 @@
+"""``b``: the bench in the dashboard, behind a confirmation, refused in read-only mode (and audited), with
+its progress and table live on a screen of its own; escape stops it and keeps the cases that finished."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import Static
+
+from sparktui.actions.audit import AuditLog
+from sparktui.config import parse_config
+from sparktui.demo.fleet import DemoFleet
+from sparktui.model.specs import FleetSpec
+from sparktui.sources.bench import BenchJob
+from sparktui.ui.app import make_app
+from sparktui.ui.bench_ui import BenchScreen, ConfirmBench
+from sparktui.ui.fleet_screen import FleetScreen
+from tests.support.ui_data import fed_app
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.ui
+
+
+def _text(screen: BenchScreen) -> str:
+    """The bench screen's table as it reads."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(screen.query_one("#bench-table", Static).content)
+    return console.export_text()
+
+
+@contextlib.asynccontextmanager
+async def demo_spec() -> AsyncIterator[FleetSpec]:
+    fleet = DemoFleet(seed=5)
+    await fleet.start()
+    clock = asyncio.create_task(fleet.run_clock(tick_s=0.05, speed=4.0))
+    try:
+        yield parse_config(fleet.config_toml(), source="demo.toml")
+    finally:
+        clock.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await clock
+        await fleet.stop()
+
+
+async def test_read_only_refuses_the_bench_key_and_audits_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "audit.log"
+    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
+    app = fed_app(read_only=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("b")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)  # no confirmation was offered
+        await wait_until(lambda: AuditLog(log).records(), what="the refusal in the audit log")
+    record = AuditLog(log).records()[0]
+    assert (record["action"], record["refused_by"]) == ("bench", "read-only")
+
+
+async def test_the_key_asks_first_naming_the_instance_and_n_runs_nothing(tmp_path: Path) -> None:
+    async with demo_spec() as spec:
+        app = make_app(spec, collect=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("b")  # spark1 is highlighted
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmBench)
+            assert app.screen.job.target_name == "spark1/qwen36"
+            assert "Benchmark spark1/qwen36" in str(app.screen.query_one("#bench-confirm-title").render())
+            await pilot.press("n")
+            await pilot.pause()
+            assert isinstance(app.screen, FleetScreen)
+
+
+async def test_the_screen_shows_progress_and_escape_stops_keeping_what_finished(tmp_path: Path) -> None:
+    async with demo_spec() as spec:
+        app = make_app(spec, collect=False)
+        instance = spec.nodes[0].vllm[0]
+        job = BenchJob("spark1/qwen36", instance, ("short", "long"), requests=1)
+        async with app.run_test(size=(160, 48)) as pilot:
+            screen = BenchScreen(job, folder=tmp_path)
+            await app.push_screen(screen)
+            await wait_until(lambda: job.progress.cases_done >= 1, 60.0, what="the first case to finish")
+            await pilot.pause()
+            live = _text(screen)
+            assert "Short (64 tok)" in live and "Acceptance by position" in live and "stopped" not in live
+            await pilot.press("escape")
+            await wait_until(lambda: screen.result is not None, 10.0, what="the stopped run")
+            assert screen.result is not None and not screen.result.complete
+            assert [c.name for c in screen.result.cases] == ["short"]
+            assert isinstance(app.screen, BenchScreen)  # the first escape stops; the table stays
+            await pilot.pause()
+            assert "stopped early: stopped from the dashboard" in _text(screen) and "Short (64 tok)" in _text(screen)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, BenchScreen)
+    assert screen.saved_to is not None and screen.saved_to.parent == tmp_path
+    saved = json.loads(screen.saved_to.read_text())
+    assert saved["complete"] is False and [c["name"] for c in saved["cases"]] == ["short"]
