@@ -136,13 +136,17 @@ def _shown(number: Number | None, value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def _difference(direct: float | None, prometheus: float | None) -> str:
+def _difference(number: Number, direct: float | None, prometheus: float | None) -> str:
+    """Prometheus's side against the direct one: a share in percentage points, any other number
+    relative to the direct value (in its own unit when the direct value is 0)."""
     if direct is None or prometheus is None:
         return ""
     if direct == prometheus:
         return "same"
+    if number.percent:
+        return f"{(prometheus - direct) * 100:+.2f} pp"
     if direct == 0:
-        return f"{prometheus - direct:+.3g}"
+        return f"{prometheus - direct:+.3g}{number.unit}"
     return f"{(prometheus - direct) / abs(direct) * 100:+.1f} %"
 
 
@@ -174,7 +178,7 @@ def _rows(direct: Values, prometheus: Values) -> list[tuple[str, str, str, str]]
                 label,
                 _shown(number, left) + unit * (left is not None),
                 _shown(number, right) + unit * (right is not None),
-                _difference(left, right),
+                _difference(number, left, right),
             )
         )
     return rows

@@ -388,8 +388,10 @@ async def test_snapshot_compare_prints_direct_beside_prometheus(run: Run) -> Non
     assert {"generation", "draft acceptance", "acceptance at position 1", "TTFT p90", "KV cache usage"} <= rows, rows
     for line in text.splitlines():
         if line.strip().startswith(("generation", "KV cache usage")):
-            # a value on each side (not "–"), and their difference
-            assert line.count("–") == 0 and ("%" in line.split()[-1] or line.rstrip().endswith("same")), line
+            # a value on each side (not "–"), and their difference: relative, or in points for a share
+            difference = line.split()[-1]
+            assert line.count("–") == 0 and (difference in ("%", "same") or line.endswith(" pp")), line
+            assert not line.startswith("  KV cache usage") or line.endswith((" pp", "same")), line
 
 
 class Recorder:
