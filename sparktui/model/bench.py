@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sparktui.model.roofline import GB10_MEMORY_BANDWIDTH_GB_S, Roofline
+from sparktui.model.safe_text import safe_text
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import NO_DATA, fmt_count, fmt_number, fmt_pct, fmt_seconds
 from sparktui.model.vllm import VllmScrape
@@ -584,10 +585,25 @@ def run_heading(run: BenchRun) -> list[str]:
     return head
 
 
+def failure_lines(cases: Sequence[CaseResult]) -> list[str]:
+    """Why requests failed, a line per case and reason with how many: a row's "(2 failed)" explained."""
+    lines: list[str] = []
+    for case in cases:
+        reasons: dict[str, int] = {}
+        for request in case.requests:
+            if request.error is not None:
+                reason = safe_text(request.error, 200)
+                reasons[reason] = reasons.get(reason, 0) + 1
+        lines += [f"- {case.label}: {count} × {reason}" for reason, count in reasons.items()]
+    return ["Failed requests:", *lines] if lines else []
+
+
 def render_run(run: BenchRun) -> str:
-    """The heading lines and the table ``sparktui bench`` prints."""
+    """The heading lines, the table ``sparktui bench`` prints, and why requests failed (if any did)."""
     head = [f"# sparktui bench {run.target} ({run.url})", "", *run_heading(run)]
-    return "\n".join(head) + "\n\n" + results_table(run.cases)
+    failed = failure_lines(run.cases)
+    tail = "\n" + "\n".join(failed) + "\n" if failed else ""
+    return "\n".join(head) + "\n\n" + results_table(run.cases) + tail
 
 
 # --- comparing ------------------------------------------------------------------------------------

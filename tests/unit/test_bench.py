@@ -3,6 +3,7 @@ counters over a case from real vLLM 0.33 scrapes, the tables, the comparison and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -151,6 +152,20 @@ def test_failed_requests_count_but_give_no_numbers() -> None:
     assert stats.ttft_p50_s is None and stats.decode_tokens_per_s is None and stats.aggregate_tokens_per_s is None
     row = results_table([_case("short", stats)]).splitlines()[2]
     assert "1 (1 failed)" in row and "0 tok/s" not in row and NO_DATA in row
+
+
+def test_the_printed_run_says_why_requests_failed_by_case_and_reason() -> None:
+    refused = RequestResult(0.0, 0.1, error="connection refused")
+    hostile = RequestResult(0.0, 0.1, error="HTTP 500: \x1b[2Jboom")
+    served = RequestResult(0.0, 1.1, (0.1, 0.6, 1.1), completion_tokens=9)
+    requests = (refused, refused, hostile, served)
+    case = dataclasses.replace(_case("short", case_stats(requests)), requests=requests)
+    text = render_run(_run(case))
+    assert "| 4 (3 failed) |" in text
+    assert text.endswith(
+        "Failed requests:\n- Short (64 tok): 2 × connection refused\n- Short (64 tok): 1 × HTTP 500: boom\n"
+    )
+    assert "Failed requests" not in render_run(_run(_case("short", _stats(50.0))))
 
 
 def test_a_request_without_usage_has_no_rate_rather_than_a_guess() -> None:
