@@ -3,7 +3,8 @@
     python benchmarks/bench_parse.py [--write docs/performance.md]
 
 Each figure is the median of several runs of N repetitions, in milliseconds per scrape, on the
-fixtures in tests/data/vllm-0.33. "ours, steady" is the poll-loop case: a parser that has seen
+fixtures in tests/data/vllm-0.33, then on the two real scrapes of vLLM 0.32 in tests/data/vllm-0.32 (the
+real engine's 374 ``vllm:`` lines). "ours, steady" is the poll-loop case: a parser that has seen
 the target before (its memo of series heads is warm) and the tracker that derives the numbers.
 """
 
@@ -30,6 +31,10 @@ from tests.support.fixture_fleet import filter_exposition  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "data" / "vllm-0.33" / "mtp2-steady"
 SCRAPE = SCENARIO / "scrape-015.prom"
+REAL_SCRAPES = (
+    ROOT / "tests" / "data" / "vllm-0.32" / "before.prom",
+    ROOT / "tests" / "data" / "vllm-0.32" / "after.prom",
+)
 
 
 def per_call_ms(fn: Callable[[], object], repeat: int = 7, number: int = 100) -> float:
@@ -43,10 +48,10 @@ def per_call_ms(fn: Callable[[], object], repeat: int = 7, number: int = 100) ->
     return statistics.median(runs)
 
 
-def measure() -> list[tuple[str, float, str]]:
-    text = SCRAPE.read_text()
+def measure_source(scrapes: list[str]) -> list[tuple[str, float, str]]:
+    """The rows for one target's scrapes (the first one alone for the single-text rows)."""
+    text = scrapes[0]
     filtered = filter_exposition(text, set(WANTED))
-    scrapes = [p.read_text() for p in sorted(SCENARIO.glob("scrape-*.prom"))]
     rows: list[tuple[str, float, str]] = []
 
     rows.append(
@@ -100,15 +105,31 @@ def report(rows: list[tuple[str, float, str]]) -> str:
             if ms != baseline
             else f"| {name} | {ms:.3f} | 1x | {note} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def measure() -> str:
+    """Both tables: the vLLM 0.33 fixture scenario, then the real vLLM 0.32 engine's own scrapes."""
     machine = f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}"
-    return "\n".join(lines) + f"\n\nMeasured on {machine}, `{SCRAPE.relative_to(ROOT)}`.\n"
+    fixture = [p.read_text() for p in sorted(SCENARIO.glob("scrape-*.prom"))]
+    fixture = fixture[fixture.index(SCRAPE.read_text()) :] + fixture[: fixture.index(SCRAPE.read_text())]
+    real = [p.read_text() for p in REAL_SCRAPES]
+    real_lines = sum(line.startswith("vllm:") for line in real[0].splitlines())
+    return (
+        f"`{SCRAPE.relative_to(ROOT)}` (vLLM 0.33's metrics code, speculative decoding on):\n\n"
+        + report(measure_source(fixture))
+        + f"\nThe real engine: `{REAL_SCRAPES[0].parent.relative_to(ROOT)}/{{before,after}}.prom`, two scrapes of a "
+        f"real vLLM 0.32 CPU server ({real_lines} `vllm:` lines; no speculative decoding):\n\n"
+        + report(measure_source(real))
+        + f"\nMeasured on {machine}.\n"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", type=Path, help="replace the parse section of this markdown file")
     args = ap.parse_args()
-    table = report(measure())
+    table = measure()
     print(table)
     if args.write:
         write_section(args.write, "bench_parse", table)

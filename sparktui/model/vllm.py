@@ -331,20 +331,26 @@ def normalise(expo: Exposition) -> VllmScrape:
     """Turn one parsed vLLM scrape into per-model sums over engines, each engine's part kept."""
     # model name -> engine label (None: a series without one) -> that engine's part
     models: dict[str, dict[str | None, _ModelAccumulator]] = {}
+    # The accumulator of each (model_name, engine) pair as the labels spell them: a scrape repeats the
+    # same few pairs on hundreds of series, and each is made safe to show once.
+    seen: dict[tuple[str, str | None], _ModelAccumulator] = {}
 
     def model(labels: Mapping[str, str]) -> _ModelAccumulator:
-        name = safe_text(labels.get("model_name", ""), LABEL_LIMIT)  # shown as is: from a remote
+        raw = (labels.get("model_name", ""), labels.get("engine"))
+        acc = seen.get(raw)
+        if acc is not None:
+            return acc
+        name = safe_text(raw[0], LABEL_LIMIT)  # shown as is: from a remote
         parts = models.get(name)
         if parts is None:
             parts = models[name] = {}
-        engine = labels.get("engine")
-        if engine is not None:
-            engine = safe_text(engine, LABEL_LIMIT)
+        engine = raw[1] if raw[1] is None else safe_text(raw[1], LABEL_LIMIT)
         acc = parts.get(engine)
         if acc is None:
             acc = parts[engine] = _ModelAccumulator()
             if engine is not None:
                 acc.engines.add(engine)
+        seen[raw] = acc
         return acc
 
     for key, wires in COUNTERS.items():
