@@ -24,6 +24,11 @@ DEGRADED: /health 200) for ``healthy_s`` after it, or after ``quiet_s`` without 
 rules (how the running process was launched) clear only when a later start has been serving for
 ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
 
+Kernel-log rules (``stream = "kernel"``) read the node's kernel log, passed under the name
+``KERNEL_LOG`` beside the instances' logs; their findings are the node's (``instance`` None), and
+"attempt" ones clear once any instance of the node has served again after the last match. "quiet"
+rules (an event of the box, a GPU fault or a thermal trip) clear only after ``quiet_s`` without a new match.
+
 Actions: ``action_started`` / ``action_ended`` (the monitor core hears them from the dashboard) hold the
 wedge-type detectors (``HELD_DURING_ACTIONS``) of what an action touches while it runs and for
 ``ACTION_SETTLE_S`` after: a restart's warmup request waits for the JIT with no token, on purpose.
@@ -41,7 +46,7 @@ from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import busiest_engine_words
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_clock
@@ -137,6 +142,7 @@ class _Track:
     recent: deque[LogLine] = field(default_factory=lambda: deque(maxlen=MAX_LOG_EVIDENCE - 1))
     seen: dict[int, LogLine] = field(default_factory=dict)  # "all" rules: pattern index → line
     matches: int = 0
+    title: str | None = None  # the title filled from the first matching line (``Rule.title_for``)
     last_match_at: float | None = None
     phase: int = 0  # "process" rules: 0 matched, 1 served since, 2 started again since
     restarted_at: float | None = None
@@ -171,6 +177,7 @@ class _NodeMemory:
     ssh_failing_since: float | None = None
     available: deque[tuple[float, float]] = field(default_factory=deque)  # (t, MemAvailable)
     actions: dict[str | None, _ActionHold] = field(default_factory=dict)  # instance (None: all) -> hold
+    kernel_cursor: int = 0  # the seq of the next kernel-log line to scan
 
     def instance(self, name: str) -> _InstanceMemory:
         found = self.instances.get(name)
@@ -624,12 +631,15 @@ class DiagnosisEngine:
         self.catalogue = catalogue.with_overrides(overrides) if overrides else catalogue
         self.history_limit = history_limit
         rules = self.catalogue.rules
-        self._log_rules = tuple(rule for rule in rules if rule.log is not None)
+        self._log_rules = tuple(rule for rule in rules if rule.log is not None and rule.log.stream == "vllm")
+        self._kernel_rules = tuple(rule for rule in rules if rule.log is not None and rule.log.stream == "kernel")
         self._detector_rules = tuple(rule for rule in rules if rule.detector is not None)
         patterns = [p.pattern for rule in self._log_rules if rule.log is not None for p in rule.log.patterns]
         patterns += [self.catalogue.attempt_start.pattern, self.catalogue.error.pattern]
         # One search per new line: most lines match nothing and cost only this.
         self._prefilter = re.compile("|".join(f"(?:{p})" for p in patterns))
+        kernel = [p.pattern for rule in self._kernel_rules if rule.log is not None for p in rule.log.patterns]
+        self._kernel_prefilter = re.compile("|".join(f"(?:{p})" for p in kernel) or "(?!)")
         self._nodes: dict[str, _NodeMemory] = {}
         self._eval = 0
         self._problems: deque[str] = deque(maxlen=MAX_PROBLEMS)
@@ -654,8 +664,11 @@ class DiagnosisEngine:
         return tuple(sorted(found, key=lambda f: (f.cleared_at or 0.0, f.node)))
 
     def cursor(self, node: str, instance: str) -> int:
-        """The ``seq`` of the next log line of this instance to scan (pass it to ``unread``)."""
+        """The ``seq`` of the next log line of this instance (or of ``KERNEL_LOG``) to scan (pass it to
+        ``unread``)."""
         memory = self._nodes.get(node)
+        if instance == KERNEL_LOG:
+            return memory.kernel_cursor if memory is not None else 0
         found = memory.instances.get(instance) if memory is not None else None
         return found.cursor if found is not None else 0
 
@@ -700,8 +713,8 @@ class DiagnosisEngine:
     ) -> tuple[Finding, ...]:
         """Judge every rule for ``node``; returns its active findings, worst first.
 
-        ``new_log_lines`` maps an instance name to the lines it logged since the last call (lines
-        below the instance's cursor are skipped). ``intervals`` maps an instance name to its numbers
+        ``new_log_lines`` maps an instance name (or ``KERNEL_LOG``) to the lines it logged since the last
+        call (lines below its cursor are skipped). ``intervals`` maps an instance name to its numbers
         between its last two scrapes (``last_intervals``). ``wall`` is the wall-clock time of ``now``
         (the monitor's one mapping, ``Monitor.wall_at``) for the times in the evidence; without it the
         node's last poll's. Call once per poll: the per-poll detectors count evaluations.
@@ -714,7 +727,10 @@ class DiagnosisEngine:
             ctx.instances[inst.name] = inst
             self._guard(f"instance {inst.name}", self._observe_instance, ctx, inst)
         for name, lines in (new_log_lines or {}).items():
-            self._guard(f"log of {name}", self._scan, ctx, name, lines)
+            if name == KERNEL_LOG:
+                self._guard("kernel log", self._scan_kernel, ctx, lines)
+            else:
+                self._guard(f"log of {name}", self._scan, ctx, name, lines)
         for track in [t for t in memory.tracks.values() if t.rule.log is not None and t.open]:
             self._guard(track.rule.id, self._judge_log, ctx, track)
         for rule in self._detector_rules:
@@ -814,6 +830,18 @@ class DiagnosisEngine:
                 self._scan_line(ctx, name, im, line, serving)
         im.cursor = cursor
 
+    def _scan_kernel(self, ctx: _Ctx, lines: Sequence[LogLine]) -> None:
+        memory = ctx.memory
+        cursor = memory.kernel_cursor
+        prefilter = self._kernel_prefilter.search
+        for line in lines:
+            if line.seq < cursor:
+                continue
+            cursor = line.seq + 1
+            if not line.gap and prefilter(line.text):
+                self._match_rules(ctx, self._kernel_rules, None, line)
+        memory.kernel_cursor = cursor
+
     def _scan_line(self, ctx: _Ctx, name: str, im: _InstanceMemory, line: LogLine, serving: bool) -> None:
         text = line.text
         if self.catalogue.attempt_start.search(text):
@@ -821,22 +849,27 @@ class DiagnosisEngine:
             self._start(ctx, name, im, served_reset=not serving)
         if not im.error_taken and self.catalogue.error.search(text):
             im.first_error, im.error_taken = line, True
-        for rule in self._log_rules:
+        self._match_rules(ctx, self._log_rules, name, line)
+
+    def _match_rules(self, ctx: _Ctx, rules: Sequence[Rule], subject: str | None, line: LogLine) -> None:
+        text = line.text
+        for rule in rules:
             log = rule.log
             assert log is not None
-            if any(pattern.search(text) for pattern in log.any):
-                self._log_match(ctx, rule, name, (line,))
+            found = next((m for m in (pattern.search(text) for pattern in log.any) if m is not None), None)
+            if found is not None:
+                self._log_match(ctx, rule, subject, (line,), found)
                 continue
             hits = [i for i, pattern in enumerate(log.all) if pattern.search(text)]
             if not hits:
                 continue
-            track = self._track(ctx.memory, rule, name)
+            track = self._track(ctx.memory, rule, subject)
             for index in hits:
                 track.seen.setdefault(index, line)
             if len(track.seen) == len(log.all):
                 matched = tuple(sorted(set(track.seen.values()), key=lambda found: found.seq))
                 track.seen.clear()
-                self._log_match(ctx, rule, name, matched)
+                self._log_match(ctx, rule, subject, matched)
 
     def _track(self, memory: _NodeMemory, rule: Rule, subject: str | None) -> _Track:
         key = (rule.id, subject)
@@ -845,13 +878,21 @@ class DiagnosisEngine:
             track = memory.tracks[key] = _Track(rule, subject)
         return track
 
-    def _log_match(self, ctx: _Ctx, rule: Rule, subject: str, lines: tuple[LogLine, ...]) -> None:
+    def _log_match(
+        self,
+        ctx: _Ctx,
+        rule: Rule,
+        subject: str | None,
+        lines: tuple[LogLine, ...],
+        found: re.Match[str] | None = None,
+    ) -> None:
         track = self._track(ctx.memory, rule, subject)
         track.matches += 1
         track.last_match_at = ctx.now
         track.phase = 0
         if track.first is None:
             track.first, lines = lines[0], lines[1:]
+            track.title = rule.title_for(found)
         track.recent.extend(lines)
         shown = [track.first, *(line for line in track.recent if line.seq != track.first.seq)]
         evidence = [_log_line(line) for line in shown]
@@ -869,18 +910,32 @@ class DiagnosisEngine:
         log, last = rule.log, track.last_match_at
         if log is None or last is None:
             return
-        im = ctx.memory.instances.get(track.subject or "")
-        inst = ctx.instances.get(track.subject or "")
-        serving = inst is not None and inst.status.state in SERVING
+        # A node's finding (the kernel's) is judged by the instances of the node: any one serving again.
+        names = [track.subject] if track.subject is not None else list(ctx.instances)
+        serving_now = [
+            (ctx.memory.instances.get(name), inst)
+            for name in names
+            if (inst := ctx.instances.get(name)) is not None and inst.status.state in SERVING
+        ]
+        serving = bool(serving_now)
         healthy_s, quiet_s = rule.param("healthy_s"), rule.param("quiet_s")
         # Serving (answering /health 200, UP or DEGRADED) is what a start that got through looks like;
         # a DEGRADED poll (the warmup's cold TTFT, a busy queue) does not start the count again.
+        im = ctx.memory.instances.get(track.subject) if track.subject is not None else None
         serving_since = im.serving_since if im is not None else None
+        if log.lifetime == "quiet":
+            # An event of the box (a GPU or PCIe fault, a thermal trip): over when it stops coming.
+            if now - last >= quiet_s:
+                self._close(ctx, track)
+            return
         if log.lifetime == "attempt":
             # The failed start is over once a later one serves: a request served after the last
             # matching line, or serving for healthy_s without a request to tell.
-            served_again = serving and im is not None and im.served_at is not None and im.served_at > last
-            healthy = serving_since is not None and now - max(serving_since, last) >= healthy_s
+            served_again = any(m is not None and m.served_at is not None and m.served_at > last for m, _ in serving_now)
+            healthy = any(
+                m is not None and m.serving_since is not None and now - max(m.serving_since, last) >= healthy_s
+                for m, _ in serving_now
+            )
             if served_again or healthy or now - last >= quiet_s:
                 self._close(ctx, track)
             return
@@ -986,7 +1041,7 @@ class DiagnosisEngine:
                 node=node,
                 instance=track.subject,
                 severity=rule.severity,
-                title=rule.title,
+                title=track.title or rule.title,
                 evidence=track.evidence,
                 explanation=rule.explanation,
                 fix=rule.fix,

@@ -23,7 +23,7 @@ from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, cata
 from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
-from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogFormat, parse_log_line
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State
 from sparktui.model.units import fmt_clock
@@ -72,6 +72,8 @@ CATALOGUE_ROWS = (
     "port-refused-loading",
 )
 ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra metric detectors
+# Issue 21's signatures of the node's kernel log.
+KERNEL_RULES = ("nvrm-out-of-memory", "gpu-xid", "pcie-aer-fatal", "mlx5-slot-reset", "thermal-event")
 
 SERVING = """
 poll_interval_s = 1.0
@@ -243,7 +245,7 @@ def healthy(rig: Rig, until: int = 3) -> None:
 
 
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
-    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS)
+    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -289,19 +291,21 @@ LOG_CASES = [
 def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
     rule = CATALOGUE.rule(case["rule"])
     assert rule.log is not None, f"{rule.id} is not a log rule"
+    kernel = rule.log.stream == "kernel"
+    assert kernel == (case["format"] == "kernel"), "a kernel-log rule's evidence is kernel-log lines"
     rig = Rig()
     healthy(rig)
-    rig.log("gptoss", case["format"], case["lines"])
+    rig.log(KERNEL_LOG if kernel else "gptoss", case["format"], case["lines"])
     findings = rig.evaluate(3.0)
     matched = [f for f in findings if f.id == rule.id]
     if not case["match"]:
         assert matched == []
         return
     (finding,) = matched
-    assert finding.instance == "gptoss" and finding.node == "spark1"
+    assert finding.instance == (None if kernel else "gptoss") and finding.node == "spark1"
     assert (finding.severity, finding.title, finding.fix, finding.action) == (
         rule.severity,
-        rule.title,
+        rule.title_for(next((m for p in rule.log.any if (m := p.search(finding.lines[0].text))), None)),
         rule.fix,
         rule.action,
     )
