@@ -385,6 +385,7 @@ class DemoNode:
         """The node (re)boots: empty page cache and /dev/shm, every enabled vLLM service starts."""
         host = self.host
         host.boot_epoch = self.clock.epoch
+        host.booted()
         host.drop_caches()
         host.shm.clear()
         host.load = [0.0, 0.0, 0.0]

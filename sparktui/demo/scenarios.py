@@ -119,6 +119,44 @@ async def _ssh_up_spark2(fleet: DemoFleet) -> None:
     await fleet.ssh_up("spark2")
 
 
+# --- nvrm-oom and kernel-faults: the box under the engine, in the kernel log (issue 21) -------------
+
+NVRM_OOM_LINES = (
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+    "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359",
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+    "memdescAlloc(pMemDesc) @ kern_mem_sys.c:742",
+)
+KERNEL_FAULT_LINES = {
+    "xid": ("NVRM: Xid (PCI:000f:01:00): 43, pid=4127, name=python3, Ch 00000008",),
+    "pcie": (
+        "pcieport 0000:00:00.0: AER: Uncorrectable (Fatal) error received: 0000:01:00.0",
+        "mlx5_core 0000:01:00.0: mlx5_pci_err_detected Device state = 1 health sensors: 1 pci_status: 1. "
+        "Enter, pci channel state = 2",
+        "mlx5_core 0000:01:00.0: mlx5_pci_slot_reset was called",
+        "mlx5_core 0000:01:00.0 enp1s0f0np0: Link up",
+    ),
+    "thermal": ("CPU4: Package temperature above threshold, cpu clock throttled (total events = 1)",),
+}
+
+
+async def _restart_spark1_slowly(fleet: DemoFleet) -> None:
+    fleet.node("spark1").instances[0].restart(load_s=50.0)
+
+
+async def _nvrm_oom_spark1(fleet: DemoFleet) -> None:
+    for line in NVRM_OOM_LINES:
+        fleet.node("spark1").host.kernel(line)
+
+
+def _kernel_says(node: str, what: str) -> Action:
+    async def say(fleet: DemoFleet) -> None:
+        for line in KERNEL_FAULT_LINES[what]:
+            fleet.node(node).host.kernel(line)
+
+    return say
+
+
 # --- soak: four faults in turn, forever (the endurance run, benchmarks/soak.py) ------------------
 
 SOAK_FAULTS = ("node-down", "ssh-drop", "malformed-scrape", "counter-reset")
@@ -298,6 +336,26 @@ SCENARIOS: dict[str, Scenario] = {
                     15.0, "spark1: a test script loads 75 + 61 GiB of checkpoints from disk", _load_checkpoints_spark1
                 ),
                 Event(75.0, "spark1: operator starts vllm-qwen36.service again", _start_spark1),
+            ),
+        ),
+        Scenario(
+            "nvrm-oom",
+            "spark1's vLLM restarts at 10 s; while it loads, at 25 s, the GPU driver logs 'Out of memory "
+            "[NV_ERR_NO_MEMORY]' in the kernel log; the load gets through at 60 s and serving again clears it",
+            (
+                Event(10.0, "spark1 vLLM restarting", _restart_spark1_slowly),
+                Event(25.0, "spark1 kernel: NVRM out of memory during the load", _nvrm_oom_spark1),
+            ),
+        ),
+        Scenario(
+            "kernel-faults",
+            "spark2's kernel logs an Xid 43 at 10 s, a fatal PCIe AER error and the ConnectX-7's slot reset at "
+            "20 s, a thermal throttle at 30 s; vLLM keeps serving and each finding clears once its kind has "
+            "been quiet for its quiet_s (5 or 10 min)",
+            (
+                Event(10.0, "spark2 kernel: Xid 43", _kernel_says("spark2", "xid")),
+                Event(20.0, "spark2 kernel: PCIe AER fatal, mlx5 slot reset", _kernel_says("spark2", "pcie")),
+                Event(30.0, "spark2 kernel: thermal throttle", _kernel_says("spark2", "thermal")),
             ),
         ),
         Scenario(
