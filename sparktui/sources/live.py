@@ -19,7 +19,7 @@ from sparktui.model.specs import FleetSpec
 from sparktui.sources.canary import CanaryPlanner, CanarySender
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
-from sparktui.sources.logs import BATCH_MAX_LINES, LogStream
+from sparktui.sources.logs import BATCH_MAX_LINES, LogStream, followed_logs
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
 
@@ -112,10 +112,8 @@ class LiveFleet:
         def forward(instance: str, lines: list[LogLine], node: str = node_name) -> None:
             sink.log_batch(node, instance, lines)
 
-        # The stream numbers its lines in a buffer of one batch; the consumer keeps the log. The
-        # kernel's (vllm None) is followed on every node, beside its instances'.
-        followed = [vllm for vllm in node.vllm if vllm.unit is not None or vllm.container is not None]
+        # The stream numbers its lines in a buffer of one batch; the consumer keeps the log.
         return [
             LogStream(self.node_ssh(node_name), vllm, LogBuffer(max_lines=BATCH_MAX_LINES), on_batch=forward)
-            for vllm in [*followed, None]
+            for vllm in followed_logs(node)
         ]

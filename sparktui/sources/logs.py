@@ -31,7 +31,7 @@ from sparktui.model.logbuffer import (
     ReplayFilter,
     parse_log_line,
 )
-from sparktui.model.specs import VllmSpec
+from sparktui.model.specs import NodeSpec, VllmSpec
 from sparktui.sources.ssh import NodeSsh, SshProblem, SshProblemKind, StreamEvent
 
 DEFAULT_TAIL_LINES = 200
@@ -63,6 +63,12 @@ def kernel_log_command(tail_lines: int = DEFAULT_TAIL_LINES) -> tuple[str, LogFo
         f"{{ dmesg --time-format iso | tail -n {count}; exec dmesg -W --time-format iso; }}",
         "kernel",
     )
+
+
+def followed_logs(node: NodeSpec) -> list[VllmSpec | None]:
+    """The logs sparktui follows on a node, as ``LogStream`` takes them: each instance that has a unit
+    or a container, then None, the node's kernel log."""
+    return [*(vllm for vllm in node.vllm if vllm.unit is not None or vllm.container is not None), None]
 
 
 class LogStream:
