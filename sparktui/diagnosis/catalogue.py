@@ -99,6 +99,9 @@ DETECTOR_SIGNATURES: Mapping[str, DetectorSignature] = {
     "unreachable": DetectorSignature(
         params=("ssh_silent_s", "together_s"), args=("unanswered",), regex_args=("unanswered",)
     ),
+    "gpu-thermal": DetectorSignature(),
+    "gpu-clock-low": DetectorSignature(params=("min_utilization", "low_clock_mhz", "low_fraction")),
+    "gpu-power-low": DetectorSignature(params=("min_utilization", "max_power_w")),
 }
 
 

@@ -10,6 +10,11 @@ metric names, never by port (``../shared/reference/exporters/``):
 * NVIDIA dcgm-exporter: ``DCGM_FI_*`` with ``gpu``/``UUID``/``modelName`` labels, percent, MHz and
   MiB; old builds print DCGM's blank sentinels instead of omitting the series.
 
+Throttling (issue 21): the clock-event ("throttle") reasons active now, where the exporter has them:
+nvidia_gpu_exporter's ``nvidia_smi_clocks_event_reasons_*`` 0/1 gauges (drivers before 590 spell them
+``clocks_throttle_reasons_*``), DCGM's ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (older
+``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``) bitmask in NVML's bits; dgx-spark-prometheus reports none.
+
 GB10 has no GPU memory series at all (NVML says "not supported"): the reading then says
 ``unified_memory`` and leaves memory ``None``; memory comes from the host ledger
 (``sparktui.model.memory``), never from a fake 0.
@@ -57,6 +62,10 @@ NVIDIA_WIRES: Mapping[str, Wires] = {
     "sm_clock_hz": (
         ("nvidia_smi_clocks_current_sm_clock_hz", 1.0),
         ("nvidia_smi_clocks_current_graphics_clock_hz", 1.0),
+    ),
+    "max_sm_clock_hz": (
+        ("nvidia_smi_clocks_max_sm_clock_hz", 1.0),
+        ("nvidia_smi_clocks_max_graphics_clock_hz", 1.0),
     ),
     "memory_total_bytes": (("nvidia_smi_memory_total_bytes", 1.0),),
     "memory_used_bytes": (("nvidia_smi_memory_used_bytes", 1.0),),
@@ -116,7 +125,35 @@ READING_FIELDS = (
     "sm_clock_hz",
     "memory_total_bytes",
     "memory_used_bytes",
+    "max_sm_clock_hz",
 )
+
+# Clock-event ("throttle") reasons: NVML's bit, its nvidia-smi / exporter name, the operator's words.
+THROTTLE_REASONS: tuple[tuple[int, str, str], ...] = (
+    (0x1, "gpu_idle", "idle"),
+    (0x2, "applications_clocks_setting", "applications clocks setting"),
+    (0x4, "sw_power_cap", "SW power cap"),
+    (0x8, "hw_slowdown", "HW slowdown"),
+    (0x10, "sync_boost", "sync boost"),
+    (0x20, "sw_thermal_slowdown", "SW thermal slowdown"),
+    (0x40, "hw_thermal_slowdown", "HW thermal slowdown"),
+    (0x80, "hw_power_brake_slowdown", "HW power brake slowdown"),
+    (0x100, "display_clock_setting", "display clock setting"),
+)
+THROTTLE_WORDS: Mapping[str, str] = {name: words for _, name, words in THROTTLE_REASONS}
+THERMAL_THROTTLE = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
+NVIDIA_THROTTLE_PREFIXES = ("nvidia_smi_clocks_event_reasons_", "nvidia_smi_clocks_throttle_reasons_")
+DCGM_THROTTLE_MASKS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+
+
+def throttle_from_mask(mask: int) -> tuple[str, ...]:
+    """The reasons of an NVML clock-event bitmask (DCGM's field, nvidia-smi's ``clocks_event_reasons.active``)."""
+    return tuple(name for bit, name, _ in THROTTLE_REASONS if mask & bit)
+
+
+def throttle_words(reasons: tuple[str, ...]) -> str:
+    """The reasons as the operator reads them: ``SW thermal slowdown, SW power cap``."""
+    return ", ".join(THROTTLE_WORDS.get(reason, reason) for reason in reasons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +171,10 @@ class GpuReading:
     unified_memory: bool  # GPU memory is the host pool: read it from the host ledger
     collect_ok: bool | None  # nvidia_gpu_exporter's own "last nvidia-smi run worked"; None elsewhere
     problems: tuple[str, ...]
+    max_sm_clock_hz: float | None = None  # the clock the GPU could run at (nvidia_gpu_exporter)
+    # The clock-event reasons active now (``THROTTLE_REASONS`` names; "gpu_idle" included); None: the
+    # exporter reports none (dgx-spark-prometheus), () : it does and none is active.
+    throttle: tuple[str, ...] | None = None
 
 
 def _is_dgx_spark_name(expo: Exposition, name: str) -> bool:
@@ -246,6 +287,21 @@ def _dcgm_total_from_parts(reader: _Reader) -> float | None:
     return (free + used + (reserved or 0.0)) * MIB
 
 
+def _throttle(reader: _Reader) -> tuple[str, ...] | None:
+    if reader.kind is ExporterKind.NVIDIA_GPU_EXPORTER:
+        for prefix in NVIDIA_THROTTLE_PREFIXES:
+            flags = {name: reader.raw(prefix + name) for _, name, _ in THROTTLE_REASONS if prefix + name in reader.expo}
+            if flags:
+                return tuple(name for name, value in flags.items() if value is not None and value >= 0.5)
+        return None
+    if reader.kind is ExporterKind.DCGM:
+        for name in DCGM_THROTTLE_MASKS:
+            if name in reader.expo:
+                mask = reader.raw(name)
+                return None if mask is None or mask < 0 else throttle_from_mask(int(mask))
+    return None
+
+
 def gpu_reading(expo: Exposition, host_mem_total_bytes: float | None = None) -> GpuReading | None:
     """The first GPU of a GPU exporter's scrape; None when the scrape holds no GPU series.
 
@@ -306,6 +362,8 @@ def gpu_reading(expo: Exposition, host_mem_total_bytes: float | None = None) -> 
         values["memory_total_bytes"] = values["memory_used_bytes"] = None
 
     return GpuReading(
+        max_sm_clock_hz=values["max_sm_clock_hz"],
+        throttle=_throttle(reader),
         kind=kind,
         name=_gpu_name(expo, kind, key, keys[key]),
         temperature_c=values["temperature_c"],

@@ -74,6 +74,7 @@ CATALOGUE_ROWS = (
 ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra metric detectors
 # Issue 21's signatures of the node's kernel log.
 KERNEL_RULES = ("nvrm-out-of-memory", "gpu-xid", "pcie-aer-fatal", "mlx5-slot-reset", "thermal-event")
+GPU_DETECTORS = ("gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low")  # and its clocks, power, throttling
 
 SERVING = """
 poll_interval_s = 1.0
@@ -190,10 +191,18 @@ class Rig:
         self.logs: dict[str, LogBuffer] = {}
         self.findings: tuple[Finding, ...] = ()
 
-    def poll(self, t: float, health: HttpResult | None, metrics: str | None = None, instance: str = "") -> None:
+    def poll(
+        self,
+        t: float,
+        health: HttpResult | None,
+        metrics: str | None = None,
+        instance: str = "",
+        gpu: str | None = None,
+    ) -> None:
         names = [instance] if instance else list(self.fleet.nodes[self.name].instances)
         observed = tuple(VllmObservation(name, health, ok(metrics) if metrics is not None else None) for name in names)
-        self.fleet.apply(NodeObservation(node=self.name, t=t, wall=WALL0 + t, vllm=observed))
+        exporter = ok(gpu) if gpu is not None else None
+        self.fleet.apply(NodeObservation(node=self.name, t=t, wall=WALL0 + t, vllm=observed, gpu_exporter=exporter))
 
     def host(self, t: float, sample: HostSample | None = None, problem: str | None = None) -> None:
         self.fleet.apply_host(HostUpdate(self.name, t, sample=sample, problem=problem))
@@ -245,7 +254,7 @@ def healthy(rig: Rig, until: int = 3) -> None:
 
 
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
-    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES)
+    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(GPU_DETECTORS)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -777,6 +786,94 @@ def refused_while_the_container_is_stopped() -> None:
     stopped = frames("frames-serving.txt", {"Status=running": "Status=exited"})[0]
     rig.step(0.0, refused(), sample=stopped)
     assert "port-refused-loading" not in rig.ids()
+
+
+# --- the GPU's clocks, power and throttle reasons (issue 21), from the real H100 exporter capture ----
+
+GPU_SERVING = SERVING.replace(
+    "[[nodes.vllm]]", '[nodes.gpu_exporter]\nurl = "http://10.0.0.1:9835/metrics"\n[[nodes.vllm]]', 1
+)
+# tests/data/exporters/nvidia_gpu_exporter.prom: a busy H100 (util 1, 631.95 W, SM 1,980 of 1,980 MHz,
+# no clock-event reason active); each case changes the series it is about.
+H100_BUSY = (DATA / "exporters" / "nvidia_gpu_exporter.prom").read_text()
+
+
+def gpu_polls(page: str, polls: int = 3) -> Rig:
+    """A serving node whose GPU exporter answers ``page`` at every poll."""
+    rig = Rig(GPU_SERVING)
+    for i in range(polls):
+        rig.poll(float(i), ok(), MTP2[i], gpu=page)
+        rig.evaluate(float(i))
+    return rig
+
+
+@detector_case("gpu-thermal-slowdown", True)
+def gpu_thermal_slowdown_active() -> None:
+    page = edit(
+        H100_BUSY,
+        {
+            "nvidia_smi_clocks_event_reasons_sw_thermal_slowdown": 1,
+            "nvidia_smi_temperature_gpu": 87,
+            "nvidia_smi_clocks_current_sm_clock_hz": 8.1e8,
+        },
+    )
+    finding = gpu_polls(page).get("gpu-thermal-slowdown", None)
+    assert "GPU clocks held back by SW thermal slowdown: 87 °C, 632.0 W, 100 % busy, SM 810 MHz (of 1,980 MHz)" in (
+        text_of(finding)
+    )
+    assert "gpu-clock-low" not in gpu_polls(page, polls=4).ids()  # the thermal finding says why already
+
+
+@detector_case("gpu-thermal-slowdown", False)
+def gpu_power_capped_is_not_thermal() -> None:
+    # loaded-q-perf.txt of the same H100: "SW Power Cap: Active" under load, no thermal reason.
+    rig = gpu_polls(edit(H100_BUSY, {"nvidia_smi_clocks_event_reasons_sw_power_cap": 1}))
+    assert "gpu-thermal-slowdown" not in rig.ids()
+
+
+@detector_case("gpu-clock-low", True)
+def gpu_busy_with_the_clock_stuck_low() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_clocks_current_sm_clock_hz": 8.5e8})
+    rig = gpu_polls(page, polls=2)
+    assert "gpu-clock-low" not in rig.ids()  # open_after 3 polls
+    rig.poll(2.0, ok(), MTP2[2], gpu=page)
+    rig.evaluate(2.0)
+    finding = rig.get("gpu-clock-low", None)
+    assert "GPU busy with its clock low: 59 °C, 632.0 W, 100 % busy, SM 850 MHz (of 1,980 MHz); no clock-event " in (
+        text_of(finding)
+    )
+
+
+@detector_case("gpu-clock-low", False)
+def gpu_idle_at_a_low_clock() -> None:
+    # idle-query.csv of the same H100: 345 MHz at 0 % is a GPU at rest, not a stuck one.
+    page = edit(H100_BUSY, {"nvidia_smi_clocks_current_sm_clock_hz": 3.45e8, "nvidia_smi_utilization_gpu_ratio": 0})
+    assert "gpu-clock-low" not in gpu_polls(page, polls=4).ids()
+    assert "gpu-clock-low" not in gpu_polls(H100_BUSY, polls=4).ids()  # busy at its top clock
+
+
+@detector_case("gpu-power-low", True)
+def gpu_busy_at_idle_power() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0.96, "nvidia_smi_power_draw_watts": 20.4})
+    finding = gpu_polls(page, polls=4).get("gpu-power-low", None)
+    assert "GPU reads 96 % busy but draws 20.4 W, under 30 W" in text_of(finding)
+
+
+@detector_case("gpu-power-low", False)
+def gpu_busy_at_full_power_or_idle_at_low_power() -> None:
+    assert "gpu-power-low" not in gpu_polls(H100_BUSY, polls=4).ids()
+    idle = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0, "nvidia_smi_power_draw_watts": 11.2})
+    assert "gpu-power-low" not in gpu_polls(idle, polls=4).ids()
+
+
+def test_a_stale_gpu_reading_opens_no_gpu_finding() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0.96, "nvidia_smi_power_draw_watts": 20.4})
+    rig = gpu_polls(page, polls=1)
+    for t in range(10, 30):  # the exporter stopped answering after the first poll: its reading goes stale
+        rig.poll(float(t), ok(), MTP2[t % 30])
+        rig.evaluate(float(t))
+        assert rig.view(float(t)).gpu_age_s == t
+    assert "gpu-power-low" not in rig.ids()
 
 
 DETECTOR_CALLS = [
