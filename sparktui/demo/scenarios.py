@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sparktui.demo.sim import EngineState
 
 if TYPE_CHECKING:
-    from sparktui.demo.fleet import DemoFleet, DemoInstance, DemoNode, MetricsFault
+    from sparktui.demo.fleet import DemoFleet, DemoInstance, DemoNode, GpuFault, MetricsFault
 
 # An event's action may return the line to log for what it did (the node it picked, say); None logs
 # the event's ``what``.
@@ -138,6 +138,16 @@ KERNEL_FAULT_LINES = {
     ),
     "thermal": ("CPU4: Package temperature above threshold, cpu clock throttled (total events = 1)",),
 }
+
+
+def _gpu_fault(node: str, fault: GpuFault | None) -> Action:
+    async def apply(fleet: DemoFleet) -> None:
+        fleet.node(node).gpu_fault = fault
+
+    return apply
+
+
+THERMAL_TIMES = ((10.0, 50.0), (130.0, 170.0), (250.0, 290.0))  # thermal, clock stuck, spinning: on, off
 
 
 async def _restart_spark1_slowly(fleet: DemoFleet) -> None:
@@ -356,6 +366,20 @@ SCENARIOS: dict[str, Scenario] = {
                 Event(10.0, "spark2 kernel: Xid 43", _kernel_says("spark2", "xid")),
                 Event(20.0, "spark2 kernel: PCIe AER fatal, mlx5 slot reset", _kernel_says("spark2", "pcie")),
                 Event(30.0, "spark2 kernel: thermal throttle", _kernel_says("spark2", "thermal")),
+            ),
+        ),
+        Scenario(
+            "thermal",
+            "spark1's GPU, under load: 10-50 s a thermal slowdown (87 °C, SM 810 MHz, 'SW Thermal Slowdown'), "
+            "130-170 s its clock stuck at 850 MHz with no reason given, 250-290 s busy at ~20 W (spinning); "
+            "each finding clears a minute after its fault ends",
+            (
+                Event(THERMAL_TIMES[0][0], "spark1 GPU: thermal slowdown", _gpu_fault("spark1", "thermal")),
+                Event(THERMAL_TIMES[0][1], "spark1 GPU: cooled down", _gpu_fault("spark1", None)),
+                Event(THERMAL_TIMES[1][0], "spark1 GPU: clock stuck low", _gpu_fault("spark1", "clock-stuck")),
+                Event(THERMAL_TIMES[1][1], "spark1 GPU: clock back", _gpu_fault("spark1", None)),
+                Event(THERMAL_TIMES[2][0], "spark1 GPU: busy at idle power", _gpu_fault("spark1", "spin")),
+                Event(THERMAL_TIMES[2][1], "spark1 GPU: computing again", _gpu_fault("spark1", None)),
             ),
         ),
         Scenario(
