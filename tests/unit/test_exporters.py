@@ -12,13 +12,16 @@ import pytest
 from sparktui.model.exporters import (
     ExporterKind,
     GpuReading,
+    clock_figure,
     detect,
     gpu_reading,
     nvidia_smi_q_reading,
     throttle_from_mask,
+    throttle_text,
     throttle_words,
 )
 from sparktui.model.promtext import Exposition, parse
+from sparktui.model.units import NO_DATA
 
 EXPORTERS = Path(__file__).resolve().parents[1] / "data" / "exporters"
 MIB = 1024 * 1024
@@ -354,3 +357,16 @@ def test_nvidia_smi_q_idle_and_loaded_from_the_h100_capture() -> None:
 
 def test_nvidia_smi_q_without_a_gpu_is_none() -> None:
     assert nvidia_smi_q_reading("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.") is None
+
+
+def test_the_clock_figure_says_what_holds_the_clock_back_and_no_data_without_reasons() -> None:
+    busy = _reading(_text("nvidia_gpu_exporter.prom"))
+    assert clock_figure(busy) == ("GPU SM 1,980 MHz, throttle none", False)
+    hot = _set(_text("nvidia_gpu_exporter.prom"), "nvidia_smi_clocks_event_reasons_sw_thermal_slowdown", "1")
+    hot = _set(hot, "nvidia_smi_clocks_current_sm_clock_hz", "8.1e+08")
+    assert clock_figure(_reading(hot)) == ("GPU SM 810 MHz, throttle SW thermal slowdown", True)
+    idle = nvidia_smi_q_reading((SMI / "idle-q.txt").read_text())
+    assert idle is not None and clock_figure(idle) == ("GPU SM 345 MHz, throttle none", False)  # idle is no throttle
+    ateska = _reading(_text("dgx_spark_prometheus.prom"))
+    assert clock_figure(ateska) == ("GPU SM 2,405 MHz", False)  # no reasons reported: none claimed
+    assert throttle_text(ateska) == NO_DATA
