@@ -171,6 +171,7 @@ class SimHost:
     last_pid: int = 0
     threads: int = 1180
     kernel_log: InstanceLog = field(init=False)  # what ``journalctl -k`` shows
+    cpu_cap_khz: int | None = None  # a cap on the CPUs' policy (scaling_max_freq), set by a scenario
 
     def __post_init__(self) -> None:
         self.kernel_log = InstanceLog(self.name)
@@ -188,6 +189,16 @@ class SimHost:
         """The kernel's lines of a boot (at ``boot_epoch``) that a kernel log of a Spark starts with."""
         for offset, text in KERNEL_BOOT_LINES:
             self.kernel_log.add(self.boot_epoch + offset, "kernel", text)
+
+    def cpufreq_text(self) -> str:
+        """The sampler's ``==cpufreq`` rows (kHz) of a GB10's two clusters (policies): ten Cortex-X925
+        and ten Cortex-A725 cores, near their ceiling under load, lower at rest; ``cpu_cap_khz`` caps them."""
+        rows = []
+        for policy, top in ((0, 3_900_000), (10, 2_808_000)):
+            limit = min(top, self.cpu_cap_khz) if self.cpu_cap_khz else top
+            busy = min(1.0, self.busy / 2.0)
+            rows.append(f"policy{policy} {round(limit * (0.55 + 0.45 * busy))} {limit} {top}")
+        return "\n".join(rows) + "\n"
 
     def kernel(self, text: str) -> None:
         """The kernel logs a line now."""

@@ -304,6 +304,7 @@ def render_frame(node: SshNode, command: SamplerCommand, seq: int) -> str:
         rows = host.processes_text(node.vllm_processes()).rstrip("\n")
         if rows:
             out.append(rows)
+        out += ["==cpufreq", host.cpufreq_text().rstrip("\n")]
     if _due(seq, command.service_every):
         out.append(f"==services {len(command.probes)}")
         for instance, manager, name in command.probes:

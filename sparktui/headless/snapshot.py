@@ -255,7 +255,8 @@ def _host_lines(view: NodeView) -> list[str]:
         uptime = f"{host.uptime_s / 86400:.1f} days" if host.uptime_s is not None else NO_DATA
         processes = host.processes
         count = len(processes) if processes is not None else None
-        lines.append(f"  host: load {load}   up {uptime}   vLLM processes {fmt_number(count)}")
+        cpu = host.cpu_freq.text if host.cpu_freq is not None else f"CPU {NO_DATA} GHz"
+        lines.append(f"  host: load {load}   up {uptime}   vLLM processes {fmt_number(count)}   {cpu}")
         for instance in view.instances:
             service = instance.service
             if service is None:

@@ -659,6 +659,9 @@ class NodeScreen(SparkScreen[None]):
                 f"\n{fmt_number(gpu.temperature_c)} °C   {fmt_number(gpu.power_w, 1)} W   "
                 f"util {fmt_pct(gpu.utilization, 0)}   SM {fmt_number(clock)} MHz\nmemory {memory}"
             )
+            cpu = view.host_state.cpu_freq if view.host_state is not None else None
+            if cpu is not None:  # the CPUs beside the GPU: a capped CPU slows tokenisation and scheduling
+                text.append(f"\n{cpu.text}", style=app.colours["status-warn"] if cpu.capped else "")
             temps = app.history.series(view.name, "gpu_temp", last=60)
             power = app.history.series(view.name, "gpu_power", last=60)
             if temps and power:
