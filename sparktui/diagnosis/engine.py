@@ -682,6 +682,19 @@ def unread(buffer: LogBuffer, cursor: int) -> list[LogLine]:
     return buffer.tail(min(buffer.next_seq - cursor, len(buffer)))
 
 
+def _candidates(lines: Sequence[LogLine], cursor: int, prefilter: re.Pattern[str]) -> tuple[list[LogLine], int]:
+    """The lines from ``cursor`` on that the combined prefilter lets through (one search per new
+    line: most match nothing and cost only this; gap markers are not the node's), and the next cursor."""
+    found: list[LogLine] = []
+    for line in lines:
+        if line.seq < cursor:
+            continue
+        cursor = line.seq + 1
+        if not line.gap and prefilter.search(line.text):
+            found.append(line)
+    return found, cursor
+
+
 def last_intervals(node: NodeState) -> dict[str, VllmRates | None]:
     """Each instance's numbers between its last two scrapes, for ``DiagnosisEngine.evaluate``."""
     return {name: state.tracker.last_interval_rates() for name, state in node.instances.items()}
@@ -889,27 +902,14 @@ class DiagnosisEngine:
         im = ctx.memory.instance(name)
         inst = ctx.instances.get(name)
         serving = inst is not None and inst.status.state in SERVING
-        cursor = im.cursor
-        prefilter = self._prefilter.search
-        for line in lines:
-            if line.seq < cursor:
-                continue
-            cursor = line.seq + 1
-            if not line.gap and prefilter(line.text):
-                self._scan_line(ctx, name, im, line, serving)
-        im.cursor = cursor
+        found, im.cursor = _candidates(lines, im.cursor, self._prefilter)
+        for line in found:
+            self._scan_line(ctx, name, im, line, serving)
 
     def _scan_kernel(self, ctx: _Ctx, lines: Sequence[LogLine]) -> None:
-        memory = ctx.memory
-        cursor = memory.kernel_cursor
-        prefilter = self._kernel_prefilter.search
-        for line in lines:
-            if line.seq < cursor:
-                continue
-            cursor = line.seq + 1
-            if not line.gap and prefilter(line.text):
-                self._match_rules(ctx, self._kernel_rules, None, line)
-        memory.kernel_cursor = cursor
+        found, ctx.memory.kernel_cursor = _candidates(lines, ctx.memory.kernel_cursor, self._kernel_prefilter)
+        for line in found:
+            self._match_rules(ctx, self._kernel_rules, None, line)
 
     def _scan_line(self, ctx: _Ctx, name: str, im: _InstanceMemory, line: LogLine, serving: bool) -> None:
         text = line.text

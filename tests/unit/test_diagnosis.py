@@ -1130,6 +1130,22 @@ DATA_FILE = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
             "(?i)(?:mamba page size",
             "rule 'chunked-prefill-ssm' log.all[1]: bad regular expression",
         ),
+        # kernel-log rules (issue 21): the stream, the lifetimes allowed, a title's field and its group
+        (
+            'stream = "kernel"\nany = [\'NVRM: .*',
+            'stream = "dmesg"\nany = [\'NVRM: .*',
+            "rule 'nvrm-out-of-memory' log: 'stream' must be vllm or kernel",
+        ),
+        (
+            "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"quiet\"",
+            "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"process\"",
+            "rule 'pcie-aer-fatal' log: a kernel-log rule's 'lifetime' must be attempt or quiet",
+        ),
+        (
+            "(?P<xid>\\d+)",
+            "(?P<number>\\d+)",
+            "rule 'gpu-xid': 'title' field {xid} must be a named group (?P<xid>…)",
+        ),
     ],
 )
 def test_catalogue_errors_name_the_rule_and_the_key(old: str, new: str, message: str) -> None:

@@ -1,5 +1,6 @@
 """The node's kernel log (issue 21): its two shapes parsed, the kernel-log rules matched against it and
-only against it, the node's findings they open and how they clear, and the catalogue's checks of them.
+only against it, the node's findings they open and how they clear. (The catalogue's load-time checks of
+them are with the others, in ``test_diagnosis.test_catalogue_errors_name_the_rule_and_the_key``.)
 
 The lines are tests/data/kernel/ (``journalctl -k -o short-iso`` and ``dmesg --time-format iso``).
 """
@@ -8,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparktui.diagnosis.catalogue import CatalogueError, parse_catalogue
 from sparktui.model.logbuffer import KERNEL_LOG, parse_kernel_line
 from tests.conftest import DATA
-from tests.unit.test_diagnosis import CATALOGUE, DATA_FILE, IDLE, MTP2, Rig, healthy, ok, refused, serving_sample
+from tests.unit.test_diagnosis import CATALOGUE, IDLE, MTP2, Rig, healthy, ok, refused, serving_sample
 
 KERNEL = DATA / "kernel"
 JOURNAL = (KERNEL / "journalctl-k.txt").read_text().splitlines()
@@ -121,36 +121,9 @@ def test_a_kernel_attempt_finding_stays_while_no_instance_serves_and_clears_afte
     assert "nvrm-out-of-memory" not in rig.ids(None)
 
 
-# --- the catalogue checks them at load ------------------------------------------------------------
+# --- the catalogue ---------------------------------------------------------------------------------
 
 
 def test_every_kernel_rule_reads_the_kernel_stream_and_no_other_rule_does() -> None:
     kernel = {rule.id for rule in CATALOGUE.rules if rule.log is not None and rule.log.stream == "kernel"}
     assert kernel == KERNEL_RULES
-
-
-@pytest.mark.parametrize(
-    ("old", "new", "message"),
-    [
-        (
-            'stream = "kernel"\nany = [\'NVRM: .*',
-            'stream = "dmesg"\nany = [\'NVRM: .*',
-            "rule 'nvrm-out-of-memory' log: 'stream' must be vllm or kernel",
-        ),
-        (
-            "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"quiet\"",
-            "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"process\"",
-            "rule 'pcie-aer-fatal' log: a kernel-log rule's 'lifetime' must be attempt or quiet",
-        ),
-        (
-            "(?P<xid>\\d+)",
-            "(?P<number>\\d+)",
-            "rule 'gpu-xid': 'title' field {xid} must be a named group (?P<xid>…)",
-        ),
-    ],
-)
-def test_kernel_rule_errors_name_the_rule_and_the_key(old: str, new: str, message: str) -> None:
-    assert old in DATA_FILE
-    with pytest.raises(CatalogueError) as raised:
-        parse_catalogue(DATA_FILE.replace(old, new, 1), source="failures.toml")
-    assert message in str(raised.value)
