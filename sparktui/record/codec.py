@@ -102,6 +102,7 @@ def host_update_to_json(update: HostUpdate) -> dict[str, Any]:
         "sample": None if update.sample is None else host_sample_to_json(update.sample),
         "problem": update.problem,
         **({"connection_lost": True} if update.connection_lost else {}),
+        **({"nvidia_smi": update.nvidia_smi} if update.nvidia_smi is not None else {}),
     }
 
 
@@ -113,6 +114,7 @@ def host_update_from_json(node: str, t: float, data: Mapping[str, Any]) -> HostU
         sample=None if sample is None else host_sample_from_json(sample),
         problem=data.get("problem"),
         connection_lost=bool(data.get("connection_lost", False)),
+        nvidia_smi=data.get("nvidia_smi"),
     )
 
 
