@@ -152,9 +152,20 @@ class GpuState:
     power_w: float = 11.0
     utilization: float = 0.0
     sm_clock_mhz: float = 2418.0
+    throttle: tuple[str, ...] = ()  # the clock-event reasons active (sparktui.model.exporters names)
 
 
 NVIDIA_NAME = "NVIDIA GB10"
+CLOCK_EVENT_REASONS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+)
 NVIDIA_UUID = "5d3a6f0e-0000-0000-0000-00000000gb10"
 
 
@@ -179,6 +190,11 @@ def nvidia_gpu_exporter_page(gpu: GpuState, host: str) -> str:
     gauge("nvidia_smi_clocks_current_graphics_clock_hz", gpu.sm_clock_mhz * 1e6, "clocks.current.graphics [MHz]")
     gauge("nvidia_smi_clocks_current_sm_clock_hz", gpu.sm_clock_mhz * 1e6, "clocks.current.sm [MHz]")
     gauge("nvidia_smi_pstate", 0 if gpu.utilization > 0.05 else 8, "pstate")
+    # Driver 590's spelling (older drivers: clocks_throttle_reasons_*), one 0/1 gauge per reason.
+    for reason in CLOCK_EVENT_REASONS:
+        gauge(
+            f"nvidia_smi_clocks_event_reasons_{reason}", int(reason in gpu.throttle), f"clocks_event_reasons.{reason}"
+        )
     lines.extend(
         (
             "# HELP nvidia_smi_last_collect_success Whether the last collection of nvidia-smi data was successful.",

@@ -63,6 +63,31 @@ def broken_metrics(body: bytes, fault: MetricsFault) -> bytes:
     return half.rstrip(b"\n")
 
 
+GB10_SM_CLOCK_MHZ = 2418.0  # a GB10's SM clock under load (the field reports: about 2.4-2.5 GHz)
+GpuFault = Literal["thermal", "clock-stuck", "spin"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFaultSpec:
+    """What a GPU fault makes the exporter read (the field reports of issue 21)."""
+
+    busy: float  # the GPU's load at least (utilisation ≈ 0.97 × it)
+    sm_clock_mhz: float
+    throttle: tuple[str, ...] = ()
+    power_w: float | None = None  # None: what the load draws
+    temperature_c: float | None = None  # None: what the power heats it to
+
+
+GPU_FAULTS: dict[GpuFault, GpuFaultSpec] = {
+    # Thermal slowdown near the trip point: clocks held at ~810 MHz, the reason said.
+    "thermal": GpuFaultSpec(busy=0.95, sm_clock_mhz=810.0, throttle=("sw_thermal_slowdown",), temperature_c=87.0),
+    # A stuck low-power state: the clock stays at ~850 MHz under load and no reason is given.
+    "clock-stuck": GpuFaultSpec(busy=0.95, sm_clock_mhz=850.0),
+    # A rank spin-waiting in NCCL: ~96 % busy at ~20 W.
+    "spin": GpuFaultSpec(busy=1.0, sm_clock_mhz=GB10_SM_CLOCK_MHZ, power_w=20.0),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceSpec:
     name: str
@@ -357,6 +382,7 @@ class DemoNode:
     powered: bool = True
     rng: random.Random = field(default_factory=random.Random)
     ssh: DemoSshServer | None = None
+    gpu_fault: GpuFault | None = None  # what a scenario does to the GPU (``GPU_FAULTS``)
 
     @property
     def name(self) -> str:
@@ -380,11 +406,20 @@ class DemoNode:
             load = 0.8  # a tensor-parallel rank works as hard as its head
         self._update_host(dt, busy + 1.2 * load)
         gpu = self.gpu
+        fault = GPU_FAULTS.get(self.gpu_fault) if self.gpu_fault is not None else None
+        if fault is not None:
+            load = max(load, fault.busy)  # the faults are seen under load: the GPU is kept busy
         target_power = 11.0 + 70.0 * load + self.rng.uniform(-2, 2)
+        if fault is not None and fault.power_w is not None:
+            target_power = fault.power_w + self.rng.uniform(-1, 1)
         gpu.power_w += (target_power - gpu.power_w) * min(1.0, dt / 2.0)
-        target_temp = 38.0 + 0.42 * gpu.power_w
+        target_temp = 38.0 + 0.42 * gpu.power_w if fault is None or fault.temperature_c is None else fault.temperature_c
         gpu.temperature_c += (target_temp - gpu.temperature_c) * min(1.0, dt / 20.0)
         gpu.utilization = min(1.0, max(0.0, load * 0.97 + self.rng.uniform(-0.02, 0.02)))
+        gpu.sm_clock_mhz = fault.sm_clock_mhz if fault is not None else GB10_SM_CLOCK_MHZ
+        gpu.throttle = fault.throttle if fault is not None else (("gpu_idle",) if gpu.utilization < 0.05 else ())
+        for instance in self.instances:
+            instance.engine.clock_factor = gpu.sm_clock_mhz / GB10_SM_CLOCK_MHZ
 
     def _update_host(self, dt: float, busy: float) -> None:
         self.refresh_host()
@@ -448,6 +483,7 @@ class DemoNode:
         """The node (re)boots: empty page cache and /dev/shm, every enabled vLLM service starts."""
         host = self.host
         host.boot_epoch = self.clock.epoch
+        host.booted()
         host.drop_caches()
         host.shm.clear()
         host.load = [0.0, 0.0, 0.0]

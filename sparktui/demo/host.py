@@ -39,6 +39,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sparktui.demo.vllmlog import InstanceLog
+
 GIB = 1024**3
 MIB = 1024**2
 KIB = 1024
@@ -127,6 +129,15 @@ class BaseUsage:
     services_anon: float = 0.0  # ASR, TTS, Ollama
 
 
+KERNEL_BOOT_LINES = (
+    (0.0, "Booting Linux on physical CPU 0x0000000000 [0x410fd871]"),
+    (0.0, "Linux version 6.11.0-1016-nvidia (buildd@bos03-arm64-013) #16-Ubuntu SMP PREEMPT_DYNAMIC"),
+    (3.2, "NVRM: loading NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build"),
+    (4.1, "mlx5_core 0000:01:00.0: firmware version: 28.45.1020"),
+    (5.0, "mlx5_core 0000:01:00.0 enp1s0f0np0: Link up"),
+)
+
+
 def _fmt_ls_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%b %e %H:%M")
 
@@ -159,8 +170,12 @@ class SimHost:
     reclaim_slack: float = 0.0  # kswapd stops at a slightly different point each time
     last_pid: int = 0
     threads: int = 1180
+    kernel_log: InstanceLog = field(init=False)  # what ``journalctl -k`` shows
+    cpu_cap_khz: int | None = None  # a cap on the CPUs' policy (scaling_max_freq), set by a scenario
 
     def __post_init__(self) -> None:
+        self.kernel_log = InstanceLog(self.name)
+        self.booted()
         if not self.sreclaimable:
             self.sreclaimable = self.base.slab_reclaimable
         self.cache.setdefault("other", CachedFile(1.2 * GIB, held=False))
@@ -169,6 +184,25 @@ class SimHost:
         self.psi_full_total_us = uptime * 0.0015 * 1e6
 
     # --- the ledger ------------------------------------------------------------------------------
+
+    def booted(self) -> None:
+        """The kernel's lines of a boot (at ``boot_epoch``) that a kernel log of a Spark starts with."""
+        for offset, text in KERNEL_BOOT_LINES:
+            self.kernel_log.add(self.boot_epoch + offset, "kernel", text)
+
+    def cpufreq_text(self) -> str:
+        """The sampler's ``==cpufreq`` rows (kHz) of a GB10's two clusters (policies): ten Cortex-X925
+        and ten Cortex-A725 cores, near their ceiling under load, lower at rest; ``cpu_cap_khz`` caps them."""
+        rows = []
+        for policy, top in ((0, 3_900_000), (10, 2_808_000)):
+            limit = min(top, self.cpu_cap_khz) if self.cpu_cap_khz else top
+            busy = min(1.0, self.busy / 2.0)
+            rows.append(f"policy{policy} {round(limit * (0.55 + 0.45 * busy))} {limit} {top}")
+        return "\n".join(rows) + "\n"
+
+    def kernel(self, text: str) -> None:
+        """The kernel logs a line now."""
+        self.kernel_log.add(self.clock.epoch, "kernel", text)
 
     def file_cache(self) -> float:
         return sum(f.size for f in self.cache.values())

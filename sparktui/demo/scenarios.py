@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sparktui.demo.sim import EngineState
 
 if TYPE_CHECKING:
-    from sparktui.demo.fleet import DemoFleet, DemoInstance, DemoNode, MetricsFault
+    from sparktui.demo.fleet import DemoFleet, DemoInstance, DemoNode, GpuFault, MetricsFault
 
 # An event's action may return the line to log for what it did (the node it picked, say); None logs
 # the event's ``what``.
@@ -117,6 +117,54 @@ async def _ssh_down_spark2(fleet: DemoFleet) -> None:
 
 async def _ssh_up_spark2(fleet: DemoFleet) -> None:
     await fleet.ssh_up("spark2")
+
+
+# --- nvrm-oom and kernel-faults: the box under the engine, in the kernel log (issue 21) -------------
+
+NVRM_OOM_LINES = (
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+    "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359",
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+    "memdescAlloc(pMemDesc) @ kern_mem_sys.c:742",
+)
+KERNEL_FAULT_LINES = {
+    "xid": ("NVRM: Xid (PCI:000f:01:00): 43, pid=4127, name=python3, Ch 00000008",),
+    "pcie": (
+        "pcieport 0000:00:00.0: AER: Uncorrectable (Fatal) error received: 0000:01:00.0",
+        "mlx5_core 0000:01:00.0: mlx5_pci_err_detected Device state = 1 health sensors: 1 pci_status: 1. "
+        "Enter, pci channel state = 2",
+        "mlx5_core 0000:01:00.0: mlx5_pci_slot_reset was called",
+        "mlx5_core 0000:01:00.0 enp1s0f0np0: Link up",
+    ),
+    "thermal": ("CPU4: Package temperature above threshold, cpu clock throttled (total events = 1)",),
+}
+
+
+def _gpu_fault(node: str, fault: GpuFault | None) -> Action:
+    async def apply(fleet: DemoFleet) -> None:
+        fleet.node(node).gpu_fault = fault
+
+    return apply
+
+
+THERMAL_TIMES = ((10.0, 50.0), (130.0, 170.0), (250.0, 290.0))  # thermal, clock stuck, spinning: on, off
+
+
+async def _restart_spark1_slowly(fleet: DemoFleet) -> None:
+    fleet.node("spark1").instances[0].restart(load_s=50.0)
+
+
+async def _nvrm_oom_spark1(fleet: DemoFleet) -> None:
+    for line in NVRM_OOM_LINES:
+        fleet.node("spark1").host.kernel(line)
+
+
+def _kernel_says(node: str, what: str) -> Action:
+    async def say(fleet: DemoFleet) -> None:
+        for line in KERNEL_FAULT_LINES[what]:
+            fleet.node(node).host.kernel(line)
+
+    return say
 
 
 # --- soak: four faults in turn, forever (the endurance run, benchmarks/soak.py) ------------------
@@ -298,6 +346,40 @@ SCENARIOS: dict[str, Scenario] = {
                     15.0, "spark1: a test script loads 75 + 61 GiB of checkpoints from disk", _load_checkpoints_spark1
                 ),
                 Event(75.0, "spark1: operator starts vllm-qwen36.service again", _start_spark1),
+            ),
+        ),
+        Scenario(
+            "nvrm-oom",
+            "spark1's vLLM restarts at 10 s; while it loads, at 25 s, the GPU driver logs 'Out of memory "
+            "[NV_ERR_NO_MEMORY]' in the kernel log; the load gets through at 60 s and serving again clears it",
+            (
+                Event(10.0, "spark1 vLLM restarting", _restart_spark1_slowly),
+                Event(25.0, "spark1 kernel: NVRM out of memory during the load", _nvrm_oom_spark1),
+            ),
+        ),
+        Scenario(
+            "kernel-faults",
+            "spark2's kernel logs an Xid 43 at 10 s, a fatal PCIe AER error and the ConnectX-7's slot reset at "
+            "20 s, a thermal throttle at 30 s; vLLM keeps serving and each finding clears once its kind has "
+            "been quiet for its quiet_s (5 or 10 min)",
+            (
+                Event(10.0, "spark2 kernel: Xid 43", _kernel_says("spark2", "xid")),
+                Event(20.0, "spark2 kernel: PCIe AER fatal, mlx5 slot reset", _kernel_says("spark2", "pcie")),
+                Event(30.0, "spark2 kernel: thermal throttle", _kernel_says("spark2", "thermal")),
+            ),
+        ),
+        Scenario(
+            "thermal",
+            "spark1's GPU, under load: 10-50 s a thermal slowdown (87 °C, SM 810 MHz, 'SW Thermal Slowdown'), "
+            "130-170 s its clock stuck at 850 MHz with no reason given, 250-290 s busy at ~20 W (spinning); "
+            "each finding clears a minute after its fault ends",
+            (
+                Event(THERMAL_TIMES[0][0], "spark1 GPU: thermal slowdown", _gpu_fault("spark1", "thermal")),
+                Event(THERMAL_TIMES[0][1], "spark1 GPU: cooled down", _gpu_fault("spark1", None)),
+                Event(THERMAL_TIMES[1][0], "spark1 GPU: clock stuck low", _gpu_fault("spark1", "clock-stuck")),
+                Event(THERMAL_TIMES[1][1], "spark1 GPU: clock back", _gpu_fault("spark1", None)),
+                Event(THERMAL_TIMES[2][0], "spark1 GPU: busy at idle power", _gpu_fault("spark1", "spin")),
+                Event(THERMAL_TIMES[2][1], "spark1 GPU: computing again", _gpu_fault("spark1", None)),
             ),
         ),
         Scenario(

@@ -191,6 +191,7 @@ class Engine:
     output_factor: float = 1.0  # multiplies output lengths (scenarios)
     cached_share: tuple[float, float] = (0.5, 0.95)  # prefix share reused by a repeat request
     acceptance_factor: tuple[float, ...] | None = None  # overrides conditional acceptance (scenarios)
+    clock_factor: float = 1.0  # the GPU's clock over its normal one: a throttled GPU steps slower (scenarios)
     waiting: deque[Request] = field(default_factory=deque)
     running: list[Request] = field(default_factory=list)
     # Accepted by the API server while the engine core is stopped: the core publishes the gauges, so a
@@ -248,7 +249,7 @@ class Engine:
         return sum(int(r.prompt_tokens - r.prefill_left) + r.generated for r in self.running)
 
     def step_time(self) -> float:
-        return self.profile.step_s + self.profile.step_per_request_s * len(self.running)
+        return (self.profile.step_s + self.profile.step_per_request_s * len(self.running)) / self.clock_factor
 
     def advance(self, dt: float) -> None:
         """Move the engine ``dt`` seconds forward."""

@@ -13,6 +13,9 @@ node:
   does not fire while a test pauses;
 - ``journalctl -u UNIT -f -o short-iso -n N`` and ``docker logs -f --timestamps --tail N NAME``
   (``sparktui.sources.logs``): the instance's log, then its new lines as they are written;
+- ``journalctl -k -f -o short-iso -n N || { dmesg …; }``: the node's kernel log (the host's boot lines
+  and what the scenarios make the kernel say), then its new lines; the node has a journal, so the
+  dmesg fallback is never taken;
 - the recovery commands of ``sparktui.model.commands``, executed against the simulation: restart and
   stop of a unit or container, drop caches (silent on success, like the real one), removal of
   ``/dev/shm`` leftovers, ``kill -9`` of PIDs;
@@ -78,6 +81,11 @@ class LogCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelLogCommand:
+    tail: int
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceCommand:
     action: Literal["restart", "stop"]
     manager: Literal["systemd", "docker"]
@@ -123,6 +131,7 @@ class DiscoveryCommand:
 Command = (
     SamplerCommand
     | LogCommand
+    | KernelLogCommand
     | ServiceCommand
     | DropCachesCommand
     | RemoveCommand
@@ -176,6 +185,8 @@ def parse_command(text: str) -> Command:
     match words:
         case ["journalctl", "-u", unit, "-f", "-o", "short-iso", "-n", count] if count.isdigit():
             return LogCommand("journal", unit, int(count))
+        case ["journalctl", "-k", "-f", "-o", "short-iso", "-n", count, "||", *_dmesg] if count.isdigit():
+            return KernelLogCommand(int(count))
         case ["docker", "logs", "-f", "--timestamps", "--tail", count, name] if count.isdigit():
             return LogCommand("docker", name, int(count))
         case ["sudo", "-n", "systemctl", ("restart" | "stop") as action, unit]:
@@ -307,6 +318,7 @@ def render_frame(node: SshNode, command: SamplerCommand, seq: int) -> str:
         rows = host.processes_text(node.vllm_processes()).rstrip("\n")
         if rows:
             out.append(rows)
+        out += ["==cpufreq", host.cpufreq_text().rstrip("\n")]
     if _due(seq, command.service_every):
         out.append(f"==services {len(command.probes)}")
         for instance, manager, name in command.probes:
@@ -523,6 +535,8 @@ class DemoSshServer:
                 self.samplers.discard(session)
         if isinstance(command, LogCommand):
             return await self._log(process, command)
+        if isinstance(command, KernelLogCommand):
+            return await self._follow(process, node.host.kernel_log, "journal", command.tail)
         if isinstance(command, ReadCommand):
             host = node.host
             process.stdout.write(host.meminfo_text() if command.path == "/proc/meminfo" else host.pressure_text())
@@ -585,17 +599,32 @@ class DemoSshServer:
             process.stderr.write(f"Error response from daemon: No such container: {command.target}\n")
             return 1
         log: InstanceLog | None = service.log if service is not None else None
-        follower: LogFollower | None = log.follow(command.fmt) if log is not None else None
+        # docker logs -f of a stopped container prints and returns
+        stopped = service is not None and command.fmt == "docker" and not service.running
+        return await self._follow(process, log, command.fmt, command.tail, stopped=stopped)
+
+    async def _follow(
+        self,
+        process: asyncssh.SSHServerProcess[str],
+        log: InstanceLog | None,
+        fmt: LogFormat,
+        tail: int,
+        *,
+        stopped: bool = False,
+    ) -> int | None:
+        """Print the last ``tail`` lines of ``log``, then (unless ``stopped``) its new lines until the
+        client goes away."""
+        follower: LogFollower | None = log.follow(fmt) if log is not None else None
         closed = asyncio.ensure_future(process.wait_closed())
         try:
-            lines = log.lines(command.fmt, command.tail) if log is not None else []
-            if command.fmt == "journal" and not lines:
+            lines = log.lines(fmt, tail) if log is not None else []
+            if fmt == "journal" and not lines:
                 lines = ["-- No entries --"]
             if lines:
                 process.stdout.write("\n".join(lines) + "\n")
                 await process.stdout.drain()
-            if service is not None and command.fmt == "docker" and not service.running:
-                return 0  # docker logs -f of a stopped container prints and returns
+            if stopped:
+                return 0
             if follower is None:
                 await closed  # journalctl -f of an unknown unit waits for entries that never come
                 return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,8 @@ CATALOGUE_FORMAT = 1
 ACTIONS = ("drop-caches", "restart", "kill-workers", "warmup")
 WHERE = ("log", "metrics", "http", "host")
 EXTRA_EVIDENCE = ("memory", "service")
-LIFETIMES = ("attempt", "process")
+LIFETIMES = ("attempt", "process", "quiet")
+LOG_STREAMS = ("vllm", "kernel")  # the log a rule reads: each instance's own, or the node's kernel log
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = (
@@ -45,9 +47,11 @@ _RULE_KEYS = (
     "params",
 )
 _LOG_PARAMS = ("quiet_s", "healthy_s")
+_LIFETIME: Mapping[str, Lifetime] = {"attempt": "attempt", "process": "process", "quiet": "quiet"}
 _DETECTOR_PARAMS = ("open_after", "clear_after_s")
 
-Lifetime = Literal["attempt", "process"]
+Lifetime = Literal["attempt", "process", "quiet"]
+LogStreamName = Literal["vllm", "kernel"]
 
 
 class CatalogueError(ValueError):
@@ -95,6 +99,9 @@ DETECTOR_SIGNATURES: Mapping[str, DetectorSignature] = {
     "unreachable": DetectorSignature(
         params=("ssh_silent_s", "together_s"), args=("unanswered",), regex_args=("unanswered",)
     ),
+    "gpu-thermal": DetectorSignature(),
+    "gpu-clock-low": DetectorSignature(params=("min_utilization", "low_clock_mhz", "low_fraction")),
+    "gpu-power-low": DetectorSignature(params=("min_utilization", "max_power_w")),
 }
 
 
@@ -104,11 +111,13 @@ DETECTOR_SIGNATURES: Mapping[str, DetectorSignature] = {
 @dataclass(frozen=True, slots=True)
 class LogMatch:
     """What a log rule matches: a line matching any of ``any``, or, within one start of the instance,
-    a line for each of ``all``."""
+    a line for each of ``all``. ``stream`` is the log it reads: ``vllm`` (each instance's, the finding is
+    the instance's) or ``kernel`` (the node's kernel log, the finding is the node's)."""
 
     any: tuple[re.Pattern[str], ...] = ()
     all: tuple[re.Pattern[str], ...] = ()
     lifetime: Lifetime = "attempt"
+    stream: LogStreamName = "vllm"
 
     @property
     def patterns(self) -> tuple[re.Pattern[str], ...]:
@@ -141,6 +150,13 @@ class Rule:
 
     def param(self, name: str) -> float:
         return self.params[name]
+
+    def title_for(self, match: re.Match[str] | None) -> str:
+        """The title, its ``{name}`` fields filled from the named groups of the line that matched
+        (``Xid {xid}``); validated at load, so every field has its group."""
+        if match is None or "{" not in self.title:
+            return self.title
+        return self.title.format_map({k: v or "?" for k, v in match.groupdict().items()})
 
     @property
     def fix_actions(self) -> tuple[str, ...]:
@@ -327,6 +343,7 @@ class _Parser:
         patterns: dict[str, re.Pattern[str]] = {}
         if has_log:
             log = self.log_match(table["log"], where)
+            self.title_fields(str(self.text(table, "title", where)), log, where)
             self.keys(params, _LOG_PARAMS, f"{where} params")
             params = {**log_defaults, **params}
         else:
@@ -376,17 +393,32 @@ class _Parser:
 
     def log_match(self, value: object, where: str) -> LogMatch:
         table = self.table(value, f"{where} log")
-        self.keys(table, ("any", "all", "lifetime"), f"{where} log")
+        self.keys(table, ("any", "all", "lifetime", "stream"), f"{where} log")
         any_ = tuple(self.regex(p, f"{where} log.any[{i}]") for i, p in enumerate(self.texts(table, "any", where)))
         all_ = tuple(self.regex(p, f"{where} log.all[{i}]") for i, p in enumerate(self.texts(table, "all", where)))
         if not any_ and len(all_) < 2:
             raise self.fail(f"{where} log", "give 'any' (one or more patterns) or 'all' (two or more)")
+        stream = table.get("stream", "vllm")
+        if stream not in LOG_STREAMS:
+            raise self.fail(f"{where} log", f"'stream' must be {' or '.join(LOG_STREAMS)} (got {stream!r})")
         lifetime = table.get("lifetime", "attempt")
-        if lifetime == "attempt":
-            return LogMatch(any_, all_, "attempt")
-        if lifetime == "process":
-            return LogMatch(any_, all_, "process")
-        raise self.fail(f"{where} log", f"'lifetime' must be attempt or process (got {lifetime!r})")
+        if lifetime not in LIFETIMES:
+            raise self.fail(f"{where} log", f"'lifetime' must be {', '.join(LIFETIMES)} (got {lifetime!r})")
+        if stream == "kernel" and lifetime == "process":
+            # The kernel log belongs to no one process of an instance that a restart would replace.
+            raise self.fail(f"{where} log", "a kernel-log rule's 'lifetime' must be attempt or quiet (got 'process')")
+        return LogMatch(any_, all_, _LIFETIME[lifetime], "kernel" if stream == "kernel" else "vllm")
+
+    def title_fields(self, title: str, log: LogMatch, where: str) -> None:
+        """A title's ``{name}`` fields come from named groups that every ``any`` pattern has."""
+        try:
+            fields = {name for _, name, _, _ in string.Formatter().parse(title) if name is not None}
+        except ValueError as exc:
+            raise self.fail(where, f"'title' has a bad {{field}}: {exc}") from None
+        for name in sorted(fields):
+            if not name.isidentifier() or log.all or any(name not in p.groupindex for p in log.any):
+                what = f"'title' field {{{name}}} must be a named group (?P<{name}>…) of every 'any' pattern"
+                raise self.fail(where, what)
 
     def detector(self, value: object, where: str) -> tuple[str, dict[str, str], dict[str, re.Pattern[str]]]:
         table = dict(self.table(value, f"{where} detector"))

@@ -24,6 +24,11 @@ DEGRADED: /health 200) for ``healthy_s`` after it, or after ``quiet_s`` without 
 rules (how the running process was launched) clear only when a later start has been serving for
 ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
 
+Kernel-log rules (``stream = "kernel"``) read the node's kernel log, passed under the name
+``KERNEL_LOG`` beside the instances' logs; their findings are the node's (``instance`` None), and
+"attempt" ones clear once any instance of the node has served again after the last match. "quiet"
+rules (an event of the box, a GPU fault or a thermal trip) clear only after ``quiet_s`` without a new match.
+
 Actions: ``action_started`` / ``action_ended`` (the monitor core hears them from the dashboard) hold the
 wedge-type detectors (``HELD_DURING_ACTIONS``) of what an action touches while it runs and for
 ``ACTION_SETTLE_S`` after: a restart's warmup request waits for the JIT with no token, on purpose.
@@ -40,8 +45,9 @@ from dataclasses import dataclass, field, replace
 from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import busiest_engine_words
+from sparktui.model.exporters import THERMAL_THROTTLE, GpuReading, throttle_words
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_clock
@@ -137,6 +143,7 @@ class _Track:
     recent: deque[LogLine] = field(default_factory=lambda: deque(maxlen=MAX_LOG_EVIDENCE - 1))
     seen: dict[int, LogLine] = field(default_factory=dict)  # "all" rules: pattern index → line
     matches: int = 0
+    title: str | None = None  # the title filled from the first matching line (``Rule.title_for``)
     last_match_at: float | None = None
     phase: int = 0  # "process" rules: 0 matched, 1 served since, 2 started again since
     restarted_at: float | None = None
@@ -171,6 +178,7 @@ class _NodeMemory:
     ssh_failing_since: float | None = None
     available: deque[tuple[float, float]] = field(default_factory=deque)  # (t, MemAvailable)
     actions: dict[str | None, _ActionHold] = field(default_factory=dict)  # instance (None: all) -> hold
+    kernel_cursor: int = 0  # the seq of the next kernel-log line to scan
 
     def instance(self, name: str) -> _InstanceMemory:
         found = self.instances.get(name)
@@ -572,6 +580,71 @@ def _unreachable(ctx: _Ctx, rule: Rule) -> _Check | None:
     )
 
 
+def _gpu_now(ctx: _Ctx) -> GpuReading | None:
+    """The GPU exporter's reading, when it is fresh (a stale one cannot tell)."""
+    node = ctx.node
+    if node.gpu is None or node.gpu_age_s is None or node.gpu_age_s > node.stale_after_s:
+        return None
+    return node.gpu
+
+
+def _gpu_words(gpu: GpuReading) -> str:
+    """``87 °C, 20.4 W, 96 % busy, SM 810 MHz (of 2,418 MHz)``: what the reading has."""
+    bits = []
+    if gpu.temperature_c is not None:
+        bits.append(f"{gpu.temperature_c:.0f} °C")
+    if gpu.power_w is not None:
+        bits.append(f"{gpu.power_w:.1f} W")
+    if gpu.utilization is not None:
+        bits.append(f"{gpu.utilization * 100:.0f} % busy")
+    if gpu.sm_clock_hz is not None:
+        top = f" (of {gpu.max_sm_clock_hz / 1e6:,.0f} MHz)" if gpu.max_sm_clock_hz else ""
+        bits.append(f"SM {gpu.sm_clock_hz / 1e6:,.0f} MHz{top}")
+    return ", ".join(bits)
+
+
+def _gpu_thermal(ctx: _Ctx, rule: Rule) -> _Check | None:
+    gpu = _gpu_now(ctx)
+    if gpu is None or gpu.throttle is None:
+        return None
+    thermal = tuple(reason for reason in gpu.throttle if reason in THERMAL_THROTTLE)
+    if not thermal:
+        return _NO
+    return _Check(True, (f"GPU clocks held back by {throttle_words(thermal)}: {_gpu_words(gpu)} (at {ctx.at()})",))
+
+
+def _gpu_clock_low(ctx: _Ctx, rule: Rule) -> _Check | None:
+    gpu = _gpu_now(ctx)
+    if gpu is None or gpu.utilization is None or gpu.sm_clock_hz is None:
+        return None
+    mhz = gpu.sm_clock_hz / 1e6
+    low = mhz < rule.param("low_clock_mhz") or (
+        gpu.max_sm_clock_hz is not None and gpu.sm_clock_hz < rule.param("low_fraction") * gpu.max_sm_clock_hz
+    )
+    if gpu.utilization < rule.param("min_utilization") or not low:
+        return _NO
+    reasons = [r for r in gpu.throttle or () if r != "gpu_idle"]
+    why = f"; clock-event reasons: {throttle_words(tuple(reasons))}" if reasons else ""
+    if gpu.throttle is not None and not reasons:
+        why = "; no clock-event reason is active"
+    return _Check(True, (f"GPU busy with its clock low: {_gpu_words(gpu)}{why} (at {ctx.at()})",))
+
+
+def _gpu_power_low(ctx: _Ctx, rule: Rule) -> _Check | None:
+    gpu = _gpu_now(ctx)
+    if gpu is None or gpu.utilization is None or gpu.power_w is None:
+        return None
+    if gpu.utilization < rule.param("min_utilization") or gpu.power_w >= rule.param("max_power_w"):
+        return _NO
+    return _Check(
+        True,
+        (
+            f"GPU reads {gpu.utilization * 100:.0f} % busy but draws {gpu.power_w:.1f} W, under "
+            f"{rule.param('max_power_w'):.0f} W: {_gpu_words(gpu)} (at {ctx.at()})",
+        ),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Detector:
     """What a named detector judges: the node as a whole, or each of its instances."""
@@ -594,6 +667,9 @@ DETECTORS: Mapping[str, Detector] = {
     "never-served": Detector(instance=_never_served),
     "status": Detector(instance=_status),
     "unreachable": Detector(node=_unreachable),
+    "gpu-thermal": Detector(node=_gpu_thermal),
+    "gpu-clock-low": Detector(node=_gpu_clock_low),
+    "gpu-power-low": Detector(node=_gpu_power_low),
 }
 
 
@@ -604,6 +680,19 @@ def unread(buffer: LogBuffer, cursor: int) -> list[LogLine]:
     """The lines of ``buffer`` with ``seq >= cursor`` it still holds, oldest first, reading only the
     newest end of the buffer (a poll's few new lines cost the same in a buffer of 10 or 10,000)."""
     return buffer.tail(min(buffer.next_seq - cursor, len(buffer)))
+
+
+def _candidates(lines: Sequence[LogLine], cursor: int, prefilter: re.Pattern[str]) -> tuple[list[LogLine], int]:
+    """The lines from ``cursor`` on that the combined prefilter lets through (one search per new
+    line: most match nothing and cost only this; gap markers are not the node's), and the next cursor."""
+    found: list[LogLine] = []
+    for line in lines:
+        if line.seq < cursor:
+            continue
+        cursor = line.seq + 1
+        if not line.gap and prefilter.search(line.text):
+            found.append(line)
+    return found, cursor
 
 
 def last_intervals(node: NodeState) -> dict[str, VllmRates | None]:
@@ -624,12 +713,15 @@ class DiagnosisEngine:
         self.catalogue = catalogue.with_overrides(overrides) if overrides else catalogue
         self.history_limit = history_limit
         rules = self.catalogue.rules
-        self._log_rules = tuple(rule for rule in rules if rule.log is not None)
+        self._log_rules = tuple(rule for rule in rules if rule.log is not None and rule.log.stream == "vllm")
+        self._kernel_rules = tuple(rule for rule in rules if rule.log is not None and rule.log.stream == "kernel")
         self._detector_rules = tuple(rule for rule in rules if rule.detector is not None)
         patterns = [p.pattern for rule in self._log_rules if rule.log is not None for p in rule.log.patterns]
         patterns += [self.catalogue.attempt_start.pattern, self.catalogue.error.pattern]
         # One search per new line: most lines match nothing and cost only this.
         self._prefilter = re.compile("|".join(f"(?:{p})" for p in patterns))
+        kernel = [p.pattern for rule in self._kernel_rules if rule.log is not None for p in rule.log.patterns]
+        self._kernel_prefilter = re.compile("|".join(f"(?:{p})" for p in kernel) or "(?!)")
         self._nodes: dict[str, _NodeMemory] = {}
         self._eval = 0
         self._problems: deque[str] = deque(maxlen=MAX_PROBLEMS)
@@ -654,8 +746,11 @@ class DiagnosisEngine:
         return tuple(sorted(found, key=lambda f: (f.cleared_at or 0.0, f.node)))
 
     def cursor(self, node: str, instance: str) -> int:
-        """The ``seq`` of the next log line of this instance to scan (pass it to ``unread``)."""
+        """The ``seq`` of the next log line of this instance (or of ``KERNEL_LOG``) to scan (pass it to
+        ``unread``)."""
         memory = self._nodes.get(node)
+        if instance == KERNEL_LOG:
+            return memory.kernel_cursor if memory is not None else 0
         found = memory.instances.get(instance) if memory is not None else None
         return found.cursor if found is not None else 0
 
@@ -700,8 +795,8 @@ class DiagnosisEngine:
     ) -> tuple[Finding, ...]:
         """Judge every rule for ``node``; returns its active findings, worst first.
 
-        ``new_log_lines`` maps an instance name to the lines it logged since the last call (lines
-        below the instance's cursor are skipped). ``intervals`` maps an instance name to its numbers
+        ``new_log_lines`` maps an instance name (or ``KERNEL_LOG``) to the lines it logged since the last
+        call (lines below its cursor are skipped). ``intervals`` maps an instance name to its numbers
         between its last two scrapes (``last_intervals``). ``wall`` is the wall-clock time of ``now``
         (the monitor's one mapping, ``Monitor.wall_at``) for the times in the evidence; without it the
         node's last poll's. Call once per poll: the per-poll detectors count evaluations.
@@ -714,7 +809,10 @@ class DiagnosisEngine:
             ctx.instances[inst.name] = inst
             self._guard(f"instance {inst.name}", self._observe_instance, ctx, inst)
         for name, lines in (new_log_lines or {}).items():
-            self._guard(f"log of {name}", self._scan, ctx, name, lines)
+            if name == KERNEL_LOG:
+                self._guard("kernel log", self._scan_kernel, ctx, lines)
+            else:
+                self._guard(f"log of {name}", self._scan, ctx, name, lines)
         for track in [t for t in memory.tracks.values() if t.rule.log is not None and t.open]:
             self._guard(track.rule.id, self._judge_log, ctx, track)
         for rule in self._detector_rules:
@@ -804,15 +902,14 @@ class DiagnosisEngine:
         im = ctx.memory.instance(name)
         inst = ctx.instances.get(name)
         serving = inst is not None and inst.status.state in SERVING
-        cursor = im.cursor
-        prefilter = self._prefilter.search
-        for line in lines:
-            if line.seq < cursor:
-                continue
-            cursor = line.seq + 1
-            if not line.gap and prefilter(line.text):
-                self._scan_line(ctx, name, im, line, serving)
-        im.cursor = cursor
+        found, im.cursor = _candidates(lines, im.cursor, self._prefilter)
+        for line in found:
+            self._scan_line(ctx, name, im, line, serving)
+
+    def _scan_kernel(self, ctx: _Ctx, lines: Sequence[LogLine]) -> None:
+        found, ctx.memory.kernel_cursor = _candidates(lines, ctx.memory.kernel_cursor, self._kernel_prefilter)
+        for line in found:
+            self._match_rules(ctx, self._kernel_rules, None, line)
 
     def _scan_line(self, ctx: _Ctx, name: str, im: _InstanceMemory, line: LogLine, serving: bool) -> None:
         text = line.text
@@ -821,22 +918,27 @@ class DiagnosisEngine:
             self._start(ctx, name, im, served_reset=not serving)
         if not im.error_taken and self.catalogue.error.search(text):
             im.first_error, im.error_taken = line, True
-        for rule in self._log_rules:
+        self._match_rules(ctx, self._log_rules, name, line)
+
+    def _match_rules(self, ctx: _Ctx, rules: Sequence[Rule], subject: str | None, line: LogLine) -> None:
+        text = line.text
+        for rule in rules:
             log = rule.log
             assert log is not None
-            if any(pattern.search(text) for pattern in log.any):
-                self._log_match(ctx, rule, name, (line,))
+            found = next((m for m in (pattern.search(text) for pattern in log.any) if m is not None), None)
+            if found is not None:
+                self._log_match(ctx, rule, subject, (line,), found)
                 continue
             hits = [i for i, pattern in enumerate(log.all) if pattern.search(text)]
             if not hits:
                 continue
-            track = self._track(ctx.memory, rule, name)
+            track = self._track(ctx.memory, rule, subject)
             for index in hits:
                 track.seen.setdefault(index, line)
             if len(track.seen) == len(log.all):
                 matched = tuple(sorted(set(track.seen.values()), key=lambda found: found.seq))
                 track.seen.clear()
-                self._log_match(ctx, rule, name, matched)
+                self._log_match(ctx, rule, subject, matched)
 
     def _track(self, memory: _NodeMemory, rule: Rule, subject: str | None) -> _Track:
         key = (rule.id, subject)
@@ -845,13 +947,21 @@ class DiagnosisEngine:
             track = memory.tracks[key] = _Track(rule, subject)
         return track
 
-    def _log_match(self, ctx: _Ctx, rule: Rule, subject: str, lines: tuple[LogLine, ...]) -> None:
+    def _log_match(
+        self,
+        ctx: _Ctx,
+        rule: Rule,
+        subject: str | None,
+        lines: tuple[LogLine, ...],
+        found: re.Match[str] | None = None,
+    ) -> None:
         track = self._track(ctx.memory, rule, subject)
         track.matches += 1
         track.last_match_at = ctx.now
         track.phase = 0
         if track.first is None:
             track.first, lines = lines[0], lines[1:]
+            track.title = rule.title_for(found)
         track.recent.extend(lines)
         shown = [track.first, *(line for line in track.recent if line.seq != track.first.seq)]
         evidence = [_log_line(line) for line in shown]
@@ -869,18 +979,32 @@ class DiagnosisEngine:
         log, last = rule.log, track.last_match_at
         if log is None or last is None:
             return
-        im = ctx.memory.instances.get(track.subject or "")
-        inst = ctx.instances.get(track.subject or "")
-        serving = inst is not None and inst.status.state in SERVING
+        # A node's finding (the kernel's) is judged by the instances of the node: any one serving again.
+        names = [track.subject] if track.subject is not None else list(ctx.instances)
+        serving_now = [
+            (ctx.memory.instances.get(name), inst)
+            for name in names
+            if (inst := ctx.instances.get(name)) is not None and inst.status.state in SERVING
+        ]
+        serving = bool(serving_now)
         healthy_s, quiet_s = rule.param("healthy_s"), rule.param("quiet_s")
         # Serving (answering /health 200, UP or DEGRADED) is what a start that got through looks like;
         # a DEGRADED poll (the warmup's cold TTFT, a busy queue) does not start the count again.
+        im = ctx.memory.instances.get(track.subject) if track.subject is not None else None
         serving_since = im.serving_since if im is not None else None
+        if log.lifetime == "quiet":
+            # An event of the box (a GPU or PCIe fault, a thermal trip): over when it stops coming.
+            if now - last >= quiet_s:
+                self._close(ctx, track)
+            return
         if log.lifetime == "attempt":
             # The failed start is over once a later one serves: a request served after the last
             # matching line, or serving for healthy_s without a request to tell.
-            served_again = serving and im is not None and im.served_at is not None and im.served_at > last
-            healthy = serving_since is not None and now - max(serving_since, last) >= healthy_s
+            served_again = any(m is not None and m.served_at is not None and m.served_at > last for m, _ in serving_now)
+            healthy = any(
+                m is not None and m.serving_since is not None and now - max(m.serving_since, last) >= healthy_s
+                for m, _ in serving_now
+            )
             if served_again or healthy or now - last >= quiet_s:
                 self._close(ctx, track)
             return
@@ -986,7 +1110,7 @@ class DiagnosisEngine:
                 node=node,
                 instance=track.subject,
                 severity=rule.severity,
-                title=rule.title,
+                title=track.title or rule.title,
                 evidence=track.evidence,
                 explanation=rule.explanation,
                 fix=rule.fix,

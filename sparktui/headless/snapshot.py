@@ -12,6 +12,7 @@ from sparktui import installed_version
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
+from sparktui.model.exporters import throttle_text
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, ModelReplicas, model_replicas
@@ -211,6 +212,7 @@ def _node_lines(view: NodeView) -> list[str]:
             f"  GPU ({gpu.kind.value}): {fmt_number(gpu.temperature_c)} °C   "
             f"{fmt_number(gpu.power_w, 1)} W   util {fmt_pct(gpu.utilization, 0)}   SM clock "
             f"{fmt_number(None if gpu.sm_clock_hz is None else gpu.sm_clock_hz / 1e6)} MHz   memory {memory}"
+            + (f"   throttle {throttle_text(gpu)}" if gpu.throttle is not None else "")
         )
     lines.extend(_memory_lines(view))
     lines.extend(_host_lines(view))
@@ -253,7 +255,8 @@ def _host_lines(view: NodeView) -> list[str]:
         uptime = f"{host.uptime_s / 86400:.1f} days" if host.uptime_s is not None else NO_DATA
         processes = host.processes
         count = len(processes) if processes is not None else None
-        lines.append(f"  host: load {load}   up {uptime}   vLLM processes {fmt_number(count)}")
+        cpu = host.cpu_freq.text if host.cpu_freq is not None else f"CPU {NO_DATA} GHz"
+        lines.append(f"  host: load {load}   up {uptime}   vLLM processes {fmt_number(count)}   {cpu}")
         for instance in view.instances:
             service = instance.service
             if service is None:

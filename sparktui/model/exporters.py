@@ -10,6 +10,11 @@ metric names, never by port (``../shared/reference/exporters/``):
 * NVIDIA dcgm-exporter: ``DCGM_FI_*`` with ``gpu``/``UUID``/``modelName`` labels, percent, MHz and
   MiB; old builds print DCGM's blank sentinels instead of omitting the series.
 
+Throttling (issue 21): the clock-event ("throttle") reasons active now, where the exporter has them:
+nvidia_gpu_exporter's ``nvidia_smi_clocks_event_reasons_*`` 0/1 gauges (drivers before 590 spell them
+``clocks_throttle_reasons_*``), DCGM's ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (older
+``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``) bitmask in NVML's bits; dgx-spark-prometheus reports none.
+
 GB10 has no GPU memory series at all (NVML says "not supported"): the reading then says
 ``unified_memory`` and leaves memory ``None``; memory comes from the host ledger
 (``sparktui.model.memory``), never from a fake 0.
@@ -25,6 +30,7 @@ from enum import StrEnum
 from sparktui.model.memory import DGX_SPARK_MEM_TOTAL, DGX_SPARK_MEM_USED
 from sparktui.model.promtext import Exposition, Labels
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.units import NO_DATA
 
 MIB = 1024 * 1024
 MHZ = 1e6
@@ -41,6 +47,7 @@ class ExporterKind(StrEnum):
     DCGM = "dcgm-exporter"
     NODE_EXPORTER = "node_exporter"
     UNKNOWN = "unknown"
+    NVIDIA_SMI = "nvidia-smi"  # ``nvidia-smi -q`` read over SSH, where the node runs no GPU exporter
 
 
 # Wire names, one table per exporter: field -> ((wire name, multiplier), ...), first present wins.
@@ -57,6 +64,10 @@ NVIDIA_WIRES: Mapping[str, Wires] = {
     "sm_clock_hz": (
         ("nvidia_smi_clocks_current_sm_clock_hz", 1.0),
         ("nvidia_smi_clocks_current_graphics_clock_hz", 1.0),
+    ),
+    "max_sm_clock_hz": (
+        ("nvidia_smi_clocks_max_sm_clock_hz", 1.0),
+        ("nvidia_smi_clocks_max_graphics_clock_hz", 1.0),
     ),
     "memory_total_bytes": (("nvidia_smi_memory_total_bytes", 1.0),),
     "memory_used_bytes": (("nvidia_smi_memory_used_bytes", 1.0),),
@@ -116,7 +127,53 @@ READING_FIELDS = (
     "sm_clock_hz",
     "memory_total_bytes",
     "memory_used_bytes",
+    "max_sm_clock_hz",
 )
+
+# Clock-event ("throttle") reasons: NVML's bit, its nvidia-smi / exporter name, the operator's words.
+THROTTLE_REASONS: tuple[tuple[int, str, str], ...] = (
+    (0x1, "gpu_idle", "idle"),
+    (0x2, "applications_clocks_setting", "applications clocks setting"),
+    (0x4, "sw_power_cap", "SW power cap"),
+    (0x8, "hw_slowdown", "HW slowdown"),
+    (0x10, "sync_boost", "sync boost"),
+    (0x20, "sw_thermal_slowdown", "SW thermal slowdown"),
+    (0x40, "hw_thermal_slowdown", "HW thermal slowdown"),
+    (0x80, "hw_power_brake_slowdown", "HW power brake slowdown"),
+    (0x100, "display_clock_setting", "display clock setting"),
+)
+THROTTLE_WORDS: Mapping[str, str] = {name: words for _, name, words in THROTTLE_REASONS}
+THERMAL_THROTTLE = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
+NVIDIA_THROTTLE_PREFIXES = ("nvidia_smi_clocks_event_reasons_", "nvidia_smi_clocks_throttle_reasons_")
+DCGM_THROTTLE_MASKS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+
+
+def throttle_from_mask(mask: int) -> tuple[str, ...]:
+    """The reasons of an NVML clock-event bitmask (DCGM's field, nvidia-smi's ``clocks_event_reasons.active``)."""
+    return tuple(name for bit, name, _ in THROTTLE_REASONS if mask & bit)
+
+
+def throttle_text(reading: GpuReading) -> str:
+    """What holds the GPU's clocks back now, for the screen: ``SW thermal slowdown``, ``none`` (the
+    exporter reports reasons and only "idle", or nothing, is active), or ``NO_DATA`` (it reports none)."""
+    if reading.throttle is None:
+        return NO_DATA
+    return throttle_words(tuple(r for r in reading.throttle if r != "gpu_idle")) or "none"
+
+
+def clock_figure(reading: GpuReading) -> tuple[str, bool]:
+    """The GPU's clock and what holds it back, beside decode tok/s: (``GPU SM 810 MHz, SW thermal
+    slowdown``, True when a reason other than idle is active)."""
+    mhz = NO_DATA if reading.sm_clock_hz is None else f"{reading.sm_clock_hz / 1e6:,.0f}"
+    held = throttle_text(reading)
+    if reading.throttle is None:
+        return f"GPU SM {mhz} MHz", False
+    return f"GPU SM {mhz} MHz, throttle {held}", held != "none"
+
+
+def throttle_words(reasons: tuple[str, ...]) -> str:
+    """The reasons as the operator reads them: ``SW thermal slowdown, SW power cap``."""
+    return ", ".join(THROTTLE_WORDS.get(reason, reason) for reason in reasons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +191,10 @@ class GpuReading:
     unified_memory: bool  # GPU memory is the host pool: read it from the host ledger
     collect_ok: bool | None  # nvidia_gpu_exporter's own "last nvidia-smi run worked"; None elsewhere
     problems: tuple[str, ...]
+    max_sm_clock_hz: float | None = None  # the clock the GPU could run at (nvidia_gpu_exporter)
+    # The clock-event reasons active now (``THROTTLE_REASONS`` names; "gpu_idle" included); None: the
+    # exporter reports none (dgx-spark-prometheus), () : it does and none is active.
+    throttle: tuple[str, ...] | None = None
 
 
 def _is_dgx_spark_name(expo: Exposition, name: str) -> bool:
@@ -246,6 +307,21 @@ def _dcgm_total_from_parts(reader: _Reader) -> float | None:
     return (free + used + (reserved or 0.0)) * MIB
 
 
+def _throttle(reader: _Reader) -> tuple[str, ...] | None:
+    if reader.kind is ExporterKind.NVIDIA_GPU_EXPORTER:
+        for prefix in NVIDIA_THROTTLE_PREFIXES:
+            flags = {name: reader.raw(prefix + name) for _, name, _ in THROTTLE_REASONS if prefix + name in reader.expo}
+            if flags:
+                return tuple(name for name, value in flags.items() if value is not None and value >= 0.5)
+        return None
+    if reader.kind is ExporterKind.DCGM:
+        for name in DCGM_THROTTLE_MASKS:
+            if name in reader.expo:
+                mask = reader.raw(name)
+                return None if mask is None or mask < 0 else throttle_from_mask(int(mask))
+    return None
+
+
 def gpu_reading(expo: Exposition, host_mem_total_bytes: float | None = None) -> GpuReading | None:
     """The first GPU of a GPU exporter's scrape; None when the scrape holds no GPU series.
 
@@ -306,6 +382,8 @@ def gpu_reading(expo: Exposition, host_mem_total_bytes: float | None = None) -> 
         values["memory_total_bytes"] = values["memory_used_bytes"] = None
 
     return GpuReading(
+        max_sm_clock_hz=values["max_sm_clock_hz"],
+        throttle=_throttle(reader),
         kind=kind,
         name=_gpu_name(expo, kind, key, keys[key]),
         temperature_c=values["temperature_c"],
@@ -317,4 +395,90 @@ def gpu_reading(expo: Exposition, host_mem_total_bytes: float | None = None) -> 
         unified_memory=unified,
         collect_ok=collect_ok,
         problems=tuple(dict.fromkeys((*problems, *reader.problems))),
+    )
+
+
+# --- nvidia-smi -q, where the node has no GPU exporter ----------------------------------------------
+
+NVIDIA_SMI_Q_COMMAND = "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE,UTILIZATION"
+# The section headers of ``Clocks Event Reasons`` (driver ≥ 535; older ``Clocks Throttle Reasons``)
+# and their lines, in nvidia-smi's words -> THROTTLE_REASONS names.
+_SMI_REASONS: Mapping[str, str] = {
+    "Idle": "gpu_idle",
+    "Applications Clocks Setting": "applications_clocks_setting",
+    "SW Power Cap": "sw_power_cap",
+    "HW Slowdown": "hw_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Brake Slowdown": "hw_power_brake_slowdown",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "Display Clock Setting": "display_clock_setting",
+}
+_SMI_REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+_SMI_VALUE_SECTIONS: Mapping[tuple[str, str], str] = {
+    ("Clocks", "SM"): "sm_clock_hz",
+    ("Max Clocks", "SM"): "max_sm_clock_hz",
+    ("Temperature", "GPU Current Temp"): "temperature_c",
+    ("GPU Power Readings", "Average Power Draw"): "power_w",
+    ("GPU Power Readings", "Power Draw"): "power_w",
+    ("Utilization", "GPU"): "utilization",
+}
+_SMI_UNITS: Mapping[str, float] = {"MHz": MHZ, "C": 1.0, "W": 1.0, "%": PERCENT}
+
+
+def _smi_number(text: str) -> float | None:
+    number, _, unit = text.partition(" ")
+    try:
+        value = float(number)
+    except ValueError:
+        return None  # N/A, [N/A], Not Found, [Not Supported]
+    return value * _SMI_UNITS.get(unit.strip(), 1.0) if math.isfinite(value) else None
+
+
+def nvidia_smi_q_reading(text: str) -> GpuReading | None:
+    """The first GPU of ``nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE,UTILIZATION``: clocks,
+    power, temperature, utilisation and the clock-event reasons; None when the text has no GPU."""
+    name: str | None = None
+    values: dict[str, float | None] = {}
+    reasons: dict[str, bool] = {}
+    section = ""
+    gpus = 0
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.startswith("GPU ") and not line.startswith(" "):
+            gpus += 1
+            if gpus > 1:
+                break
+            continue
+        if gpus == 0 or not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 4
+        key, colon, value = line.strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if depth == 1 and (not colon or not value):
+            section = key
+            continue
+        if depth == 1 and key == "Product Name":
+            name = safe_text(value, LABEL_LIMIT) or None
+        if section in _SMI_REASON_SECTIONS and key in _SMI_REASONS and value in ("Active", "Not Active"):
+            reasons[_SMI_REASONS[key]] = value == "Active"
+        field = _SMI_VALUE_SECTIONS.get((section, key))
+        if field is not None and values.get(field) is None:
+            values[field] = _smi_number(value)
+    if gpus == 0:
+        return None
+    return GpuReading(
+        kind=ExporterKind.NVIDIA_SMI,
+        name=name,
+        temperature_c=values.get("temperature_c"),
+        power_w=values.get("power_w"),
+        utilization=values.get("utilization"),
+        sm_clock_hz=values.get("sm_clock_hz"),
+        memory_total_bytes=None,
+        memory_used_bytes=None,
+        unified_memory=True,  # not asked: the host ledger is the one source of memory
+        collect_ok=None,
+        problems=(),
+        max_sm_clock_hz=values.get("max_sm_clock_hz"),
+        throttle=tuple(r for r, active in reasons.items() if active) if reasons else None,
     )

@@ -15,7 +15,7 @@ from typing import Literal
 from sparktui.model.canary import CanaryClock, CanaryView, judge
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
-from sparktui.model.exporters import GpuReading, gpu_reading
+from sparktui.model.exporters import GpuReading, gpu_reading, nvidia_smi_q_reading
 from sparktui.model.host import (
     HostProcess,
     HostSample,
@@ -557,6 +557,8 @@ class NodeState:
             self._apply_services(self.host)
         if update.problem is not None:
             self.host_problem = update.problem
+        if update.nvidia_smi is not None and self.spec.gpu_exporter is None:
+            self._apply_nvidia_smi(update.nvidia_smi, update.t)
         if update.connection_lost and self.host is not None:
             # The unit's state came over the lost connection: it is unknown now, not still "running"
             # (a powered-off node would otherwise read as loading). The next full frame brings it back.
@@ -622,6 +624,14 @@ class NodeState:
         self.host_memory = host_memory_from_exposition(expo)
         self.pressure = pressure_from_exposition(expo)
         self.exporter_memory_t = t
+
+    def _apply_nvidia_smi(self, text: str, t: float) -> None:
+        reading = nvidia_smi_q_reading(text)
+        if reading is None:
+            self.gpu_error = f"nvidia-smi: {safe_text(text.strip(), 200) or 'no GPU in its answer'}"
+            return
+        self.gpu_error = None
+        self.gpu, self.gpu_t = reading, t
 
     def _apply_gpu(self, result: HttpResult, t: float) -> None:
         if not result.ok:

@@ -20,6 +20,9 @@ rows and ``Key=value`` rows)::
     stat <the /proc/PID/stat line>
     statm <pid> <the /proc/PID/statm line>
     args <pid> <command line, NULs as spaces, at most 300 bytes>
+    ==cpufreq                                                                   every Nth frame
+    <policyN> <scaling_cur_freq> <scaling_max_freq> <cpuinfo_max_freq>  (kHz, one cpufreq policy
+                             (a frequency domain) a line; none without cpufreq: a VM, no driver)
     ==services <number of probes>                                               every Mth frame
     ==service <instance> systemd <unit>
     <systemctl show -p LoadState,ActiveState,SubState,ExecMainStatus,NRestarts,
@@ -64,7 +67,7 @@ MARK = "=="
 UNAVAILABLE = "unavailable"
 
 # In frame order. "services" covers all ``==service`` sections of a frame.
-SECTIONS = ("meminfo", "pressure", "loadavg", "uptime", "shm", "processes", "services")
+SECTIONS = ("meminfo", "pressure", "loadavg", "uptime", "shm", "processes", "cpufreq", "services")
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_SHM_ENTRIES = 1000
@@ -173,6 +176,71 @@ class ServiceState:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuFrequency:
+    """The CPUs' clocks from cpufreq, in Hz, over its policies (frequency domains: a policy's CPUs
+    share one clock): now (mean, lowest, highest), the policies' ceiling (``scaling_max_freq``: what a
+    power or thermal cap lowers) and the hardware's (``cpuinfo_max_freq``). On GB10 the two kinds of
+    core have different ceilings: the highest is kept."""
+
+    policies: int
+    mean_hz: float
+    min_hz: float
+    max_hz: float
+    limit_hz: float | None
+    top_hz: float | None
+
+    @property
+    def capped(self) -> bool:
+        """The policy holds the CPUs below what the hardware can do (by more than 5 %)."""
+        return self.limit_hz is not None and self.top_hz is not None and self.limit_hz < 0.95 * self.top_hz
+
+    @property
+    def text(self) -> str:
+        """``CPU 1.50 GHz (1.49-1.50), capped at 1.50 of 3.90 GHz`` for the screen."""
+        ghz = f"CPU {self.mean_hz / 1e9:.2f} GHz"
+        if self.policies > 1:
+            ghz += f" ({self.min_hz / 1e9:.2f}-{self.max_hz / 1e9:.2f})"
+        if self.capped and self.limit_hz is not None and self.top_hz is not None:
+            return f"{ghz}, capped at {self.limit_hz / 1e9:.2f} of {self.top_hz / 1e9:.2f} GHz"
+        if self.top_hz is not None:
+            return f"{ghz}, max {self.top_hz / 1e9:.2f} GHz"
+        return ghz
+
+
+def parse_cpufreq(lines: Iterable[str]) -> CpuFrequency | None:
+    """``policyN cur_khz scaling_max_khz cpuinfo_max_khz`` lines → CpuFrequency (a missing max: "");
+    None for no line (a machine without cpufreq: a VM, a kernel without the driver)."""
+    current: list[float] = []
+    limits: list[float] = []
+    tops: list[float] = []
+    for line in lines:
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            values = [float(v) * 1e3 for v in fields[1:4]]
+        except ValueError:
+            raise ValueError(f"cpufreq line is not 'policyN cur max top' in kHz: {_snippet(line)}") from None
+        if not values or not all(math.isfinite(v) and v > 0 for v in values):
+            raise ValueError(f"cpufreq line is not 'policyN cur max top' in kHz: {_snippet(line)}")
+        current.append(values[0])
+        if len(values) > 1:
+            limits.append(values[1])
+        if len(values) > 2:
+            tops.append(values[2])
+    if not current:
+        return None
+    return CpuFrequency(
+        policies=len(current),
+        mean_hz=sum(current) / len(current),
+        min_hz=min(current),
+        max_hz=max(current),
+        limit_hz=max(limits) if limits else None,
+        top_hz=max(tops) if tops else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class HostSample:
     """One node's host state at ``remote_epoch`` (the node's clock).
 
@@ -195,6 +263,7 @@ class HostSample:
     seq: int = 0
     refreshed: Mapping[str, float] = field(default_factory=dict)
     section_problems: Mapping[str, str] = field(default_factory=dict)
+    cpu_freq: CpuFrequency | None = None
 
     @property
     def boot_epoch(self) -> float | None:
@@ -623,6 +692,7 @@ class _Parsed:
     shm: tuple[ShmEntry, ...] | None = None
     processes: tuple[HostProcess, ...] | None = None
     services: dict[str, ServiceState] | None = None
+    cpu_freq: CpuFrequency | None = None
 
 
 def _parse_section(out: _Parsed, section: _Section, service_parts: list[_Section], epoch: float) -> str | None:
@@ -642,6 +712,8 @@ def _parse_section(out: _Parsed, section: _Section, service_parts: list[_Section
     elif name == "processes":
         out.processes, note = _parse_processes(section)
         return note
+    elif name == "cpufreq":
+        out.cpu_freq = parse_cpufreq(section.lines)
     elif name == "services":
         boot = None if out.uptime is None else epoch - out.uptime
         out.services = _parse_services(section, service_parts, boot)
@@ -700,6 +772,7 @@ def parse_frame(text: str) -> HostSample:
         seq=seq,
         refreshed={name: epoch for name in SECTIONS if name in by_name},
         section_problems=section_problems,
+        cpu_freq=out.cpu_freq,
     )
 
 
@@ -728,6 +801,7 @@ def merge(previous: HostSample | None, new: HostSample) -> HostSample:
         uptime_s=previous.uptime_s if "uptime" in take else new.uptime_s,
         shm=previous.shm if "shm" in take else new.shm,
         processes=previous.processes if "processes" in take else new.processes,
+        cpu_freq=previous.cpu_freq if "cpufreq" in take else new.cpu_freq,
         services=services,
         refreshed={name: refreshed[name] for name in SECTIONS if name in refreshed},
         section_problems=problems_map,

@@ -18,7 +18,9 @@ from typing import Literal
 
 from sparktui.model.safe_text import LOG_LINE_LIMIT, safe_text, strip_escape_sequences
 
-LogFormat = Literal["journal", "docker"]
+LogFormat = Literal["journal", "docker", "kernel"]
+# The node's kernel log, held beside its instances' logs under this name (brackets: no instance has it).
+KERNEL_LOG = "[kernel]"
 
 GAP_RECONNECTED = "— connection lost, reconnected —"
 GAP_RESTARTED = "— log command ended, restarted —"
@@ -106,7 +108,19 @@ def parse_docker_line(line: str) -> tuple[datetime | None, str]:
     return stamp, _redrawn(match["rest"])
 
 
+def parse_kernel_line(line: str) -> tuple[datetime | None, str]:
+    """The kernel log: ``journalctl -k -o short-iso`` (``… spark1 kernel: NVRM: …``) or, on a node
+    without a journal, ``dmesg --time-format iso`` (``2026-11-26T10:15:02,123456+00:00 NVRM: …``).
+    A journal line names its identifier ``kernel:``; anything else is read as dmesg's."""
+    match = _JOURNAL.match(_clean(line))
+    if match is not None and match["rest"].startswith("kernel:"):
+        return parse_journal_line(line)
+    return parse_docker_line(line)
+
+
 def parse_log_line(fmt: LogFormat, line: str) -> tuple[datetime | None, str]:
+    if fmt == "kernel":
+        return parse_kernel_line(line)
     return parse_journal_line(line) if fmt == "journal" else parse_docker_line(line)
 
 

@@ -88,3 +88,6 @@ class HostUpdate:
     sample: HostSample | None = None
     problem: str | None = None
     connection_lost: bool = False  # the problem is a lost SSH connection: what it said is no longer known
+    # ``nvidia-smi -q`` as the node printed it (``exporters.NVIDIA_SMI_Q_COMMAND``), read over SSH where
+    # the node has no GPU exporter; the fleet state parses it.
+    nvidia_smi: str | None = None

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
-from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
+from sparktui.model.host import CpuFrequency, HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
@@ -70,6 +70,7 @@ def host_sample_to_json(sample: HostSample) -> dict[str, Any]:
         "seq": sample.seq,
         "refreshed": dict(sample.refreshed),
         "section_problems": dict(sample.section_problems),
+        **({"cpu_freq": asdict(sample.cpu_freq)} if sample.cpu_freq is not None else {}),
     }
 
 
@@ -79,6 +80,7 @@ def host_sample_from_json(data: Mapping[str, Any]) -> HostSample:
     shm = data.get("shm")
     processes = data.get("processes")
     pressure = data.get("pressure")
+    cpu_freq = data.get("cpu_freq")
     return HostSample(
         remote_epoch=float(data["remote_epoch"]),
         memory=_build(HostMemory, data["memory"]),
@@ -93,6 +95,7 @@ def host_sample_from_json(data: Mapping[str, Any]) -> HostSample:
         seq=int(data.get("seq", 0)),
         refreshed={k: float(v) for k, v in data.get("refreshed", {}).items()},
         section_problems=dict(data.get("section_problems", {})),
+        cpu_freq=None if cpu_freq is None else _build(CpuFrequency, cpu_freq),
     )
 
 
@@ -102,6 +105,7 @@ def host_update_to_json(update: HostUpdate) -> dict[str, Any]:
         "sample": None if update.sample is None else host_sample_to_json(update.sample),
         "problem": update.problem,
         **({"connection_lost": True} if update.connection_lost else {}),
+        **({"nvidia_smi": update.nvidia_smi} if update.nvidia_smi is not None else {}),
     }
 
 
@@ -113,6 +117,7 @@ def host_update_from_json(node: str, t: float, data: Mapping[str, Any]) -> HostU
         sample=None if sample is None else host_sample_from_json(sample),
         problem=data.get("problem"),
         connection_lost=bool(data.get("connection_lost", False)),
+        nvidia_smi=data.get("nvidia_smi"),
     )
 
 

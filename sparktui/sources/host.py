@@ -4,6 +4,10 @@ Over SSH one long-lived command (``sampler.sampler_command``) prints a frame per
 cuts the stream into frames and parses them (pure code in ``model.host``), and reports connection
 problems as they happen. ``NodeSsh.stream`` reconnects by itself, so ``run()`` goes on until cancelled.
 For a ``local`` node the same samples come from ``LocalSampler`` in a worker thread.
+
+A node with no GPU exporter configured has its GPU read by ``nvidia-smi -q`` over the same connection
+every ``NVIDIA_SMI_EVERY_S`` (clocks, power, temperature, utilisation and the clock-event reasons; the
+fleet state parses the text); a node without nvidia-smi (exit status 127) is not asked again.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from sparktui.model.exporters import NVIDIA_SMI_Q_COMMAND
 from sparktui.model.host import FrameSplitter, parse_frame
 from sparktui.model.observations import HostUpdate
 from sparktui.model.safe_text import safe_text
@@ -21,6 +26,10 @@ from sparktui.sources.ssh import NodeSsh
 
 Clock = Callable[[], float]
 FRAME_LINE_LIMIT = 64 * 1024  # characters of one line of a host sample (a frame is bounded as a whole too)
+NVIDIA_SMI_EVERY_S = 10.0  # nvidia-smi -q costs the node tens of ms of CPU: not every poll
+NVIDIA_SMI_TIMEOUT_S = 10.0
+NVIDIA_SMI_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (a -q of one GPU's five sections is ~4 KiB)
+NOT_FOUND = 127
 
 
 def wants_host_state(node: NodeSpec) -> bool:
@@ -37,8 +46,10 @@ class HostCollector:
         fleet: FleetSpec,
         ssh: NodeSsh | None = None,
         clock: Clock = time.monotonic,
+        nvidia_smi_every_s: float = NVIDIA_SMI_EVERY_S,
     ) -> None:
         self.node = node
+        self.nvidia_smi_every_s = nvidia_smi_every_s
         self.interval_s = fleet.poll_interval_s
         self.clock = clock
         self.ssh = ssh if ssh is not None or node.local else NodeSsh(node)
@@ -55,6 +66,31 @@ class HostCollector:
                 await self.ssh.close()
 
     async def _run_ssh(self, on_update: Callable[[HostUpdate], None]) -> None:
+        if self.node.gpu_exporter is not None:
+            await self._run_sampler(on_update)
+            return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._run_nvidia_smi(on_update))
+            await self._run_sampler(on_update)
+
+    async def _run_nvidia_smi(self, on_update: Callable[[HostUpdate], None]) -> None:
+        """The GPU of a node without an exporter, from ``nvidia-smi -q``, every ``nvidia_smi_every_s``."""
+        assert self.ssh is not None
+        next_at = time.monotonic()
+        while True:
+            result = await self.ssh.run(
+                NVIDIA_SMI_Q_COMMAND, timeout_s=NVIDIA_SMI_TIMEOUT_S, max_output=NVIDIA_SMI_MAX_OUTPUT
+            )
+            if result.exit_status == NOT_FOUND:
+                return  # no nvidia-smi on this node: no GPU to read
+            if result.problem is None:
+                # Its own complaint ("couldn't communicate with the NVIDIA driver") says why there is no reading.
+                text = result.stdout if result.ok else f"{result.stdout}\n{result.stderr}"
+                on_update(HostUpdate(self.node.name, self.clock(), nvidia_smi=text))
+            next_at += self.nvidia_smi_every_s
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+    async def _run_sampler(self, on_update: Callable[[HostUpdate], None]) -> None:
         assert self.ssh is not None
         command = sampler_command(self.interval_s, service_probes(self.node))
         splitter = FrameSplitter()

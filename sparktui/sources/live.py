@@ -1,6 +1,6 @@
 """Live collection of a whole fleet, for every consumer alike (the dashboard, ``watch``, recording):
-the HTTP poll loops, one host sampler and one log stream per vLLM instance over each node's single
-SSH connection. What arrives goes to a ``FleetSink``; ``run()`` goes on until cancelled.
+the HTTP poll loops, one host sampler, one log stream per vLLM instance and one of the kernel, over
+each node's single SSH connection. What arrives goes to a ``FleetSink``; ``run()`` goes on until cancelled.
 
 A recording's replay source has the same ``run(sink)`` shape, so the dashboard and the watcher run
 on live or recorded data through the same code.
@@ -19,7 +19,7 @@ from sparktui.model.specs import FleetSpec
 from sparktui.sources.canary import CanaryPlanner, CanarySender
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
-from sparktui.sources.logs import BATCH_MAX_LINES, LogStream
+from sparktui.sources.logs import BATCH_MAX_LINES, LogStream, followed_logs
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
 
@@ -108,15 +108,12 @@ class LiveFleet:
     def _log_streams(self, node_name: str, sink: FleetSink) -> list[LogStream]:
         node = self.fleet.node(node_name)
         assert node is not None
-        streams: list[LogStream] = []
-        for vllm in node.vllm:
-            if vllm.unit is None and vllm.container is None:
-                continue
-            # The stream numbers its lines in a buffer of one batch; the consumer keeps the log.
-            buffer = LogBuffer(max_lines=BATCH_MAX_LINES)
 
-            def forward(instance: str, lines: list[LogLine], node: str = node_name) -> None:
-                sink.log_batch(node, instance, lines)
+        def forward(instance: str, lines: list[LogLine], node: str = node_name) -> None:
+            sink.log_batch(node, instance, lines)
 
-            streams.append(LogStream(self.node_ssh(node_name), vllm, buffer, on_batch=forward))
-        return streams
+        # The stream numbers its lines in a buffer of one batch; the consumer keeps the log.
+        return [
+            LogStream(self.node_ssh(node_name), vllm, LogBuffer(max_lines=BATCH_MAX_LINES), on_batch=forward)
+            for vllm in followed_logs(node)
+        ]

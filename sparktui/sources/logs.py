@@ -6,6 +6,11 @@ grouped in batches by time and count (a burst of thousands of lines is a handful
 thousands), appended to the buffer and handed to ``on_batch``. After a reconnect the command prints
 its last N lines again: the ones already held are dropped (``ReplayFilter``) and a gap marker notes
 that lines may be missing there.
+
+The node's kernel log comes the same way, one stream per node: ``journalctl -k -f -o short-iso -n N``,
+or where there is no journal (no journalctl, or it may not be read) the last N lines of ``dmesg
+--time-format iso`` and then ``dmesg -W`` for the new ones. Its lines are held under the name
+``KERNEL_LOG`` beside the instances' logs.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from datetime import UTC, datetime
 from sparktui.model.logbuffer import (
     GAP_RECONNECTED,
     GAP_RESTARTED,
+    KERNEL_LOG,
     LogBuffer,
     LogFormat,
     LogLine,
     ReplayFilter,
     parse_log_line,
 )
-from sparktui.model.specs import VllmSpec
+from sparktui.model.specs import NodeSpec, VllmSpec
 from sparktui.sources.ssh import NodeSsh, SshProblem, SshProblemKind, StreamEvent
 
 DEFAULT_TAIL_LINES = 200
@@ -48,13 +54,31 @@ def log_command(vllm: VllmSpec, tail_lines: int = DEFAULT_TAIL_LINES) -> tuple[s
     return None
 
 
+def kernel_log_command(tail_lines: int = DEFAULT_TAIL_LINES) -> tuple[str, LogFormat]:
+    """The command that follows the node's kernel log: the journal's, else dmesg's (which has no
+    ``-n``: its last lines, then ``-W``, only what is new)."""
+    count = int(tail_lines)
+    return (
+        f"journalctl -k -f -o short-iso -n {count} || "
+        f"{{ dmesg --time-format iso | tail -n {count}; exec dmesg -W --time-format iso; }}",
+        "kernel",
+    )
+
+
+def followed_logs(node: NodeSpec) -> list[VllmSpec | None]:
+    """The logs sparktui follows on a node, as ``LogStream`` takes them: each instance that has a unit
+    or a container, then None, the node's kernel log."""
+    return [*(vllm for vllm in node.vllm if vllm.unit is not None or vllm.container is not None), None]
+
+
 class LogStream:
-    """Follows one vLLM instance's log; ``run()`` is a task that goes on until it is cancelled."""
+    """Follows one vLLM instance's log (``vllm``), or with ``vllm`` None the node's kernel log;
+    ``run()`` is a task that goes on until it is cancelled."""
 
     def __init__(
         self,
         ssh: NodeSsh,
-        vllm: VllmSpec,
+        vllm: VllmSpec | None,
         buffer: LogBuffer | None = None,
         *,
         tail_lines: int = DEFAULT_TAIL_LINES,
@@ -63,11 +87,12 @@ class LogStream:
         read_timeout_s: float | None = None,
         on_batch: OnBatch | None = None,
     ) -> None:
-        found = log_command(vllm, tail_lines)
+        found = log_command(vllm, tail_lines) if vllm is not None else kernel_log_command(tail_lines)
         if found is None:
+            assert vllm is not None
             raise ValueError(f"vLLM instance {vllm.name!r} has neither a unit nor a container to read logs from")
         self.command, self.format = found
-        self.instance = vllm.name
+        self.instance = vllm.name if vllm is not None else KERNEL_LOG
         self.buffer = buffer if buffer is not None else LogBuffer()
         self.problem: SshProblem | None = None  # why the stream is down now, None while it streams
         self.streaming = False

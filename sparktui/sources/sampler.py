@@ -36,12 +36,14 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 from sparktui.model.host import (
     MAX_SHM_ENTRIES,
     SECTIONS,
+    CpuFrequency,
     HostProcess,
     HostSample,
     ServiceState,
     ShmEntry,
     exec_target,
     is_vllm_process,
+    parse_cpufreq,
     parse_properties,
     problem_lines,
     process_kind,
@@ -83,6 +85,7 @@ PSI_MISSING = (
     "enable with the psi=1 boot option)"
 )
 PSI_UNREADABLE = "(PSI disabled? boot with psi=1)"
+CPUFREQ_DIR = "/sys/devices/system/cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,7 @@ def _check_word(what: str, value: str) -> str:
 _SCRIPT = r"""# sparktui-sampler
 nl='
 '
-iv=@IV@; pe=@PE@; se=@SE@; count=@COUNT@; ts=@TS@; mp=@MP@
+iv=@IV@; pe=@PE@; se=@SE@; count=@COUNT@; ts=@TS@; mp=@MP@; cfd=@CFD@
 psi=@PSI@; shm=@SHM@; pat=@PAT@; df=@DF@; sp=@SP@
 to=; command -v timeout >/dev/null 2>&1 && to="timeout $ts"
 tk=$(getconf CLK_TCK 2>/dev/null); case $tk in ''|*[!0-9]*) tk=100;; esac
@@ -159,6 +162,11 @@ prs() { if [ -n "$gp" ]; then printf '==processes unavailable %s\n' "$gp"; retur
       printf 'stat %s\nstatm %s %s\nargs %s %.300s\n' "$s" "$p" "$m" "$p" "${l#*:}"
       c=$((c + 1)); [ $c -lt $mp ] || break
     done; }; }
+cpf() { b=; for d in "$cfd"/cpufreq/policy[0-9]*; do c=; m=; h=
+    { read -r c < "$d/scaling_cur_freq"; read -r m < "$d/scaling_max_freq"
+      read -r h < "$d/cpuinfo_max_freq"; } 2>/dev/null
+    [ -n "$c" ] || continue; b="$b${d##*/} $c $m $h$nl"; done
+  printf '==cpufreq\n%s' "$b"; }
 bad() { one "$6"; r="$4 exited $5: $r"; [ "$5" -eq 124 ] && [ -n "$to" ] && r="$4 timed out after ${ts}s"
   printf '==service %s %s %s unavailable %.300s\n' "$1" "$2" "$3" "$r"; }
 sd() { if ! command -v systemctl >/dev/null 2>&1; then
@@ -190,7 +198,7 @@ frame() { seq=$((seq + 1))
   sec pressure "$psi" @PSI_MISSING@ @PSI_UNREADABLE@
   sec loadavg /proc/loadavg
   printf '==uptime\n%s\n' "$ul"
-  if due $pe; then shs; prs; fi
+  if due $pe; then shs; prs; cpf; fi
   if due $se; then printf '==services %d\n' @NSERVICES@
 @PROBES@  fi
   printf '==sparktui-end %d\n' $seq
@@ -221,6 +229,7 @@ def sampler_script(
     pressure_path: str = PRESSURE_PATH,
     shm_dir: str = SHM_DIR,
     service_timeout_s: float = SERVICE_TIMEOUT_S,
+    cpufreq_dir: str = CPUFREQ_DIR,
 ) -> str:
     """The sh script text. ``process_every``/``service_every`` = 0 never refresh those sections;
     ``count`` > 0 stops after that many frames (tests, benchmarks); 0 runs until output closes."""
@@ -251,6 +260,7 @@ def sampler_script(
         "@CLOCK@": str(CLOCK_EVERY),
         "@PSI_MISSING@": shlex.quote(PSI_MISSING),
         "@PSI_UNREADABLE@": shlex.quote(PSI_UNREADABLE),
+        "@CFD@": shlex.quote(cpufreq_dir),
         "@NSERVICES@": str(len(probes)),
         "@PROBES@": "".join(probes),
     }
@@ -304,6 +314,26 @@ def _exists(path: str) -> bool | None:
 def _first_lines(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip() and line.strip() != "[]"]
     return " | ".join(lines)[:300]
+
+
+def local_cpu_frequency(problems: dict[str, str], root: Path = Path(CPUFREQ_DIR)) -> CpuFrequency | None:
+    """What the sampler's ``==cpufreq`` section holds, read from this machine's sysfs (None, and no
+    problem, on a machine without cpufreq: a VM, a kernel without the driver)."""
+    lines = []
+    for policy in sorted(root.glob("cpufreq/policy[0-9]*")):
+        values = []
+        for name in ("scaling_cur_freq", "scaling_max_freq", "cpuinfo_max_freq"):
+            try:
+                values.append((policy / name).read_text().strip())
+            except OSError:
+                break
+        if values:
+            lines.append(" ".join([policy.name, *values]))
+    try:
+        return parse_cpufreq(lines)
+    except ValueError as exc:
+        problems["cpufreq"] = str(exc)
+        return None
 
 
 class LocalSampler:
@@ -364,10 +394,12 @@ class LocalSampler:
 
         shm: tuple[ShmEntry, ...] | None = None
         processes: tuple[HostProcess, ...] | None = None
+        cpu_freq: CpuFrequency | None = None
         if self._due(self.process_every):
-            refreshed["shm"] = refreshed["processes"] = epoch
+            refreshed["shm"] = refreshed["processes"] = refreshed["cpufreq"] = epoch
             shm = self._shm(problems)
             processes = self._processes()
+            cpu_freq = local_cpu_frequency(problems)
         services_map: dict[str, ServiceState] | None = None
         if self._due(self.service_every):
             refreshed["services"] = epoch
@@ -388,6 +420,7 @@ class LocalSampler:
             seq=self.calls,
             refreshed={name: refreshed[name] for name in SECTIONS if name in refreshed},
             section_problems=problems,
+            cpu_freq=cpu_freq,
         )
 
     def _pressure(self, problems: dict[str, str]) -> MemoryPressure | None:

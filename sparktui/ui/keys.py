@@ -90,6 +90,7 @@ LOG_BINDINGS: list[BindingType] = [
     Binding("F", "follow", "Follow", id="log-follow"),
     Binding("e", "toggle_wrap", "Wrap", id="log-wrap"),
     Binding("i", "next_instance", "Instance", id="log-instance"),
+    Binding("b", "kernel_log", "Kernel", id="log-kernel"),  # the box under the engine: its kernel log
     *_navigation("log", "scroll_lines(-1)", "scroll_lines(1)", "first", "follow", ends=("First line", "Follow")),
     Binding("left", "scroll_columns(-8)", "Left", id="log-left", show=False),
     Binding("right", "scroll_columns(8)", "Right", id="log-right", show=False),

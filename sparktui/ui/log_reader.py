@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 
 MAX_LINES = 20_000  # lines a view holds, over all the node's instances (each buffer holds its own bound)
 
@@ -117,8 +117,9 @@ def locate_row(starts: Sequence[int], row: int) -> tuple[int, int] | None:
 
 
 def shown_text(instance: str, line: LogLine, prefix: bool) -> str:
-    """A line as drawn: ``[instance] `` when the node has several, the local time, then the message."""
-    head = f"[{instance}] " if prefix else ""
+    """A line as drawn: ``[instance] `` when the node has several (the kernel's, ``[kernel]``, is
+    bracketed already), the local time, then the message."""
+    head = (f"{instance} " if instance == KERNEL_LOG else f"[{instance}] ") if prefix else ""
     stamp = f"{line.timestamp.astimezone():%H:%M:%S} " if line.timestamp is not None else ""
     return head + stamp + line.text
 
@@ -220,6 +221,13 @@ class LogReader:
         """All instances, then each in turn, then all again; returns the one now shown (None: all)."""
         choices: list[str | None] = [None, *self.instances]
         self.only = choices[(choices.index(self.only) + 1) % len(choices)] if self.only in choices else None
+        self._refilter()
+        return self.only
+
+    def toggle_kernel(self) -> str | None:
+        """The node's kernel log alone (``KERNEL_LOG``), or, when it is shown alone, every log again;
+        returns the one now shown (None: all)."""
+        self.only = None if self.only == KERNEL_LOG else KERNEL_LOG
         self._refilter()
         return self.only
 

@@ -1,6 +1,7 @@
 """The log view (``l`` on the node screen): every log of a node, merged in time order, following the end
 until the reader scrolls up, searched (``/``, ``n``/``N``), wrapped or cut, one instance or all, with
-the lines that match a known failure signature in the critical colour.
+the lines that match a known failure signature in the critical colour. The node's kernel log is one of
+its logs (``[kernel]``): ``i`` reaches it in turn, ``b`` shows it alone and back.
 
 ``LogView`` draws a ``LogReader`` (``log_reader.py``: the lines, matches and follow state, pure) one
 screen row at a time, so a node's 20,000 lines cost only the rows on screen; the node screen's log
@@ -23,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Footer, Input, Static
 
+from sparktui.model.logbuffer import KERNEL_LOG
 from sparktui.ui.base import SparkScreen, spark_app
 from sparktui.ui.keys import LOG_BINDINGS
 from sparktui.ui.log_reader import LogReader, Match, locate_row, row_starts
@@ -203,8 +205,11 @@ class LogScreen(SparkScreen[None]):
         """New lines from the node's buffers, drawn (the render tick calls it)."""
         if not self.drawable:
             return
+        known = len(self.reader.instances)
         if self.reader.pull(self.spark.log_buffers(self.node)):
             self.view.lines_changed()
+        if len(self.reader.instances) != known:
+            self.refresh_bindings()  # a log appeared: "i" (and "b" for the kernel's) may be offered now
         self._title()
 
     def _title(self) -> None:
@@ -234,6 +239,8 @@ class LogScreen(SparkScreen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next_instance":
             return len(self.reader.instances) > 1  # the footer shows it only when there is a choice
+        if action == "kernel_log":
+            return KERNEL_LOG in self.reader.instances
         return True
 
     # --- actions ------------------------------------------------------------------------------------
@@ -302,6 +309,11 @@ class LogScreen(SparkScreen[None]):
 
     def action_next_instance(self) -> None:
         self.reader.cycle_instance()
+        self.view.lines_changed(restyle=True)
+        self._title()
+
+    def action_kernel_log(self) -> None:
+        self.reader.toggle_kernel()
         self.view.lines_changed(restyle=True)
         self._title()
 

@@ -27,6 +27,7 @@ from textual.widgets import Footer, Sparkline, Static
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, kv_line
+from sparktui.model.exporters import clock_figure
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import (
@@ -461,9 +462,12 @@ class NodeScreen(SparkScreen[None]):
         prompt = rates.prompt_tokens_per_s if rates else None
         # The roofline beside decode: how much of the GPU's memory bandwidth (and compute) it uses.
         roofline = roofline_parts(instance.roofline if instance and not idle else None)
+        # The GPU's clock and what holds it back, beside decode: a throttled GPU decodes slower.
+        clock, held = clock_figure(view.gpu) if view.gpu is not None else ("", False)
         figures = [
             Text("Throughput", style="bold"),
             Text(f"generation {fmt_rate(gen, ' tok/s')}"),
+            *([Text(clock, style=app.colours["status-warn"] if held else "")] if clock else []),
             Text(f"prompt {fmt_rate(prompt, ' tok/s')}"),
             *(Text(part) for part in roofline),
         ]
@@ -476,7 +480,7 @@ class NodeScreen(SparkScreen[None]):
         idle_text = self._idle(idle)
         self._put(
             "#throughput",
-            (gen, prompt, idle, tuple(roofline), self.spark.theme),
+            (gen, prompt, idle, tuple(roofline), clock, held, self.spark.theme),
             lambda: Group(packed_lines([figures]), *([idle_text] if idle_text else [])),
         )
         self._put("#kv", kv)
@@ -655,6 +659,9 @@ class NodeScreen(SparkScreen[None]):
                 f"\n{fmt_number(gpu.temperature_c)} °C   {fmt_number(gpu.power_w, 1)} W   "
                 f"util {fmt_pct(gpu.utilization, 0)}   SM {fmt_number(clock)} MHz\nmemory {memory}"
             )
+            cpu = view.host_state.cpu_freq if view.host_state is not None else None
+            if cpu is not None:  # the CPUs beside the GPU: a capped CPU slows tokenisation and scheduling
+                text.append(f"\n{cpu.text}", style=app.colours["status-warn"] if cpu.capped else "")
             temps = app.history.series(view.name, "gpu_temp", last=60)
             power = app.history.series(view.name, "gpu_power", last=60)
             if temps and power:

@@ -15,7 +15,7 @@ from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
-from sparktui.sources.logs import LogStream
+from sparktui.sources.logs import LogStream, followed_logs
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
 from sparktui.ui.app import make_app
@@ -49,7 +49,8 @@ async def capture(
             for n in spec.nodes
             if wants_host_state(n) and not n.local
         ]
-        # The instances' logs, streamed over SSH as the dashboard does (the node screen's tail, the log view).
+        # The instances' and the kernel's logs, streamed over SSH as the dashboard does (the node screen's
+        # tail, the log view).
         ssh = {n.name: NodeSsh(n) for n in spec.nodes if n.ssh.enabled and not n.local}
 
         def to_app(node: str) -> Callable[[str, list[LogLine]], None]:
@@ -59,8 +60,7 @@ async def capture(
             asyncio.create_task(LogStream(ssh[n.name], vllm, on_batch=to_app(n.name)).run())
             for n in spec.nodes
             if n.name in ssh
-            for vllm in n.vllm
-            if vllm.unit is not None or vllm.container is not None
+            for vllm in followed_logs(n)
         ]
         try:
             async with make_poll_client(fleet_origins(spec), ca_file=spec.ca_file) as client:

@@ -72,7 +72,7 @@ def test_every_catalogue_source_is_a_listed_write_up_or_an_issue() -> None:
     unknown = []
     for rule in rules:
         for part in filter(None, (p.strip() for p in rule.get("source", "").split(","))):
-            write_up = re.fullmatch(r"write-up (\d{3})", part)
+            write_up = re.fullmatch(r"(?:write-up|report) (\d{3})", part)
             if not (write_up and write_up.group(1) in listed) and not re.fullmatch(r"issue \d+", part):
                 unknown.append(f"{rule['id']}: {part}")
     assert listed and not unknown, unknown

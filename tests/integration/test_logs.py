@@ -11,10 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sparktui.model.logbuffer import GAP_RECONNECTED, GAP_RESTARTED, LogBuffer, LogLine
+from sparktui.model.logbuffer import GAP_RECONNECTED, GAP_RESTARTED, KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.specs import NodeSpec, VllmSpec
-from sparktui.sources.logs import LogStream, log_command
+from sparktui.sources.logs import LogStream, kernel_log_command, log_command
 from sparktui.sources.ssh import NodeSsh
+from tests.conftest import DATA
 from tests.support.sshd import DOCKER_FAILED_START, FREE_MEMORY_ERROR, JOURNAL_FAILED_START, Sshd
 from tests.support.wait import wait_until
 
@@ -105,6 +106,57 @@ async def test_docker_lines_reach_the_buffer_with_their_timestamps(fresh_sshd: S
             fresh_sshd.append_docker_log(CONTAINER, ["2026-11-26T10:00:12.5Z INFO Started server process"])
             await wait_until(lambda: texts(stream.buffer)[-1] == "INFO Started server process")
     assert f"docker logs -f --timestamps --tail 200 {CONTAINER}" in fresh_sshd.calls()
+
+
+KERNEL_JOURNAL = (DATA / "kernel" / "journalctl-k.txt").read_text().splitlines()[1:]
+KERNEL_DMESG = (DATA / "kernel" / "dmesg-iso.txt").read_text().splitlines()
+
+
+def test_the_kernel_log_command_reads_the_journal_and_falls_back_to_dmesg() -> None:
+    command, fmt = kernel_log_command(50)
+    assert fmt == "kernel"
+    assert command == (
+        "journalctl -k -f -o short-iso -n 50 || "
+        "{ dmesg --time-format iso | tail -n 50; exec dmesg -W --time-format iso; }"
+    )
+
+
+async def test_the_kernel_journal_reaches_its_own_buffer_and_keeps_following(fresh_sshd: Sshd) -> None:
+    fresh_sshd.append_kernel_log(KERNEL_JOURNAL)
+    batches: list[str] = []
+    async with NodeSsh(fresh_sshd.node(), use_agent=False) as ssh:
+        stream = LogStream(ssh, None, on_batch=lambda name, lines: batches.append(name))
+        async with running(stream):
+            await wait_until(lambda: len(stream.buffer) == len(KERNEL_JOURNAL))
+            assert stream.instance == KERNEL_LOG and set(batches) == {KERNEL_LOG}
+            (oom, _) = stream.buffer.search("NV_ERR_NO_MEMORY")
+            assert oom.text.startswith("NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory")
+            assert oom.timestamp == datetime(2026, 5, 30, 8, 33, 9, tzinfo=UTC)
+            fresh_sshd.append_kernel_log(["2026-05-30T10:06:00+0000 spark1 kernel: NVRM: Xid (PCI:000f:01:00): 43, x"])
+            await wait_until(lambda: texts(stream.buffer)[-1] == "NVRM: Xid (PCI:000f:01:00): 43, x")
+    assert "journalctl -k -f -o short-iso -n 200" in fresh_sshd.calls()
+    assert not any(call.startswith("dmesg") for call in fresh_sshd.calls())
+
+
+async def test_without_a_journal_the_kernel_log_comes_from_dmesg_then_its_new_lines(fresh_sshd: Sshd) -> None:
+    fresh_sshd.remove_journal()
+    fresh_sshd.append_kernel_log(KERNEL_DMESG, journal=False)
+    async with NodeSsh(fresh_sshd.node(), use_agent=False) as ssh:
+        stream = LogStream(ssh, None)
+        async with running(stream):
+            # journalctl's complaint stays in the view: it says why the lines are dmesg's.
+            await wait_until(lambda: len(stream.buffer) == 1 + len(KERNEL_DMESG))
+            assert texts(stream.buffer)[0] == "No journal files were found."
+            assert texts(stream.buffer)[-1] == "thermal thermal_zone0: critical temperature reached, shutting down"
+            assert all(line.timestamp is not None for line in stream.buffer.tail(len(KERNEL_DMESG)))
+            await wait_until(lambda: "dmesg -W --time-format iso" in fresh_sshd.calls())
+            dmesg = fresh_sshd.state_dir / "dmesg.log"
+            await wait_until(lambda: _following(dmesg), 10.0, what=f"a tail -F following {dmesg}")
+            fresh_sshd.append_kernel_log(
+                ["2026-05-30T10:06:00,000001+00:00 mlx5_core 0000:01:00.0: Link up"], journal=False
+            )
+            await wait_until(lambda: texts(stream.buffer)[-1] == "mlx5_core 0000:01:00.0: Link up")
+    assert len(stream.buffer) == 1 + len(KERNEL_DMESG) + 1  # the ring buffer was read once, then only what is new
 
 
 async def test_a_burst_arrives_in_a_few_bounded_batches(fresh_sshd: Sshd) -> None:

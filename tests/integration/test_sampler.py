@@ -26,6 +26,7 @@ from sparktui.sources.sampler import (
     GREP_PATTERN,
     LocalSampler,
     ServiceProbe,
+    local_cpu_frequency,
     sampler_command,
     sampler_script,
     service_probes,
@@ -442,3 +443,54 @@ def test_local_sampler_times_out_a_hung_service_manager(tmp_path: Path) -> None:
     services = sampler.sample([ServiceProbe("a", "docker", "c")]).services
     assert services is not None
     assert services["a"].problem == "docker timed out after 0.5s"
+
+
+# --- CPU frequency (issue 21): the CPUs capped at 1.5 GHz, as operators saw on Sparks --------------
+
+
+def gb10_cpufreq(root: Path, cap_khz: int | None = None) -> None:
+    """A GB10's cpufreq policies as the kernel lays them out (written for the test, no capture): one
+    per cluster, ten Cortex-X925 (3.9 GHz) and ten Cortex-A725 (2.808 GHz), kHz; ``cap_khz`` caps
+    scaling_max_freq."""
+    for policy, top in ((0, 3_900_000), (10, 2_808_000)):
+        limit = min(top, cap_khz) if cap_khz else top
+        folder = root / "cpufreq" / f"policy{policy}"
+        folder.mkdir(parents=True)
+        for name, value in (("scaling_cur_freq", limit), ("scaling_max_freq", limit), ("cpuinfo_max_freq", top)):
+            (folder / name).write_text(f"{value}\n")
+    (root / "cpufreq" / "boost").write_text("0\n")  # not a policy
+
+
+def test_cpu_frequency_is_read_every_nth_frame_and_a_cap_is_seen(tmp_path: Path) -> None:
+    gb10_cpufreq(tmp_path, cap_khz=1_500_000)
+    script = sampler_script(0.05, [], count=3, process_every=2, service_every=0, cpufreq_dir=str(tmp_path))
+    first, second, third = run_frames(f"exec sh -c {shlex.quote(script)} sparktui-sampler")
+    assert second.cpu_freq is None and "cpufreq" not in second.refreshed  # between refreshes
+    for frame in (first, third):
+        freq = frame.cpu_freq
+        assert freq is not None and (freq.policies, freq.mean_hz, freq.limit_hz, freq.top_hz) == (
+            2,
+            1.5e9,
+            1.5e9,
+            3.9e9,
+        )
+        assert freq.capped and freq.text == "CPU 1.50 GHz (1.50-1.50), capped at 1.50 of 3.90 GHz"
+    merged = merge(first, second)
+    assert merged.cpu_freq == first.cpu_freq  # carried to the frame that did not read it
+
+
+def test_without_cpufreq_there_is_no_reading_and_no_problem(tmp_path: Path) -> None:
+    script = sampler_script(0.05, [], count=1, service_every=0, cpufreq_dir=str(tmp_path))
+    (frame,) = run_frames(f"exec sh -c {shlex.quote(script)} sparktui-sampler")
+    assert frame.cpu_freq is None and "cpufreq" in frame.refreshed  # read, and nothing there: a VM
+    assert "cpufreq" not in frame.section_problems
+    assert frame.memory.mem_total == this_mem_total()  # the rest of the frame is whole
+
+
+def test_the_local_sampler_reads_the_same_cpufreq_tree(tmp_path: Path) -> None:
+    gb10_cpufreq(tmp_path)
+    problems: dict[str, str] = {}
+    freq = local_cpu_frequency(problems, tmp_path)
+    assert freq is not None and not freq.capped and problems == {}
+    assert (freq.min_hz, freq.max_hz, freq.top_hz) == (2.808e9, 3.9e9, 3.9e9)
+    assert local_cpu_frequency(problems, tmp_path / "none") is None and problems == {}

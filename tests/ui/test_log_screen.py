@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from rich.segment import Segment
 from textual.widgets import Static
 
-from sparktui.model.logbuffer import LogBuffer
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer
 from sparktui.ui.app import SparkApp
 from sparktui.ui.log_screen import LogScreen, LogView
 from sparktui.ui.node_screen import NodeScreen
@@ -191,4 +191,31 @@ async def test_the_instance_key_is_off_when_the_node_has_one_instance() -> None:
         screen = await _open_logs(app, pilot)
         assert "next_instance" not in {b.binding.action for b in screen.active_bindings.values() if b.enabled}
         await pilot.press("i")
+        assert screen.reader.only is None
+
+
+async def test_b_shows_the_kernel_log_alone_and_every_log_again() -> None:
+    kernel = LogBuffer()
+    kernel.append(T0 + timedelta(seconds=2), "NVRM: Xid (PCI:000f:01:00): 43, pid=4127, name=python3, Ch 00000008")
+    app = _app({"gptoss": _buffer(5), KERNEL_LOG: kernel})
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await _open_logs(app, pilot)
+        assert {e.instance for e in screen.reader.shown} == {"gptoss", KERNEL_LOG}
+        await pilot.press("b")
+        await pilot.pause()
+        assert {e.instance for e in screen.reader.shown} == {KERNEL_LOG}
+        assert "[kernel]" in str(screen.query_one("#log-title", Static).content)
+        shown = [_plain(row) for row in _rows(screen.view) if _plain(row).strip()]
+        assert len(shown) == 1 and shown[0].startswith("[kernel] ") and "Xid" in shown[0]
+        await pilot.press("b")
+        await pilot.pause()
+        assert {e.instance for e in screen.reader.shown} == {"gptoss", KERNEL_LOG}
+
+
+async def test_the_kernel_key_is_off_on_a_node_without_a_kernel_log() -> None:
+    app = _app({"gptoss": _buffer(5), "asr": _buffer(5, start=100)})
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await _open_logs(app, pilot)
+        assert "kernel_log" not in {b.binding.action for b in screen.active_bindings.values() if b.enabled}
+        await pilot.press("b")
         assert screen.reader.only is None

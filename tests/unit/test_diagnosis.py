@@ -23,7 +23,7 @@ from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, cata
 from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
-from sparktui.model.logbuffer import LogBuffer, LogFormat, parse_log_line
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogFormat, parse_log_line
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State
 from sparktui.model.units import fmt_clock
@@ -72,6 +72,9 @@ CATALOGUE_ROWS = (
     "port-refused-loading",
 )
 ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra metric detectors
+# Issue 21's signatures of the node's kernel log.
+KERNEL_RULES = ("nvrm-out-of-memory", "gpu-xid", "pcie-aer-fatal", "mlx5-slot-reset", "thermal-event")
+GPU_DETECTORS = ("gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low")  # and its clocks, power, throttling
 
 SERVING = """
 poll_interval_s = 1.0
@@ -188,10 +191,18 @@ class Rig:
         self.logs: dict[str, LogBuffer] = {}
         self.findings: tuple[Finding, ...] = ()
 
-    def poll(self, t: float, health: HttpResult | None, metrics: str | None = None, instance: str = "") -> None:
+    def poll(
+        self,
+        t: float,
+        health: HttpResult | None,
+        metrics: str | None = None,
+        instance: str = "",
+        gpu: str | None = None,
+    ) -> None:
         names = [instance] if instance else list(self.fleet.nodes[self.name].instances)
         observed = tuple(VllmObservation(name, health, ok(metrics) if metrics is not None else None) for name in names)
-        self.fleet.apply(NodeObservation(node=self.name, t=t, wall=WALL0 + t, vllm=observed))
+        exporter = ok(gpu) if gpu is not None else None
+        self.fleet.apply(NodeObservation(node=self.name, t=t, wall=WALL0 + t, vllm=observed, gpu_exporter=exporter))
 
     def host(self, t: float, sample: HostSample | None = None, problem: str | None = None) -> None:
         self.fleet.apply_host(HostUpdate(self.name, t, sample=sample, problem=problem))
@@ -243,7 +254,7 @@ def healthy(rig: Rig, until: int = 3) -> None:
 
 
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
-    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS)
+    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(GPU_DETECTORS)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -289,19 +300,21 @@ LOG_CASES = [
 def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
     rule = CATALOGUE.rule(case["rule"])
     assert rule.log is not None, f"{rule.id} is not a log rule"
+    kernel = rule.log.stream == "kernel"
+    assert kernel == (case["format"] == "kernel"), "a kernel-log rule's evidence is kernel-log lines"
     rig = Rig()
     healthy(rig)
-    rig.log("gptoss", case["format"], case["lines"])
+    rig.log(KERNEL_LOG if kernel else "gptoss", case["format"], case["lines"])
     findings = rig.evaluate(3.0)
     matched = [f for f in findings if f.id == rule.id]
     if not case["match"]:
         assert matched == []
         return
     (finding,) = matched
-    assert finding.instance == "gptoss" and finding.node == "spark1"
+    assert finding.instance == (None if kernel else "gptoss") and finding.node == "spark1"
     assert (finding.severity, finding.title, finding.fix, finding.action) == (
         rule.severity,
-        rule.title,
+        rule.title_for(next((m for p in rule.log.any if (m := p.search(finding.lines[0].text))), None)),
         rule.fix,
         rule.action,
     )
@@ -775,6 +788,94 @@ def refused_while_the_container_is_stopped() -> None:
     assert "port-refused-loading" not in rig.ids()
 
 
+# --- the GPU's clocks, power and throttle reasons (issue 21), from the real H100 exporter capture ----
+
+GPU_SERVING = SERVING.replace(
+    "[[nodes.vllm]]", '[nodes.gpu_exporter]\nurl = "http://10.0.0.1:9835/metrics"\n[[nodes.vllm]]', 1
+)
+# tests/data/exporters/nvidia_gpu_exporter.prom: a busy H100 (util 1, 631.95 W, SM 1,980 of 1,980 MHz,
+# no clock-event reason active); each case changes the series it is about.
+H100_BUSY = (DATA / "exporters" / "nvidia_gpu_exporter.prom").read_text()
+
+
+def gpu_polls(page: str, polls: int = 3) -> Rig:
+    """A serving node whose GPU exporter answers ``page`` at every poll."""
+    rig = Rig(GPU_SERVING)
+    for i in range(polls):
+        rig.poll(float(i), ok(), MTP2[i], gpu=page)
+        rig.evaluate(float(i))
+    return rig
+
+
+@detector_case("gpu-thermal-slowdown", True)
+def gpu_thermal_slowdown_active() -> None:
+    page = edit(
+        H100_BUSY,
+        {
+            "nvidia_smi_clocks_event_reasons_sw_thermal_slowdown": 1,
+            "nvidia_smi_temperature_gpu": 87,
+            "nvidia_smi_clocks_current_sm_clock_hz": 8.1e8,
+        },
+    )
+    finding = gpu_polls(page).get("gpu-thermal-slowdown", None)
+    assert "GPU clocks held back by SW thermal slowdown: 87 °C, 632.0 W, 100 % busy, SM 810 MHz (of 1,980 MHz)" in (
+        text_of(finding)
+    )
+    assert "gpu-clock-low" not in gpu_polls(page, polls=4).ids()  # the thermal finding says why already
+
+
+@detector_case("gpu-thermal-slowdown", False)
+def gpu_power_capped_is_not_thermal() -> None:
+    # loaded-q-perf.txt of the same H100: "SW Power Cap: Active" under load, no thermal reason.
+    rig = gpu_polls(edit(H100_BUSY, {"nvidia_smi_clocks_event_reasons_sw_power_cap": 1}))
+    assert "gpu-thermal-slowdown" not in rig.ids()
+
+
+@detector_case("gpu-clock-low", True)
+def gpu_busy_with_the_clock_stuck_low() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_clocks_current_sm_clock_hz": 8.5e8})
+    rig = gpu_polls(page, polls=2)
+    assert "gpu-clock-low" not in rig.ids()  # open_after 3 polls
+    rig.poll(2.0, ok(), MTP2[2], gpu=page)
+    rig.evaluate(2.0)
+    finding = rig.get("gpu-clock-low", None)
+    assert "GPU busy with its clock low: 59 °C, 632.0 W, 100 % busy, SM 850 MHz (of 1,980 MHz); no clock-event " in (
+        text_of(finding)
+    )
+
+
+@detector_case("gpu-clock-low", False)
+def gpu_idle_at_a_low_clock() -> None:
+    # idle-query.csv of the same H100: 345 MHz at 0 % is a GPU at rest, not a stuck one.
+    page = edit(H100_BUSY, {"nvidia_smi_clocks_current_sm_clock_hz": 3.45e8, "nvidia_smi_utilization_gpu_ratio": 0})
+    assert "gpu-clock-low" not in gpu_polls(page, polls=4).ids()
+    assert "gpu-clock-low" not in gpu_polls(H100_BUSY, polls=4).ids()  # busy at its top clock
+
+
+@detector_case("gpu-power-low", True)
+def gpu_busy_at_idle_power() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0.96, "nvidia_smi_power_draw_watts": 20.4})
+    finding = gpu_polls(page, polls=4).get("gpu-power-low", None)
+    assert "GPU reads 96 % busy but draws 20.4 W, under 30 W" in text_of(finding)
+
+
+@detector_case("gpu-power-low", False)
+def gpu_busy_at_full_power_or_idle_at_low_power() -> None:
+    assert "gpu-power-low" not in gpu_polls(H100_BUSY, polls=4).ids()
+    idle = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0, "nvidia_smi_power_draw_watts": 11.2})
+    assert "gpu-power-low" not in gpu_polls(idle, polls=4).ids()
+
+
+def test_a_stale_gpu_reading_opens_no_gpu_finding() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0.96, "nvidia_smi_power_draw_watts": 20.4})
+    rig = gpu_polls(page, polls=1)
+    for t in range(10, 30):  # the exporter stopped answering after the first poll: its reading goes stale
+        rig.poll(float(t), ok(), MTP2[t % 30])
+        rig.evaluate(float(t))
+        assert rig.view(float(t)).gpu_age_s == t
+    assert "gpu-power-low" not in rig.ids()
+
+
 DETECTOR_CALLS = [
     pytest.param(fn, id=f"{rule_id}-{'match' if match else 'near-miss'}-{fn.__name__}")
     for rule_id, by_match in DETECTOR_CASES.items()
@@ -1028,6 +1129,22 @@ DATA_FILE = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
             "(?i:mamba page size",
             "(?i)(?:mamba page size",
             "rule 'chunked-prefill-ssm' log.all[1]: bad regular expression",
+        ),
+        # kernel-log rules (issue 21): the stream, the lifetimes allowed, a title's field and its group
+        (
+            'stream = "kernel"\nany = [\'NVRM: .*',
+            'stream = "dmesg"\nany = [\'NVRM: .*',
+            "rule 'nvrm-out-of-memory' log: 'stream' must be vllm or kernel",
+        ),
+        (
+            "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"quiet\"",
+            "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"process\"",
+            "rule 'pcie-aer-fatal' log: a kernel-log rule's 'lifetime' must be attempt or quiet",
+        ),
+        (
+            "(?P<xid>\\d+)",
+            "(?P<number>\\d+)",
+            "rule 'gpu-xid': 'title' field {xid} must be a named group (?P<xid>…)",
         ),
     ],
 )

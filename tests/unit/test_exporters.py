@@ -9,8 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.model.exporters import ExporterKind, GpuReading, detect, gpu_reading
+from sparktui.model.exporters import (
+    ExporterKind,
+    GpuReading,
+    clock_figure,
+    detect,
+    gpu_reading,
+    nvidia_smi_q_reading,
+    throttle_from_mask,
+    throttle_text,
+    throttle_words,
+)
 from sparktui.model.promtext import Exposition, parse
+from sparktui.model.units import NO_DATA
 
 EXPORTERS = Path(__file__).resolve().parents[1] / "data" / "exporters"
 MIB = 1024 * 1024
@@ -268,3 +279,94 @@ def test_dgx_spark_without_gpu_series_has_no_reading() -> None:
 
 def test_node_exporter_scrape_has_no_gpu_reading() -> None:
     assert gpu_reading(_expo("node_exporter.prom")) is None
+
+
+# --- throttling and clocks (issue 21) ------------------------------------------------------------
+
+SMI = EXPORTERS / "nvidia-smi-h100"
+
+
+def _set(text: str, series: str, value: str) -> str:
+    """The exposition with every sample of ``series`` (exactly that name) set to ``value``."""
+    out = [
+        f"{line.rsplit(' ', 1)[0]} {value}" if line.split("{", 1)[0].split(" ", 1)[0] == series else line
+        for line in text.splitlines()
+    ]
+    return "\n".join(out) + "\n"
+
+
+def test_nvidia_capture_reports_no_active_reason_and_its_max_clock() -> None:
+    reading = _reading(_text("nvidia_gpu_exporter.prom"))
+    assert reading.throttle == ()  # every nvidia_smi_clocks_event_reasons_* reads 0 under this load
+    assert reading.max_sm_clock_hz == 1.98e9  # nvidia_smi_clocks_max_sm_clock_hz 1.98e+09
+
+
+def test_nvidia_active_reasons_are_read_in_both_spellings() -> None:
+    text = _set(_text("nvidia_gpu_exporter.prom"), "nvidia_smi_clocks_event_reasons_sw_thermal_slowdown", "1")
+    text = _set(text, "nvidia_smi_clocks_event_reasons_sw_power_cap", "1")
+    assert _reading(text).throttle == ("sw_power_cap", "sw_thermal_slowdown")
+    older = text.replace("nvidia_smi_clocks_event_reasons_", "nvidia_smi_clocks_throttle_reasons_")
+    assert _reading(older).throttle == ("sw_power_cap", "sw_thermal_slowdown")  # drivers before 590
+
+
+def test_nvidia_without_reason_series_says_none_not_unthrottled() -> None:
+    text = _without(_text("nvidia_gpu_exporter.prom"), "clocks_event_reasons")
+    assert _reading(text).throttle is None
+
+
+@pytest.mark.parametrize(
+    ("mask", "reasons"),
+    # nvidia-smi's clocks_event_reasons.active in loaded-query.csv: 0x…1 idle, then 0x…4 once the load runs
+    [(0x1, ("gpu_idle",)), (0x4, ("sw_power_cap",)), (0x24, ("sw_power_cap", "sw_thermal_slowdown")), (0, ())],
+)
+def test_dcgm_clock_event_bitmask_is_decoded_with_nvmls_bits(mask: int, reasons: tuple[str, ...]) -> None:
+    text = _text("dcgm_exporter.prom")
+    assert _reading(text).throttle is None  # the T4 capture carries no reasons field
+    labels = 'gpu="0",UUID="GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e",device="nvidia0",modelName="Tesla T4"'
+    line = f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{labels}}} {mask}\n"
+    assert _reading(text + line).throttle == reasons
+    assert _reading(text + line.replace("CLOCKS_EVENT_REASONS", "CLOCK_THROTTLE_REASONS")).throttle == reasons
+
+
+def test_the_csv_masks_of_the_h100_capture_decode_to_the_reasons_its_columns_name() -> None:
+    rows = [line.split(", ") for line in (SMI / "loaded-query.csv").read_text().splitlines()]
+    header, data = rows[0], rows[1:]
+    mask, power_cap = header.index("clocks_event_reasons.active"), header.index("clocks_event_reasons.sw_power_cap")
+    for row in data:
+        decoded = throttle_from_mask(int(row[mask], 16))
+        assert ("sw_power_cap" in decoded) == (row[power_cap] == "Active"), row
+
+
+def test_nvidia_smi_q_idle_and_loaded_from_the_h100_capture() -> None:
+    idle = nvidia_smi_q_reading((SMI / "idle-q.txt").read_text())
+    assert idle is not None and idle.kind is ExporterKind.NVIDIA_SMI
+    assert (idle.name, idle.temperature_c, idle.power_w, idle.utilization) == ("NVIDIA H100 80GB HBM3", 34, 106.25, 0.0)
+    assert (idle.sm_clock_hz, idle.max_sm_clock_hz, idle.throttle) == (345e6, 1980e6, ("gpu_idle",))
+    loaded = nvidia_smi_q_reading((SMI / "loaded-q-perf.txt").read_text())
+    assert loaded is not None
+    # "SW Power Cap: Active", "Average Power Draw: 694.37 W", "SM: 1350 MHz", "GPU Current Temp: 54 C"
+    assert (loaded.throttle, loaded.power_w, loaded.sm_clock_hz, loaded.temperature_c) == (
+        ("sw_power_cap",),
+        694.37,
+        1350e6,
+        54,
+    )
+    assert loaded.utilization is None  # not asked in that capture: no data, not 0
+    assert throttle_words(("sw_power_cap", "sw_thermal_slowdown")) == "SW power cap, SW thermal slowdown"
+
+
+def test_nvidia_smi_q_without_a_gpu_is_none() -> None:
+    assert nvidia_smi_q_reading("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.") is None
+
+
+def test_the_clock_figure_says_what_holds_the_clock_back_and_no_data_without_reasons() -> None:
+    busy = _reading(_text("nvidia_gpu_exporter.prom"))
+    assert clock_figure(busy) == ("GPU SM 1,980 MHz, throttle none", False)
+    hot = _set(_text("nvidia_gpu_exporter.prom"), "nvidia_smi_clocks_event_reasons_sw_thermal_slowdown", "1")
+    hot = _set(hot, "nvidia_smi_clocks_current_sm_clock_hz", "8.1e+08")
+    assert clock_figure(_reading(hot)) == ("GPU SM 810 MHz, throttle SW thermal slowdown", True)
+    idle = nvidia_smi_q_reading((SMI / "idle-q.txt").read_text())
+    assert idle is not None and clock_figure(idle) == ("GPU SM 345 MHz, throttle none", False)  # idle is no throttle
+    ateska = _reading(_text("dgx_spark_prometheus.prom"))
+    assert clock_figure(ateska) == ("GPU SM 2,405 MHz", False)  # no reasons reported: none claimed
+    assert throttle_text(ateska) == NO_DATA

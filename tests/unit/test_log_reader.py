@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from sparktui.model.logbuffer import LogBuffer
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer
 from sparktui.ui.log_reader import (
     Follow,
     LogReader,
@@ -161,3 +161,18 @@ def test_a_buffer_that_starts_again_is_read_afresh() -> None:
     assert reader.pull({"qwen": again}) == 1
     assert [e.line.text for e in reader.shown] == ["new 0"]
     assert reader.generation > generation  # the view's rendered lines are stale
+
+
+def test_the_kernel_log_is_one_of_the_logs_shown_alone_and_back_and_bracketed_once() -> None:
+    vllm, kernel = LogBuffer(), LogBuffer()
+    vllm.append(_at(0), "INFO Starting vLLM API server")
+    kernel.append(_at(1), "NVRM: Xid (PCI:000f:01:00): 43, pid=4127, name=python3, Ch 00000008")
+    vllm.append(_at(2), "INFO Application startup complete.")
+    reader = LogReader()
+    reader.pull({"qwen": vllm, KERNEL_LOG: kernel})
+    assert [e.instance for e in reader.shown] == ["qwen", KERNEL_LOG, "qwen"]  # merged in time order
+    assert reader.shown[1].text.startswith("[kernel] ") and "[[" not in reader.shown[1].text
+    assert reader.toggle_kernel() == KERNEL_LOG
+    assert [e.instance for e in reader.shown] == [KERNEL_LOG]
+    assert reader.toggle_kernel() is None
+    assert len(reader.shown) == 3
