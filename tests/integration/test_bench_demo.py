@@ -157,7 +157,7 @@ def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Pa
         env=env,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # the demo's start, on a busy machine
         while not config.exists():
             assert demo.poll() is None and time.monotonic() < deadline, "the demo fleet wrote no config"
             time.sleep(0.1)  # the poll interval of the condition above
@@ -165,7 +165,7 @@ def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Pa
         bench = subprocess.Popen(
             [*python, *argv, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
-        watchdog = threading.Timer(120, bench.kill)  # a hung read below ends the test, not the suite
+        watchdog = threading.Timer(300, bench.kill)  # a hung read below ends the test, not the suite
         watchdog.start()
         try:
             assert bench.stderr is not None
@@ -173,13 +173,13 @@ def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Pa
                 if "Long (600 tok)" in line:
                     break
             bench.send_signal(signal.SIGINT)
-            stdout, stderr = bench.communicate(timeout=60)
+            stdout, stderr = bench.communicate(timeout=120)
         finally:
             watchdog.cancel()
     finally:
         demo.terminate()
         demo.wait(timeout=20)
-    assert bench.returncode == 1, stderr
+    assert bench.returncode == 1, f"exit {bench.returncode} (-9: the watchdog)\n{stderr}\n{stdout}"
     assert "stopped early: stopped by Ctrl-C" in stdout and "| Short (64 tok) | 1 |" in stdout
     saved = json.loads(out.read_text())
     assert saved["complete"] is False and [c["name"] for c in saved["cases"]] == ["short"]
