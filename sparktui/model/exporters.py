@@ -148,6 +148,12 @@ NVIDIA_THROTTLE_PREFIXES = ("nvidia_smi_clocks_event_reasons_", "nvidia_smi_cloc
 DCGM_THROTTLE_MASKS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 
 
+def throttle_series_names() -> tuple[str, ...]:
+    """Every series ``_throttle`` may read: the exporters' 0/1 gauges in both spellings, DCGM's masks."""
+    gauges = (prefix + name for prefix in NVIDIA_THROTTLE_PREFIXES for _, name, _ in THROTTLE_REASONS)
+    return (*gauges, *DCGM_THROTTLE_MASKS)
+
+
 def throttle_from_mask(mask: int) -> tuple[str, ...]:
     """The reasons of an NVML clock-event bitmask (DCGM's field, nvidia-smi's ``clocks_event_reasons.active``)."""
     return tuple(name for bit, name, _ in THROTTLE_REASONS if mask & bit)

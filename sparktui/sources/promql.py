@@ -44,6 +44,7 @@ def exporter_series_names() -> tuple[str, ...]:
             names.update(wire for wire, _multiplier in choices)
     names.update((exporters.NVIDIA_INFO, exporters.NVIDIA_INDEX, exporters.NVIDIA_COLLECT_OK))
     names.update(exporters.DCGM_FB_PARTS)
+    names.update(exporters.throttle_series_names())
     names.update(exporters.DGX_SPARK_HOST_MEMORY)
     meminfo = ("MemTotal", "MemAvailable", "MemFree", "Buffers", "Cached", "Shmem", "Dirty", "Writeback")
     names.update(memory.NODE_MEMORY.format(key=key) for key in (*meminfo, "SReclaimable"))
