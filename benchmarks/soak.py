@@ -61,7 +61,7 @@ from sparktui.diagnosis.alerts import AlertEngine, alert_rules
 from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.history import INSTANCE_METRICS, NODE_METRICS, History
-from sparktui.model.logbuffer import LogBuffer
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.ui.app import SparkApp, make_app
@@ -322,14 +322,18 @@ def sizes(app: SparkApp) -> tuple[dict[str, int], dict[str, int]]:
     )
     series = len(fleet.nodes) * len(NODE_METRICS) + sum(len(n.vllm) for n in fleet.nodes) * len(INSTANCE_METRICS)
     size["history points"], bound["history points"] = points, series * app.history.max_points
-    lines = nbytes = 0
-    lines_bound = bytes_bound = 0
-    for node in fleet.nodes:
-        for buffer in app.log_buffers(node.name).values():
-            lines, nbytes = lines + len(buffer), nbytes + buffer.bytes
-            lines_bound, bytes_bound = lines_bound + buffer.max_lines, bytes_bound + buffer.max_bytes
-    size["log lines"], bound["log lines"] = lines, lines_bound
-    size["log bytes"], bound["log bytes"] = nbytes, bytes_bound
+    # The instances' logs, and apart the nodes' kernel logs (quiet on a healthy demo node: bounded, not
+    # expected to fill).
+    for prefix, kernel in (("log", False), ("kernel log", True)):
+        lines = nbytes = 0
+        lines_bound = bytes_bound = 0
+        for node in fleet.nodes:
+            for log_name, buffer in app.log_buffers(node.name).items():
+                if (log_name == KERNEL_LOG) is kernel:
+                    lines, nbytes = lines + len(buffer), nbytes + buffer.bytes
+                    lines_bound, bytes_bound = lines_bound + buffer.max_lines, bytes_bound + buffer.max_bytes
+        size[f"{prefix} lines"], bound[f"{prefix} lines"] = lines, lines_bound
+        size[f"{prefix} bytes"], bound[f"{prefix} bytes"] = nbytes, bytes_bound
     counter_points = 0
     for node_state in app.state.nodes.values():
         for instance in node_state.instances.values():
@@ -428,8 +432,8 @@ def shrink_bounds(app: SparkApp) -> None:
     core.alerts = AlertEngine(alert_rules(fleet), fleet, history_limit=SMALL_ALERTS_KEPT)
     for node in fleet.nodes:
         buffers = core.log_buffers.setdefault(node.name, {})
-        for vllm in node.vllm:
-            buffers[vllm.name] = LogBuffer(max_lines=SMALL_LOG_LINES, max_bytes=SMALL_LOG_BYTES)
+        for name in (*(vllm.name for vllm in node.vllm), KERNEL_LOG):
+            buffers[name] = LogBuffer(max_lines=SMALL_LOG_LINES, max_bytes=SMALL_LOG_BYTES)
 
 
 class Operator:
