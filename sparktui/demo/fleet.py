@@ -661,16 +661,13 @@ class DemoFleet:
             await self._fire_due_events()
         await self._sync_listening()
 
-    async def run_clock(self, tick_s: float = 0.1, speed: float = 1.0, max_step_s: float | None = None) -> None:
-        """Advance with the wall clock (``speed`` times as fast) until cancelled. ``max_step_s`` caps one
-        step in simulated seconds: when the process gets too little CPU to tick on time, the simulation
-        slows down with it instead of jumping ahead of what its clients could see (tests on a busy machine)."""
+    async def run_clock(self, tick_s: float = 0.1, speed: float = 1.0) -> None:
+        """Advance with the wall clock (``speed`` times as fast) until cancelled."""
         last = time.monotonic()
         while True:
             await asyncio.sleep(tick_s)
             now = time.monotonic()
-            step = (now - last) * speed
-            await self.advance(step if max_step_s is None else min(step, max_step_s))
+            await self.advance((now - last) * speed)
             last = now
 
     async def power_off(self, name: str) -> None:

@@ -24,7 +24,7 @@ async def running_incident(speed: float) -> AsyncIterator[tuple[DemoFleet, Fleet
     warmup's cold request span too few polls in CI; see docs/reliability.md."""
     fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
     await fleet.start()
-    clock = asyncio.create_task(fleet.run_clock(tick_s=TICK_S, speed=speed, max_step_s=None))
+    clock = asyncio.create_task(fleet.run_clock(tick_s=TICK_S, speed=speed))
     try:
         spec = parse_config(fleet.config_toml(), source="demo.toml").model_copy(update={"poll_interval_s": 0.25})
         yield fleet, spec
