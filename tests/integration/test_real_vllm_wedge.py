@@ -165,9 +165,14 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
 
     async def keep_busy(client: httpx.AsyncClient, lane: int) -> None:
         """One long request after another, so requests are in flight whenever the watcher looks: a single
-        one can finish before the watcher's second scrape on a fast run (the tiny model is quick)."""
+        one can finish before the watcher's second scrape on a fast run (the tiny model is quick).
+
+        Each lane asks for a different length, so the lanes never finish in the same engine step: with
+        equal lengths all three ended together, and a stop landing in the gap before the next three froze
+        the gauges at 0 running, an idle wedge (CI failed on it once, opened by the canary 48 ticks on)."""
         for i in itertools.count():
-            body = {"model": SERVED_NAME, "prompt": f"request {lane}.{i}", "max_tokens": 1500, "ignore_eos": True}
+            tokens = 1500 - 250 * lane
+            body = {"model": SERVED_NAME, "prompt": f"request {lane}.{i}", "max_tokens": tokens, "ignore_eos": True}
             try:
                 await client.post(f"{real_vllm.url}/v1/completions", json=body, timeout=600.0)
             except httpx.HTTPError:
