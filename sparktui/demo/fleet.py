@@ -383,10 +383,14 @@ class DemoNode:
     rng: random.Random = field(default_factory=random.Random)
     ssh: DemoSshServer | None = None
     gpu_fault: GpuFault | None = None  # what a scenario does to the GPU (``GPU_FAULTS``)
+    gpu_scraped_at: float | None = None  # the simulated time the GPU exporter last answered (``run_clock``)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def gpu_served(self, request: Request, response: Response, seconds: float) -> None:
+        self.gpu_scraped_at = self.clock.now
 
     def advance(self, dt: float) -> None:
         if not self.powered:
@@ -548,7 +552,7 @@ class DemoFleet:
                 for i in spec.instances
             ]
             node = DemoNode(spec, instances, host, self.clock, rng=rng)
-            node.gpu_http = HttpServer(node.gpu_page)
+            node.gpu_http = HttpServer(node.gpu_page, on_served=node.gpu_served)
             for name, kind in spec.services:
                 node.services[name] = HttpServer(_service_handler(kind, rng))  # type: ignore[arg-type]
             for instance in instances:
@@ -661,14 +665,28 @@ class DemoFleet:
             await self._fire_due_events()
         await self._sync_listening()
 
-    async def run_clock(self, tick_s: float = 0.1, speed: float = 1.0) -> None:
-        """Advance with the wall clock (``speed`` times as fast) until cancelled."""
+    async def run_clock(
+        self, tick_s: float = 0.1, speed: float = 1.0, paced_by: str | None = None, ahead_s: float = 0.0
+    ) -> None:
+        """Advance with the wall clock (``speed`` times as fast) until cancelled.
+
+        With ``paced_by`` (a node's name) the simulation never runs more than ``ahead_s`` simulated
+        seconds past that node's last GPU exporter scrape, and not at all before the first: it waits
+        for an observer starved of CPU (a test's dashboard on a busy machine) instead of running ahead
+        of its polls, and the time it waited is not made up later. ``ahead_s`` of two polls' worth
+        never binds while the polls keep their interval: an observer on time sees the wall's pace."""
+        pacer = self.node(paced_by) if paced_by is not None else None
         last = time.monotonic()
         while True:
             await asyncio.sleep(tick_s)
             now = time.monotonic()
-            await self.advance((now - last) * speed)
+            dt = (now - last) * speed
             last = now
+            if pacer is not None:  # not before the first scrape: the observer may still be starting
+                scraped = pacer.gpu_scraped_at
+                dt = 0.0 if scraped is None else min(dt, scraped + ahead_s - self.now)
+            if dt > 0:
+                await self.advance(dt)
 
     async def power_off(self, name: str) -> None:
         """The node vanishes: its processes stop and every port, SSH included, refuses."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -22,6 +22,7 @@ from sparktui.model.vllm import normalise
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.conftest import VLLM_FIXTURES
+from tests.support.wait import wait_until
 
 
 def _shape(expo: Exposition, prefix: str) -> dict[str, set[frozenset[str]]]:
@@ -209,6 +210,35 @@ async def test_streaming_completion_sends_chunks_then_done(running_fleet: DemoFl
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
     assert len(text.split()) == 20
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+async def test_a_paced_clock_waits_for_the_observers_polls_and_never_runs_past_them(running_fleet: DemoFleet) -> None:
+    """``run_clock(paced_by=)``: still before the node's first GPU exporter scrape, then at most
+    ``ahead_s`` past the last one however fast the clock would run (a starved dashboard's polls)."""
+    node = running_fleet.node("spark1")
+    assert node.gpu_http is not None
+    ahead_s = 3.0
+    start = running_fleet.now
+    clock = asyncio.create_task(running_fleet.run_clock(tick_s=0.01, speed=1000.0, paced_by="spark1", ahead_s=ahead_s))
+    try:
+        other = running_fleet.node("spark2").gpu_http
+        assert other is not None
+        async with httpx.AsyncClient(timeout=20) as client:
+            await client.get(f"{other.url}/metrics")  # another node's poll does not pace this clock
+            await asyncio.sleep(0.1)  # ten of the clock's ticks, each worth 10 simulated seconds
+            assert running_fleet.now == start
+
+            def paced_past(at: float) -> Callable[[], bool]:
+                return lambda: running_fleet.now >= at + ahead_s - 1e-6
+
+            for _ in range(3):
+                scraped = running_fleet.now
+                await client.get(f"{node.gpu_http.url}/metrics")
+                await wait_until(paced_past(scraped), 20.0, what="the clock paced")
+                await asyncio.sleep(0.05)  # five more ticks: the clock stays where the pace stopped it
+                assert running_fleet.now == pytest.approx(scraped + ahead_s)
+    finally:
+        clock.cancel()
 
 
 async def test_api_key_is_enforced_on_v1_only(running_fleet: DemoFleet) -> None:

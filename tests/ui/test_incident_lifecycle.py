@@ -74,7 +74,7 @@ class Incident:
 @pytest.fixture
 async def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Incident]:
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(tmp_path / "audit.log"))
-    async with running_incident(SPEED) as (fleet, spec):
+    async with running_incident(SPEED, paced_by="spark1") as (fleet, spec):
         app = make_app(spec, clock=lambda: fleet.now)  # the app on the demo's clock: backoffs, ticks, actions
         ticks = Ticks(app, fleet)
         app.monitor.observers.append(ticks)
