@@ -115,6 +115,10 @@ class History:
                 for name, instance_metric in INSTANCE_METRICS.items():
                     self._append((node.name, instance.name, name), t, instance_metric(instance))
 
+    def __len__(self) -> int:
+        """Points kept over every series (each series holds at most ``max_points``)."""
+        return sum(len(points) for points in self._series.values())
+
     def series(self, *key: str, last: int | None = None) -> tuple[float, ...]:
         points = self._series.get(tuple(key))
         if not points:

@@ -83,3 +83,12 @@ def test_a_series_tail_is_the_newest_points_in_order() -> None:
     assert history.series("spark1", "gpu_temp", last=5) == (15.0, 16.0, 17.0, 18.0, 19.0)
     assert history.series("spark1", "gpu_temp", last=50) == tuple(float(s) for s in range(20))
     assert history.series(FLEET, "generation_tps") == ()
+
+
+def test_the_history_counts_its_points_over_every_series_within_each_bound() -> None:
+    history = History(max_points=10)
+    for second in range(25):
+        history._append(("spark1", "gpu_temp"), float(second), float(second))
+        if second < 4:
+            history._append(("spark2", "gpu_temp"), float(second), float(second))
+    assert len(history) == 10 + 4
