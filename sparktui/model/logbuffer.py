@@ -142,7 +142,10 @@ class LogBuffer:
         self.max_lines = max_lines
         self.max_bytes = max_bytes
         self.max_line_chars = max_line_chars
-        self._lines: deque[tuple[LogLine, int]] = deque()  # (line, its size in bytes)
+        # The lines and, apart, their sizes in bytes: a (line, size) pair would cost a tuple a line
+        # (56 bytes, a fifth of a typical line's memory; benchmarks/bench_stores.py).
+        self._lines: deque[LogLine] = deque()
+        self._sizes: deque[int] = deque()
         self._bytes = 0
         self._next_seq = 0
         self.dropped = 0
@@ -151,7 +154,7 @@ class LogBuffer:
         return len(self._lines)
 
     def __iter__(self) -> Iterator[LogLine]:
-        return (line for line, _ in self._lines)
+        return iter(self._lines)
 
     @property
     def bytes(self) -> int:
@@ -170,11 +173,12 @@ class LogBuffer:
         line = LogLine(self._next_seq, timestamp, text, gap)
         size = len(text.encode("utf-8", "replace"))
         self._next_seq += 1
-        self._lines.append((line, size))
+        self._lines.append(line)
+        self._sizes.append(size)
         self._bytes += size
         while len(self._lines) > self.max_lines or (self._bytes > self.max_bytes and len(self._lines) > 1):
-            _, old_size = self._lines.popleft()
-            self._bytes -= old_size
+            self._lines.popleft()
+            self._bytes -= self._sizes.popleft()
             self.dropped += 1
         return line
 
@@ -190,7 +194,7 @@ class LogBuffer:
         """The newest ``n`` lines, oldest first."""
         if n <= 0:
             return []
-        newest = [line for line, _ in islice(reversed(self._lines), n)]
+        newest = list(islice(reversed(self._lines), n))
         newest.reverse()
         return newest
 
@@ -199,21 +203,22 @@ class LogBuffer:
         if not self._lines or seq >= self._next_seq:
             return []
         start = max(0, len(self._lines) - (self._next_seq - seq))
-        return [line for line, _ in islice(self._lines, start, None)]
+        return list(islice(self._lines, start, None))
 
     def search(self, text: str, *, case_sensitive: bool = False, limit: int | None = None) -> list[LogLine]:
         """Lines containing ``text`` (case-insensitive by default), oldest first; the newest ``limit``."""
         if not text:
             return []
         if case_sensitive:
-            found = [line for line, _ in self._lines if text in line.text]
+            found = [line for line in self._lines if text in line.text]
         else:
             needle = text.casefold()
-            found = [line for line, _ in self._lines if needle in line.text.casefold()]
+            found = [line for line in self._lines if needle in line.text.casefold()]
         return found if limit is None else found[-limit:] if limit > 0 else []
 
     def clear(self) -> None:
         self._lines.clear()
+        self._sizes.clear()
         self._bytes = 0
 
 
