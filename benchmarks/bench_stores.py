@@ -38,7 +38,7 @@ from sparktui.diagnosis.engine import Finding, last_intervals  # noqa: E402
 from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState  # noqa: E402
 from sparktui.model.history import History  # noqa: E402
 from sparktui.model.logbuffer import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LogBuffer  # noqa: E402
-from sparktui.monitor.core import MAX_ERRORS, WINDOW_S  # noqa: E402
+from sparktui.monitor.core import MAX_ERRORS, UNSHOWN_LOG_LINES, WINDOW_S  # noqa: E402
 
 T = TypeVar("T")
 QUICK_ARGS = ("--nodes", "2")  # benchmarks/run_all.py --quick
@@ -240,14 +240,15 @@ def report(stores: list[Store], nodes: int) -> str:
         )
     total = total_kib(stores, nodes)
     logs = sum(s.kib for s in stores if "log" in s.name) * nodes
+    unshown = logs * UNSHOWN_LOG_LINES / DEFAULT_MAX_LINES
     lines += [
         "",
         f"With {nodes} nodes of one vLLM instance each (the soak's fleet), every store full holds "
         f"**{total / 1024:.1f} MiB**, {logs / 1024:.1f} MiB of it logs. The logs fill last: an instance's "
         "in the time the table says at a busy server's rate (hours on a quiet one), the kernel's on a "
         "faulty node only, so a dashboard's memory grows by up to this much over its first hours and "
-        "is flat after. Only the logs are worth shrinking: a kiosk that needs no scrollback could keep "
-        "fewer lines.",
+        "is flat after. Where no one scrolls a log (`sparktui watch`, the kiosk) it keeps "
+        f"{UNSHOWN_LOG_LINES:,} lines: {unshown / 1024:.1f} MiB for the same fleet's logs, full ten times sooner.",
         "",
         f"Measured with tracemalloc on {machine_line()}.",
     ]

@@ -35,7 +35,7 @@ from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.model.units import fmt_count
-from sparktui.monitor.core import WINDOW_S, Monitor, MonitorObserver, collect_error_text
+from sparktui.monitor.core import UNSHOWN_LOG_LINES, WINDOW_S, Monitor, MonitorObserver, collect_error_text
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
 from sparktui.sources.live import FleetSink, FleetSource
 from sparktui.sources.prometheus import fleet_source
@@ -84,7 +84,12 @@ class Watcher:
         self.wall = wall
         self.journal = journal
         self.monitor = Monitor(
-            fleet, catalogue_for(fleet.diagnosis), window_s=window_s, keep_history=False, observers=observers
+            fleet,
+            catalogue_for(fleet.diagnosis),
+            window_s=window_s,
+            keep_history=False,
+            log_lines=UNSHOWN_LOG_LINES,
+            observers=observers,
         )
         self.source: FleetSource = source or fleet_source(fleet, clock=clock)
         self.extra_sinks = tuple(extra_sinks)

@@ -28,12 +28,16 @@ from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
 from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, CanaryOrder, FleetState, NodeView
 from sparktui.model.history import History
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import DEFAULT_MAX_LINES, LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 
 WINDOW_S = 30.0  # the window behind every rate, ratio and quantile shown or alerted on
 MAX_ERRORS = 100  # the latest collection errors kept
+# Lines kept of a log no one scrolls (``sparktui watch``, the kiosk): the diagnosis reads only the lines
+# that came since its last tick, so a bound well over a second's burst is enough, and it fills in minutes
+# instead of hours (a full 10,000-line log holds 2.2 MiB: benchmarks/bench_stores.py).
+UNSHOWN_LOG_LINES = 1_000
 # Errors whose message is already one line for the operator (live, or replayed under the same name).
 ONE_LINE_ERRORS = frozenset({"PrometheusError"})
 
@@ -57,7 +61,8 @@ class Monitor:
     """The fleet state, log buffers, diagnosis, alerts and history of one fleet (see the module docstring).
 
     ``window_s`` is the window behind the views (None: everything kept); ``keep_history`` keeps the
-    trends the dashboard draws (a headless watcher has no use for them).
+    trends the dashboard draws (a headless watcher has no use for them); ``log_lines`` bounds each log
+    (``UNSHOWN_LOG_LINES`` where no one scrolls it).
     """
 
     def __init__(
@@ -67,12 +72,14 @@ class Monitor:
         *,
         window_s: float | None = WINDOW_S,
         keep_history: bool = True,
+        log_lines: int = DEFAULT_MAX_LINES,
         observers: Iterable[MonitorObserver] = (),
     ) -> None:
         self.fleet = fleet
         self.catalogue = catalogue
         self.window_s = window_s
         self.keep_history = keep_history
+        self.log_lines = log_lines
         self.observers: list[MonitorObserver] = list(observers)
         # Every log signature of the catalogue, for highlighting in a log view.
         self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
@@ -107,7 +114,7 @@ class Monitor:
         self.state.apply_host(update)
 
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer())
+        buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer(max_lines=self.log_lines))
         for line in lines:
             buffer.append(line.timestamp, line.text, gap=line.gap)  # a gap marker stays a marker
 

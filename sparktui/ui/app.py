@@ -28,11 +28,11 @@ from sparktui.diagnosis.engine import DiagnosisEngine, Finding
 from sparktui.model.drift import drift_report
 from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
 from sparktui.model.history import History
-from sparktui.model.logbuffer import LogBuffer, LogLine
+from sparktui.model.logbuffer import DEFAULT_MAX_LINES, LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.model.units import fmt_clock
-from sparktui.monitor.core import WINDOW_S, Monitor, collect_error_text
+from sparktui.monitor.core import UNSHOWN_LOG_LINES, WINDOW_S, Monitor, collect_error_text
 from sparktui.record.recorder import Recorder
 from sparktui.sources.live import FleetSource, LiveFleet
 from sparktui.sources.prometheus import fleet_source
@@ -99,7 +99,11 @@ class SparkApp(App[None]):
         self.fleet = fleet
         self.recorder = recorder
         self.monitor = Monitor(
-            fleet, catalogue_for(fleet.diagnosis), window_s=window_s, observers=(recorder,) if recorder else ()
+            fleet,
+            catalogue_for(fleet.diagnosis),
+            window_s=window_s,
+            log_lines=UNSHOWN_LOG_LINES if kiosk else DEFAULT_MAX_LINES,  # unlocked, a kiosk scrolls less
+            observers=(recorder,) if recorder else (),
         )
         self.collect = collect
         self.kiosk = kiosk
