@@ -202,3 +202,42 @@ async def test_a_model_served_once_adds_no_replica_line() -> None:
         await pilot.pause()
         assert model_replicas(app.views) == ()
         assert not app.screen.query_one("#replicas").display
+
+
+async def test_a_new_tick_redraws_the_summary_and_charts_without_reflowing_the_screen() -> None:
+    """A panel's update reflows the whole screen unless told its size stays: the fixed-height panels
+    (the summary, the charts) never ask for it; the replica lines (auto height, no wrap) only when their
+    line count changes, and then the panel takes its new height."""
+    clock = Clock()
+    app = make_app(fleet_spec(), collect=False, clock=clock)
+    feed(app, clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        layouts: list[tuple[str, bool]] = []
+        for selector in ("#summary", "#gen-chart", "#ttft-chart", "#replicas"):
+            panel = screen.query_one(selector, Static)
+
+            def update(
+                content: object = "", *, layout: bool = True, _panel: Static = panel, _id: str = selector
+            ) -> None:
+                layouts.append((_id, layout))
+                Static.update(_panel, content, layout=layout)  # type: ignore[arg-type]
+
+            panel.update = update  # type: ignore[method-assign]
+        clock.t += 2.0  # a tick later: the charts' span grows, so they redraw
+        app.refresh_views()
+        await pilot.pause()
+        redrawn = dict(layouts)
+        assert redrawn.get("#gen-chart") is False and redrawn.get("#ttft-chart") is False, layouts
+        assert all(not layout for _, layout in layouts), layouts
+
+        replicas = screen.query_one("#replicas", Static)
+        layouts.clear()
+        screen._show("#replicas", Text("model a on 2 replicas\nmodel b on 2 replicas"))
+        await pilot.pause()
+        assert layouts == [("#replicas", True)] and replicas.region.height == 2
+        screen._show("#replicas", Text("model a on 3 replicas\nmodel b on 2 replicas"))
+        await pilot.pause()
+        assert layouts[-1] == ("#replicas", False) and replicas.region.height == 2
