@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, TypeVar
 from textual import events
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer
+from textual.visual import VisualType
+from textual.widgets import Footer, Static
 
 if TYPE_CHECKING:
     from sparktui.ui.app import SparkApp
@@ -26,6 +27,29 @@ def spark_app(app: object) -> SparkApp:
 
     assert isinstance(app, SparkApp)
     return app
+
+
+def update_panel(panel: Static, content: VisualType) -> None:
+    """Show ``content`` in ``panel``, with a layout pass only when the panel's height changes with it.
+
+    ``Static.update`` asks for a layout by default, and a layout reflows the whole screen, measuring
+    every auto-height panel again: at a tick that updates a few panels, most of the screen's cost. A
+    panel of fixed height never needs one; a panel of auto height when its content, wrapped at the
+    panel's width, takes another number of lines than what it showed (its clamps then act the same).
+    """
+    height = panel.styles.height
+    if height is not None and not height.is_auto:
+        panel.update(content, layout=False)
+        return
+    width = panel.content_size.width
+    if width <= 0:  # not laid out yet
+        panel.update(content)
+        return
+    container, viewport = panel.container_size, panel.app.size
+    before = panel.get_content_height(container, viewport, width)
+    panel.update(content, layout=False)
+    if panel.get_content_height(container, viewport, width) != before:
+        panel.refresh(layout=True)
 
 
 COMPACT_FOOTER_BELOW = 140  # columns: a narrower terminal gets the footer's compact style

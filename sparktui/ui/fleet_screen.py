@@ -40,7 +40,7 @@ from sparktui.model.units import (
     fmt_rate,
     fmt_seconds,
 )
-from sparktui.ui.base import SparkScreen
+from sparktui.ui.base import SparkScreen, update_panel
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
     IMBALANCED,
@@ -488,23 +488,12 @@ class FleetScreen(SparkScreen[None]):
         self._show("#detail", text)
 
     def _show(self, selector: str, content: Text | str) -> None:
-        """Update a panel only when what it shows changed, and with a layout pass (which reflows the
-        whole screen) only when its height may change with it: a fixed-height panel never, one that
-        does not wrap when its line count changed (the summary, the charts and the replica lines change
-        every poll: four reflows a second before)."""
-        before = self._panels.get(selector)
-        if before == content:
-            return
-        self._panels[selector] = content
-        panel = self.query_one(selector, Static)
-        height = panel.styles.height
-        if height is not None and not height.is_auto:
-            layout = False
-        elif panel.styles.text_wrap == "nowrap" and before is not None:
-            layout = _line_count(before) != _line_count(content)
-        else:
-            layout = True
-        panel.update(content, layout=layout)
+        """Update a panel only when what it shows changed, reflowing the screen only when its height
+        changed with it (``update_panel``: the summary, the charts and the replica lines change every
+        tick)."""
+        if self._panels.get(selector) != content:
+            self._panels[selector] = content
+            update_panel(self.query_one(selector, Static), content)
 
     def highlighted(self, views: Sequence[NodeView] | None = None) -> NodeView | None:
         views = views if views is not None else self.spark.views
@@ -613,10 +602,6 @@ def _memory_cell(view: NodeView, colours: Mapping[str, str], patterns: bool, lim
         Text.assemble(level_text(fmt_gib_short(mem.mem_available), memory_level(mem.mem_available, limits), colours))
     )
     return cell
-
-
-def _line_count(content: Text | str) -> int:
-    return (content.plain if isinstance(content, Text) else content).count("\n") + 1
 
 
 def _chart(points: Sequence[Point], size: tuple[int, int], colours: tuple[str, str], metric: str, unit: str) -> Text:

@@ -42,7 +42,7 @@ from sparktui.model.units import (
     fmt_waiting,
     roofline_parts,
 )
-from sparktui.ui.base import SparkScreen
+from sparktui.ui.base import SparkScreen, update_panel
 from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.log_reader import LogReader
@@ -432,13 +432,14 @@ class NodeScreen(SparkScreen[None]):
 
     def _put(self, selector: str, key: object, build: Callable[[], RenderableType] | None = None) -> None:
         """Update a panel only when what it shows changed: ``key`` is the content itself (text) or what
-        it is built from (``build`` then makes it). An update costs a render and a layout pass, and the
-        screen is drawn at each tick and again as its node's observation arrives."""
+        it is built from (``build`` then makes it). An update costs a render, and the
+        screen is drawn at each tick and again as its node's observation arrives; ``update_panel`` lays
+        the screen out again only when the panel's height changed."""
         if selector in self._shown and self._shown[selector] == key:
             return
         self._shown[selector] = key
         content = build() if build is not None else key
-        self.query_one(selector, Static).update(content)  # type: ignore[arg-type]
+        update_panel(self.query_one(selector, Static), content)  # type: ignore[arg-type]
 
     def _findings(self, view: NodeView) -> None:
         app = self.spark
