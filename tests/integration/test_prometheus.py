@@ -49,16 +49,16 @@ from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.prometheus import (
     PrometheusError,
     PrometheusSource,
-    collect,
-    discover_nodes,
     exposition,
     fleet_source,
 )
 from sparktui.sources.promql import refresh_query, regex_escape, series_names
 from tests.support.prometheus_run import (
     Run,
+    assert_discovery_finds_the_demo_node,
     assert_numbers_match_direct,
     assert_server_gives_sparktuis_numbers,
+    assert_snapshot_has_rates_at_once,
     stepped_run,
     wait_down,
     with_prometheus,
@@ -228,13 +228,7 @@ async def test_prometheus_rate_and_histogram_quantile_give_sparktuis_numbers(run
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_snapshot_from_prometheus_has_rates_at_once(run: Run) -> None:
-    state, now = await collect(run.prom_fleet, window_s=10.0)
-    views = state.view(now, window_s=None)
-    for view in views:
-        assert view.status.state is State.UP, view.status
-        (instance,) = view.instances
-        assert instance.rates is not None and instance.rates.generation_tokens_per_s
-        assert instance.kv_usage is not None and view.gpu is not None
+    await assert_snapshot_has_rates_at_once(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -360,16 +354,7 @@ async def test_the_auth_header_is_sent(run: Run, extra: str, expected: str) -> N
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_discovery_finds_the_nodes_prometheus_scrapes(run: Run) -> None:
-    spec = run.prom_fleet.prometheus
-    assert spec is not None
-    nodes = await discover_nodes(spec, run.client)
-    # Every demo endpoint is on 127.0.0.1: one node with both vLLMs and a GPU exporter.
-    (node,) = nodes
-    assert node.host == "127.0.0.1" and not node.ssh.enabled
-    assert sorted(v.base_url or "" for v in node.vllm) == sorted(
-        v.base_url or "" for n in run.fleet.nodes for v in n.vllm
-    )
-    assert node.gpu_exporter is not None
+    await assert_discovery_finds_the_demo_node(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -31,11 +31,13 @@ from sparktui.model.fleet import FleetState
 from sparktui.model.status import State
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
-from sparktui.sources.prometheus import PrometheusSource, collect, discover_nodes, short_scrape_error
+from sparktui.sources.prometheus import PrometheusSource, short_scrape_error
 from tests.support.prometheus_run import (
     Run,
+    assert_discovery_finds_the_demo_node,
     assert_numbers_match_direct,
     assert_server_gives_sparktuis_numbers,
+    assert_snapshot_has_rates_at_once,
     stepped_run,
     wait_down,
     with_prometheus,
@@ -108,24 +110,12 @@ async def test_metricsql_rate_starts_at_the_last_scrape_before_its_window(run: R
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_snapshot_from_victoria_metrics_has_rates_at_once(run: Run) -> None:
-    state, now = await collect(run.prom_fleet, window_s=10.0)
-    for view in state.view(now, window_s=None):
-        assert view.status.state is State.UP, view.status
-        (instance,) = view.instances
-        assert instance.rates is not None and instance.rates.generation_tokens_per_s
-        assert instance.kv_usage is not None and view.gpu is not None
+    await assert_snapshot_has_rates_at_once(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_discovery_finds_the_nodes_victoria_metrics_scrapes(run: Run) -> None:
-    spec = run.prom_fleet.prometheus
-    assert spec is not None
-    (node,) = await discover_nodes(spec, run.client)
-    assert node.host == "127.0.0.1" and not node.ssh.enabled
-    assert sorted(v.base_url or "" for v in node.vllm) == sorted(
-        v.base_url or "" for n in run.fleet.nodes for v in n.vllm
-    )
-    assert node.gpu_exporter is not None
+    await assert_discovery_finds_the_demo_node(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")

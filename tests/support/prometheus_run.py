@@ -27,7 +27,7 @@ from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
-from sparktui.sources.prometheus import PrometheusClient, PrometheusSource
+from sparktui.sources.prometheus import PrometheusClient, PrometheusSource, collect, discover_nodes
 from tests.support.prometheus_server import ScrapingServer, fleet_metrics_urls
 from tests.support.wait import wait_until
 
@@ -192,3 +192,27 @@ async def assert_server_gives_sparktuis_numbers(run: Run, window_starts_after_s:
             assert close(value, theirs[key], rel), (target.node, key, value, theirs[key])
             checked += 1
     assert checked >= 2 * 25
+
+
+async def assert_snapshot_has_rates_at_once(run: Run) -> None:
+    """``snapshot`` from the server: every node up with rates, from one range query and one instant query."""
+    state, now = await collect(run.prom_fleet, window_s=10.0)
+    views = state.view(now, window_s=None)
+    for view in views:
+        assert view.status.state is State.UP, view.status
+        (instance,) = view.instances
+        assert instance.rates is not None and instance.rates.generation_tokens_per_s
+        assert instance.kv_usage is not None and view.gpu is not None
+
+
+async def assert_discovery_finds_the_demo_node(run: Run) -> None:
+    spec = run.prom_fleet.prometheus
+    assert spec is not None
+    nodes = await discover_nodes(spec, run.client)
+    # Every demo endpoint is on 127.0.0.1: one node with both vLLMs and a GPU exporter.
+    (node,) = nodes
+    assert node.host == "127.0.0.1" and not node.ssh.enabled
+    assert sorted(v.base_url or "" for v in node.vllm) == sorted(
+        v.base_url or "" for n in run.fleet.nodes for v in n.vllm
+    )
+    assert node.gpu_exporter is not None

@@ -122,6 +122,7 @@ class ScrapingServer:
 
     name = "server"
     log_name = "server.log"
+    default_flags: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -129,11 +130,14 @@ class ScrapingServer:
         *,
         interval_s: float = 1.0,
         binary: Path | None = None,
+        flags: Sequence[str] | None = None,
         ready_timeout_s: float = 60.0,
     ) -> None:
+        """``flags``: more command-line flags for the binary (None: ``default_flags``)."""
         self.urls = list(urls)
         self.interval_s = interval_s
         self.binary = binary or self.default_binary()
+        self.flags = tuple(self.default_flags if flags is None else flags)
         self.ready_timeout_s = ready_timeout_s
         self.port = 0
         self.directory: Path | None = None
@@ -237,18 +241,7 @@ class PrometheusServer(ScrapingServer):
 
     name = "prometheus"
     log_name = "prometheus.log"
-
-    def __init__(
-        self,
-        urls: Sequence[str],
-        *,
-        interval_s: float = 1.0,
-        binary: Path | None = None,
-        web_config: str | None = None,
-        ready_timeout_s: float = 60.0,
-    ) -> None:
-        super().__init__(urls, interval_s=interval_s, binary=binary, ready_timeout_s=ready_timeout_s)
-        self.web_config = web_config  # --web.config.file contents (basic auth users, TLS)
+    web_config: str | None = None  # --web.config.file contents (basic auth users, TLS), set before start()
 
     def default_binary(self) -> Path:
         return prometheus_binary() or PROMETHEUS_BINARY
@@ -260,6 +253,7 @@ class PrometheusServer(ScrapingServer):
             f"--storage.tsdb.path={directory / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--log.level=warn",
+            *self.flags,
         ]
         if self.web_config is not None:
             web = directory / "web.yml"
@@ -280,18 +274,7 @@ class VictoriaMetricsServer(ScrapingServer):
 
     name = "victoria-metrics"
     log_name = "victoria-metrics.log"
-
-    def __init__(
-        self,
-        urls: Sequence[str],
-        *,
-        interval_s: float = 1.0,
-        binary: Path | None = None,
-        flags: Sequence[str] = VICTORIA_METRICS_FLAGS,
-        ready_timeout_s: float = 60.0,
-    ) -> None:
-        super().__init__(urls, interval_s=interval_s, binary=binary, ready_timeout_s=ready_timeout_s)
-        self.flags = tuple(flags)  # () = VictoriaMetrics's defaults
+    default_flags = VICTORIA_METRICS_FLAGS  # flags=() runs it with VictoriaMetrics's own defaults
 
     def default_binary(self) -> Path:
         return victoria_metrics_binary() or VICTORIA_METRICS_BINARY
