@@ -27,7 +27,7 @@ import json
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -38,8 +38,6 @@ from sparktui.config import ConfigError, parse_config
 from sparktui.demo.httpserver import HttpServer, Request, Response
 from sparktui.headless import compare
 from sparktui.model.fleet import FleetState, NodeView
-from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.promtext import parse
 from sparktui.model.status import State
 from sparktui.model.vllm import WANTED
@@ -56,6 +54,7 @@ from sparktui.sources.promql import refresh_query, regex_escape, series_names
 from tests.support.prometheus_run import (
     Run,
     assert_discovery_finds_the_demo_node,
+    assert_mixed_mode,
     assert_numbers_match_direct,
     assert_server_gives_sparktuis_numbers,
     assert_snapshot_has_rates_at_once,
@@ -64,7 +63,6 @@ from tests.support.prometheus_run import (
     with_prometheus,
 )
 from tests.support.prometheus_server import PrometheusServer, require_prometheus
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.prometheus
 
@@ -255,50 +253,9 @@ async def test_snapshot_compare_prints_direct_beside_prometheus(run: Run) -> Non
             assert not line.startswith("  KV cache usage") or line.endswith((" pp", "same")), line
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.observations: list[NodeObservation] = []
-        self.hosts: list[HostUpdate] = []
-        self.errors: list[str] = []
-
-    def observation(self, observation: NodeObservation) -> None:
-        self.observations.append(observation)
-
-    def host(self, update: HostUpdate) -> None:
-        self.hosts.append(update)
-
-    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        pass
-
-    def error(self, node: str, exc: Exception) -> None:
-        self.errors.append(f"{node}: {exc}")
-
-
 @pytest.mark.asyncio(loop_scope="module")
 async def test_mixed_mode_metrics_from_prometheus_host_state_over_ssh(run: Run) -> None:
-    recorder = Recorder()
-    source = PrometheusSource(run.prom_fleet, logs=False)
-    task = asyncio.create_task(source.run(recorder))
-    names = {n.name for n in run.prom_fleet.nodes}
-
-    def every_node_seen() -> bool:
-        hosts = {u.node for u in recorder.hosts if u.sample is not None}
-        metrics = {o.node for o in recorder.observations if o.vllm and o.vllm[0].metrics is not None}
-        return hosts == names and metrics == names
-
-    try:
-        await wait_until(
-            every_node_seen, 20.0, what="host state and metrics of every node", detail=lambda: str(recorder.errors)
-        )
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-    assert {u.node for u in recorder.hosts if u.sample is not None} == names, recorder.hosts[-3:]
-    assert {o.node for o in recorder.observations if o.vllm} == names
-    # The metrics came from Prometheus, not from the endpoints.
-    answers = [v.metrics for o in recorder.observations for v in o.vllm]
-    assert answers and all(a is not None and a.url.startswith(run.server.url + " {instance=") for a in answers)
-    assert not recorder.errors
+    await assert_mixed_mode(run)
 
 
 class AuthProxy:

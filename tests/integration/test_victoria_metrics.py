@@ -35,6 +35,7 @@ from sparktui.sources.prometheus import PrometheusSource, short_scrape_error
 from tests.support.prometheus_run import (
     Run,
     assert_discovery_finds_the_demo_node,
+    assert_mixed_mode,
     assert_numbers_match_direct,
     assert_server_gives_sparktuis_numbers,
     assert_snapshot_has_rates_at_once,
@@ -116,6 +117,11 @@ async def test_snapshot_from_victoria_metrics_has_rates_at_once(run: Run) -> Non
 @pytest.mark.asyncio(loop_scope="module")
 async def test_discovery_finds_the_nodes_victoria_metrics_scrapes(run: Run) -> None:
     await assert_discovery_finds_the_demo_node(run)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_mixed_mode_metrics_from_victoria_metrics_host_state_over_ssh(run: Run) -> None:
+    await assert_mixed_mode(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -11,9 +11,10 @@ the two tests' module docstrings state.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -23,6 +24,8 @@ from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet, scaled_nodes
 from sparktui.headless import compare
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
+from sparktui.model.logbuffer import LogLine
+from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.sources.http import make_client
@@ -216,3 +219,49 @@ async def assert_discovery_finds_the_demo_node(run: Run) -> None:
         v.base_url or "" for n in run.fleet.nodes for v in n.vllm
     )
     assert node.gpu_exporter is not None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.observations: list[NodeObservation] = []
+        self.hosts: list[HostUpdate] = []
+        self.errors: list[str] = []
+
+    def observation(self, observation: NodeObservation) -> None:
+        self.observations.append(observation)
+
+    def host(self, update: HostUpdate) -> None:
+        self.hosts.append(update)
+
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        pass
+
+    def error(self, node: str, exc: Exception) -> None:
+        self.errors.append(f"{node}: {exc}")
+
+
+async def assert_mixed_mode(run: Run) -> None:
+    """Metrics from the server, host state over SSH, from one running source."""
+    recorder = Recorder()
+    source = PrometheusSource(run.prom_fleet, logs=False)
+    task = asyncio.create_task(source.run(recorder))
+    names = {n.name for n in run.prom_fleet.nodes}
+
+    def every_node_seen() -> bool:
+        hosts = {u.node for u in recorder.hosts if u.sample is not None}
+        metrics = {o.node for o in recorder.observations if o.vllm and o.vllm[0].metrics is not None}
+        return hosts == names and metrics == names
+
+    try:
+        await wait_until(
+            every_node_seen, 20.0, what="host state and metrics of every node", detail=lambda: str(recorder.errors)
+        )
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert {u.node for u in recorder.hosts if u.sample is not None} == names, recorder.hosts[-3:]
+    assert {o.node for o in recorder.observations if o.vllm} == names
+    # The metrics came from Prometheus, not from the endpoints.
+    answers = [v.metrics for o in recorder.observations for v in o.vllm]
+    assert answers and all(a is not None and a.url.startswith(run.server.url + " {instance=") for a in answers)
+    assert not recorder.errors
