@@ -26,8 +26,7 @@ import io
 import json
 import math
 import re
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -37,13 +36,10 @@ import pytest_asyncio
 from sparktui.config import ConfigError, parse_config
 from sparktui.demo.httpserver import HttpServer, Request, Response
 from sparktui.headless import compare
-from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.promtext import parse
-from sparktui.model.status import State
 from sparktui.model.vllm import WANTED
 from sparktui.sources.http import make_client
 from sparktui.sources.live import LiveFleet
-from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.prometheus import (
     PrometheusError,
     PrometheusSource,
@@ -53,13 +49,13 @@ from sparktui.sources.prometheus import (
 from sparktui.sources.promql import refresh_query, regex_escape, series_names
 from tests.support.prometheus_run import (
     Run,
+    assert_a_target_down_is_down_here,
     assert_discovery_finds_the_demo_node,
     assert_mixed_mode,
     assert_numbers_match_direct,
     assert_server_gives_sparktuis_numbers,
     assert_snapshot_has_rates_at_once,
     stepped_run,
-    wait_down,
     with_prometheus,
 )
 from tests.support.prometheus_server import PrometheusServer, require_prometheus
@@ -317,32 +313,8 @@ async def test_discovery_finds_the_nodes_prometheus_scrapes(run: Run) -> None:
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_target_down_in_prometheus_is_down_here(run: Run) -> None:
     # Runs last: it powers a node off.
-    down = run.demo.nodes[1].name
-    await run.demo.power_off(down)
-    await wait_down(run.server, 2)  # its vLLM and its GPU exporter
-    # A node Prometheus does not scrape at all is down as well.
-    toml = run.demo.config_toml() + '\n[[nodes]]\nname = "ghost"\nhost = "127.0.0.1"\n[[nodes.vllm]]\nport = 9\n'
-    fleet = with_prometheus(toml, run.server.url)
-    direct_fleet = parse_config(toml, env={})
-    via, direct = FleetState(fleet), FleetState(direct_fleet)
-    async with make_client(fleet_origins(direct_fleet)) as client:
-        for observation in await FleetPoller(direct_fleet, client).poll_all():
-            direct.apply(observation)
-    for observation in await PrometheusSource(fleet).refresh(run.client):
-        via.apply(observation)
-    now = time.monotonic()
-    states: Mapping[str, tuple[NodeView, NodeView]] = {
-        d.name: (d, p) for d, p in zip(direct.view(now), via.view(now), strict=True)
-    }
-    for name in (down, "ghost"):
-        d, p = states[name]
-        assert d.status.state is State.DOWN and p.status.state is State.DOWN, (d.status, p.status)
-        assert p.instances[0].status.state is d.instances[0].status.state is State.DOWN
-    reasons = " ".join(states[down][1].status.reasons)
-    assert "down in Prometheus (up == 0" in reasons and "connection refused" in reasons, reasons
-    assert "not in Prometheus: no up series" in " ".join(states["ghost"][1].status.reasons)
-    up = run.demo.nodes[0].name
-    assert states[up][1].status.state is State.UP
+    reasons = await assert_a_target_down_is_down_here(run)
+    assert "connection refused" in reasons, reasons
 
 
 @pytest.mark.asyncio(loop_scope="module")

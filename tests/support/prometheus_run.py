@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -265,3 +265,35 @@ async def assert_mixed_mode(run: Run) -> None:
     answers = [v.metrics for o in recorder.observations for v in o.vllm]
     assert answers and all(a is not None and a.url.startswith(run.server.url + " {instance=") for a in answers)
     assert not recorder.errors
+
+
+async def assert_a_target_down_is_down_here(run: Run) -> str:
+    """Powers the second node off: it is down here as in direct mode, and so is a configured node the
+    server does not scrape at all. The reasons shown for the node powered off."""
+    down = run.demo.nodes[1].name
+    await run.demo.power_off(down)
+    await wait_down(run.server, 2)  # its vLLM and its GPU exporter
+    # A node Prometheus does not scrape at all is down as well.
+    toml = run.demo.config_toml() + '\n[[nodes]]\nname = "ghost"\nhost = "127.0.0.1"\n[[nodes.vllm]]\nport = 9\n'
+    fleet = with_prometheus(toml, run.server.url)
+    direct_fleet = parse_config(toml, env={})
+    via, direct = FleetState(fleet), FleetState(direct_fleet)
+    async with make_client(fleet_origins(direct_fleet)) as client:
+        for observation in await FleetPoller(direct_fleet, client).poll_all():
+            direct.apply(observation)
+    for observation in await PrometheusSource(fleet).refresh(run.client):
+        via.apply(observation)
+    now = time.monotonic()
+    states: Mapping[str, tuple[NodeView, NodeView]] = {
+        d.name: (d, p) for d, p in zip(direct.view(now), via.view(now), strict=True)
+    }
+    for name in (down, "ghost"):
+        d, p = states[name]
+        assert d.status.state is State.DOWN and p.status.state is State.DOWN, (d.status, p.status)
+        assert p.instances[0].status.state is d.instances[0].status.state is State.DOWN
+    reasons = " ".join(states[down][1].status.reasons)
+    assert "down in Prometheus (up == 0" in reasons, reasons
+    assert "not in Prometheus: no up series" in " ".join(states["ghost"][1].status.reasons)
+    up = run.demo.nodes[0].name
+    assert states[up][1].status.state is State.UP
+    return reasons
