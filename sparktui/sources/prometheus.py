@@ -64,8 +64,8 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024
 TARGET_LABELS = frozenset({"instance", "job"})
 BACKFILL_STEPS = 6
 # Sent with every query. VictoriaMetrics answers a query for "now" as of -search.latencyOffset ago (30 s
-# by default) unless it is told not to cache (docs/prometheus.md#victoriametrics); Prometheus, Thanos and
-# Mimir ignore form fields they do not know.
+# by default) unless it is told not to cache (docs/prometheus.md#victoriametrics); Prometheus ignores
+# form fields it does not know.
 FRESH = {"nocache": "1"}
 
 
