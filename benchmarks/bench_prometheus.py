@@ -39,16 +39,31 @@ from sparktui.model.specs import FleetSpec  # noqa: E402
 from sparktui.sources.http import make_client, origin_of  # noqa: E402
 from sparktui.sources.prometheus import PrometheusClient, PrometheusSource  # noqa: E402
 from sparktui.ui.app import make_app  # noqa: E402
-from tests.support.prometheus_server import PrometheusServer, fleet_metrics_urls, prometheus_binary  # noqa: E402
+from tests.support.prometheus_server import (  # noqa: E402
+    PrometheusServer,
+    ScrapingServer,
+    fleet_metrics_urls,
+    prometheus_binary,
+)
 
 QUICK_ARGS = ("--refreshes", "10")  # benchmarks/run_all.py --quick
 
 
-async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float) -> dict[str, float]:
+async def _measure(
+    config: Path,
+    refreshes: int,
+    demo_pid: int,
+    scrape_s: float,
+    *,
+    server_class: type[ScrapingServer] = PrometheusServer,
+    dashboard: bool = True,
+) -> dict[str, float]:
+    """``refreshes`` refreshes of the fleet of ``config`` from a ``server_class`` scraping it every
+    ``scrape_s``; with ``dashboard``, then the dashboard itself for as long."""
     direct = load_config(config)
     text = await asyncio.to_thread(config.read_text)
     urls = fleet_metrics_urls(direct)
-    async with PrometheusServer(urls, interval_s=scrape_s, ready_timeout_s=120.0) as server:
+    async with server_class(urls, interval_s=scrape_s, ready_timeout_s=120.0) as server:
         fleet = parse_config(text + f'\n[prometheus]\nurl = "{server.url}"\n', env={})
         source = PrometheusSource(fleet)
         state = FleetState(fleet)
@@ -58,6 +73,8 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
         queries: list[int] = []
         answer_bytes: list[int] = []
         request_s: list[float] = []
+        refresh_cpu_s: list[float] = []  # this process's CPU time in refresh(), and in applying it
+        apply_cpu_s: list[float] = []
         observations = 0
         async with make_client(origins) as client:
             assert fleet.prometheus is not None
@@ -76,13 +93,15 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
                 next_at += 1.0
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 before_queries, before_bytes, before_s = stats.queries, stats.bytes, stats.seconds
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 found_now = await source.refresh()
-                refreshed = time.perf_counter()
+                refreshed, cpu_refreshed = time.perf_counter(), time.process_time()
                 for found in found_now:
                     state.apply(found)
                 views = state.view(time.monotonic(), window_s=60.0)
                 done = time.perf_counter()
+                refresh_cpu_s.append(cpu_refreshed - cpu_started)
+                apply_cpu_s.append(time.process_time() - cpu_refreshed)
                 refresh_s.append(refreshed - started)
                 apply_s.append(done - refreshed)
                 queries.append(stats.queries - before_queries)
@@ -91,7 +110,7 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
                 observations += len(found_now)
             wall = time.monotonic() - wall0
             cpu = {name: (cpu_s(pid) - cpu0[name]) / wall * 100 for name, pid in others.items()}
-        screen = await _dashboard(fleet, refreshes)
+        screen = await _dashboard(fleet, refreshes) if dashboard else {}
         up = sum(1 for view in views if view.status.state.value == "up")
         with_rates = sum(1 for view in views for i in view.instances if i.rates is not None)
     total = [a + b for a, b in zip(refresh_s, apply_s, strict=True)]
@@ -112,6 +131,8 @@ async def _measure(config: Path, refreshes: int, demo_pid: int, scrape_s: float)
         "total_p50_ms": statistics.median(total) * 1000,
         "total_p95_ms": quantile(total, 0.95) * 1000,
         "total_max_ms": max(total) * 1000,
+        "refresh_cpu_ms": statistics.mean(refresh_cpu_s) * 1000,
+        "apply_cpu_ms": statistics.mean(apply_cpu_s) * 1000,
         "observations_per_refresh": observations / refreshes,
         "nodes_up": up,
         "instances_with_rates": with_rates,

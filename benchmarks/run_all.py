@@ -99,7 +99,8 @@ def machine_body(outcomes: list[Outcome], quick: bool, started: datetime) -> str
         "## How to reproduce, and the machine",
         "",
         "How to reproduce every figure in this file: on a checkout with the package installed "
-        "(`pip install -e '.[test]'`; tmux and Debian's `prometheus` for the benchmarks that use them), run",
+        "(`pip install -e '.[test]'`; tmux and Debian's `prometheus` and `victoria-metrics` for the benchmarks that "
+        "use them), run",
         "",
         "    python benchmarks/run_all.py",
         "",

@@ -63,6 +63,10 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024
 # Labels Prometheus adds to every series of a target: not part of what the endpoint exported.
 TARGET_LABELS = frozenset({"instance", "job"})
 BACKFILL_STEPS = 6
+# Sent with every query. VictoriaMetrics answers a query for "now" as of -search.latencyOffset ago (30 s
+# by default) unless it is told not to cache (docs/prometheus.md#victoriametrics); Prometheus ignores
+# form fields it does not know.
+FRESH = {"nocache": "1"}
 
 
 class PrometheusError(Exception):
@@ -102,11 +106,17 @@ class PrometheusClient:
 
     async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         """An instant query's vector (or the series of a range selector's matrix)."""
-        form = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        form = {"query": expr, **FRESH} if at is None else {"query": expr, "time": f"{at:.3f}", **FRESH}
         return _series(await self._post("/api/v1/query", form))
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
-        form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 0.001):.3f}"}
+        form = {
+            "query": expr,
+            "start": f"{start:.3f}",
+            "end": f"{end:.3f}",
+            "step": f"{max(step, 0.001):.3f}",
+            **FRESH,
+        }
         return _series(await self._post("/api/v1/query_range", form))
 
     async def targets(self) -> list[dict[str, Any]]:
@@ -427,7 +437,7 @@ class PrometheusSource(LiveFleet):
             target = self.index.find(labels) if isinstance(labels, dict) else None
             last_error = entry.get("lastError")
             if target in down and isinstance(last_error, str) and last_error:
-                errors[target] = _short_error(last_error)
+                errors[target] = short_scrape_error(last_error)
         return errors
 
     def _observations(
@@ -592,10 +602,11 @@ class _Pending:
         )
 
 
-def _short_error(text: str) -> str:
-    """Prometheus's ``lastError`` without the request it failed (``Get "http://...": ``)."""
+def short_scrape_error(text: str) -> str:
+    """The server's ``lastError`` without the request it failed: Prometheus's ``Get "http://...": ``,
+    VictoriaMetrics's ``error when scraping "http://...": ``."""
     line = _one_line_text(text)
-    found = re.match(r'^(?:Get|GET) "[^"]*": (.*)$', line)
+    found = re.match(r'^(?:Get|GET|error when scraping) "[^"]*": (.*)$', line)
     return found.group(1) if found else line
 
 
