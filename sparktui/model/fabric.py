@@ -1,0 +1,327 @@
+"""The fabric between the nodes of a multi-node job: the RDMA NIC's link and counters, and the NCCL
+library each vLLM process has mapped.
+
+One periodic command over the node's SSH connection (``fabric_command``) prints, for each network
+interface whose driver is ``mlx5_core`` (the ConnectX-7 of a DGX Spark), its ``operstate`` and
+negotiated ``speed`` from ``/sys/class/net`` and the counters of ``ethtool -S`` that matter here, then
+the ``libnccl`` file each given vLLM PID has mapped (``/proc/PID/maps``) with its size and mtime. The
+source adds the file's sha256 (computed once per path, size and mtime) as ``sha256`` lines. This
+module parses that text (untrusted: bounded, never raises) and turns two readings into rates with the
+reset-safe counter history (``model.counters``): ``/proc/net/dev`` misses RDMA traffic, the port's
+``*_bytes_phy`` counters do not.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sparktui.model.counters import Deltas
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+
+FABRIC_EVERY_S = 10.0  # like nvidia-smi: the counters move slowly enough, and ethtool costs a process
+MAX_NICS = 8
+MAX_NCCL = 32
+MAX_LINE = 512  # characters of one line of the answer considered
+
+# ethtool -S counters kept (mlx5 names, Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
+# counters.rst): the port's bytes (RDMA included), the RDMA share, and what a sick link shows.
+RX_BYTES = "rx_bytes_phy"
+TX_BYTES = "tx_bytes_phy"
+RDMA_RX_BYTES = "rx_vport_rdma_unicast_bytes"
+RDMA_TX_BYTES = "tx_vport_rdma_unicast_bytes"
+ERROR_COUNTERS = (
+    "rx_crc_errors_phy",
+    "rx_symbol_err_phy",
+    "rx_discards_phy",
+    "tx_discards_phy",
+    "rx_out_of_buffer",
+)
+PAUSE_COUNTERS = ("rx_pause_ctrl_phy", "tx_pause_ctrl_phy")
+LINK_DOWN = "link_down_events_phy"
+# The vport's byte counters, for a NIC (a VF) without the port's.
+VPORT_RX_BYTES = "rx_bytes"
+VPORT_TX_BYTES = "tx_bytes"
+COUNTERS = (
+    RX_BYTES,
+    TX_BYTES,
+    RDMA_RX_BYTES,
+    RDMA_TX_BYTES,
+    *ERROR_COUNTERS,
+    *PAUSE_COUNTERS,
+    LINK_DOWN,
+    VPORT_RX_BYTES,
+    VPORT_TX_BYTES,
+)
+_COUNTER_SET = frozenset(COUNTERS)
+
+_SCRIPT = r"""et=%(ethtool)d; net=%(net)s
+for d in "$net"/*; do
+  case $(readlink "$d/device/driver" 2>/dev/null) in */mlx5_core) ;; *) continue ;; esac
+  i=${d##*/}
+  printf '=== nic %%s\n' "$i"
+  printf 'operstate %%s\n' "$(cat "$d/operstate" 2>/dev/null)"
+  printf 'speed %%s\n' "$(cat "$d/speed" 2>/dev/null)"
+  [ "$et" = 1 ] || continue
+  if command -v ethtool >/dev/null 2>&1; then
+    printf '=== ethtool %%s\n' "$i"
+    ethtool -S "$i" 2>&1 | grep -E -e '^ *(%(counters)s):' -e '^[^ ]' | head -n 64
+  else
+    echo '=== no-ethtool'
+  fi
+done
+echo '=== nccl'
+for p in "$@"; do
+  f=$(sed -n 's|^[^/]*\(/.*/libnccl[^/]*\)$|\1|p' "/proc/$p/maps" 2>/dev/null | head -n 1)
+  [ -n "$f" ] && printf 'nccl %%s %%s %%s\n' "$p" "$(stat -Lc '%%s %%Y' -- "$f" 2>/dev/null || echo '- -')" "$f"
+done
+echo '=== end'"""
+FABRIC_TAG = "sparktui-fabric"  # the script's $0: names it in ps, and the demo recognises it by it
+
+
+NET_DIR = "/sys/class/net"
+
+
+def fabric_command(pids: Sequence[int] = (), *, ethtool: bool = True, net_dir: str = NET_DIR) -> str:
+    """The command that reads the fabric of one node; ``pids`` are its vLLM processes (for NCCL),
+    ``ethtool`` False once the node has said it has none (only ``/sys`` is read then); ``net_dir``
+    is where the interfaces are (another directory in tests)."""
+    script = _SCRIPT % {"ethtool": int(ethtool), "net": shlex.quote(net_dir), "counters": "|".join(COUNTERS)}
+    args = " ".join(str(int(pid)) for pid in pids[:MAX_NCCL])
+    return f"exec sh -c {shlex.quote(script)} {FABRIC_TAG}" + (f" {args}" if args else "")
+
+
+def checksum_command(path: str) -> str:
+    return f"sha256sum -- {shlex.quote(path)}"
+
+
+@dataclass(frozen=True, slots=True)
+class NicSample:
+    """One mlx5 interface as read: ``speed_mbps`` None when unknown (``-1`` or unreadable while down)."""
+
+    name: str
+    operstate: str | None
+    speed_mbps: float | None
+    counters: Mapping[str, float] = field(default_factory=dict)
+    problem: str | None = None  # why ethtool -S gave no counters (its own words)
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLibrary:
+    """The libnccl file one vLLM process has mapped."""
+
+    pid: int
+    path: str
+    size: int | None
+    mtime: int | None
+    sha256: str | None = None  # None until computed
+
+    @property
+    def key(self) -> tuple[str, int | None, int | None]:
+        return (self.path, self.size, self.mtime)
+
+
+@dataclass(frozen=True, slots=True)
+class FabricSample:
+    nics: tuple[NicSample, ...] = ()
+    nccl: tuple[NcclLibrary, ...] = ()
+    no_ethtool: bool = False
+    complete: bool = False  # the answer reached its end marker
+    problem: str | None = None  # one line for the operator when the answer could not be read
+
+
+_HEADER = re.compile(r"^=== (nic|ethtool) (\S{1,64})$")
+_COUNTER = re.compile(r"^\s+([A-Za-z0-9_]{1,64}):\s*(\d{1,20})\s*$")  # counters are unsigned 64-bit
+_NCCL = re.compile(r"^nccl (\d{1,10}) (\d{1,20}|-) (\d{1,20}|-) (/.+)$")
+_SHA = re.compile(r"^sha256 ([0-9a-f]{64}) (\d{1,20}|-) (\d{1,20}|-) (/.+)$")
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def parse_fabric(text: str) -> FabricSample:
+    """The fabric command's answer (with the source's ``sha256`` lines). Never raises: what it cannot
+    read is left out, and an answer with nothing readable says so in ``problem``."""
+    nics: dict[str, NicSample] = {}
+    order: list[str] = []
+    current: str | None = None
+    in_ethtool = False
+    counters: dict[str, dict[str, float]] = {}
+    others: dict[str, str] = {}
+    libraries: list[NcclLibrary] = []
+    sums: dict[tuple[str, int | None, int | None], str] = {}
+    no_ethtool = complete = False
+    first_unread: str | None = None
+    for raw in text.splitlines():
+        line = raw[:MAX_LINE].rstrip("\r")
+        header = _HEADER.match(line)
+        if header is not None:
+            kind, name = header.groups()
+            in_ethtool = kind == "ethtool"
+            if name not in nics:
+                if len(nics) >= MAX_NICS:
+                    current = None
+                    continue
+                nics[name] = NicSample(name, None, None)
+                order.append(name)
+            current = name
+            continue
+        if line == "=== no-ethtool":
+            no_ethtool, in_ethtool = True, False
+            continue
+        if line.startswith("=== "):
+            current, in_ethtool = None, False
+            complete = complete or line == "=== end"
+            continue
+        if current is not None and in_ethtool:
+            found = _COUNTER.match(line)
+            if found is not None:
+                name, value = found.groups()
+                if name in _COUNTER_SET:
+                    counters.setdefault(current, {})[name] = float(value)
+            elif line.strip() and not line.startswith("NIC statistics"):
+                others.setdefault(current, safe_text(line.strip(), LABEL_LIMIT))
+            continue
+        if current is not None and line.startswith(("operstate ", "speed ")):
+            word, _, value = line.partition(" ")
+            nic = nics[current]
+            if word == "operstate":
+                state = safe_text(value.strip(), 32) or None
+                nics[current] = NicSample(nic.name, state, nic.speed_mbps)
+            else:
+                speed = _int(value.strip())
+                nics[current] = NicSample(nic.name, nic.operstate, float(speed) if speed else None)
+            continue
+        nccl = _NCCL.match(line)
+        if nccl is not None and len(libraries) < MAX_NCCL:
+            pid, size, mtime, path = nccl.groups()
+            libraries.append(NcclLibrary(int(pid), safe_text(path, LABEL_LIMIT), _int(size), _int(mtime)))
+            continue
+        sha = _SHA.match(line)
+        if sha is not None:
+            digest, size, mtime, path = sha.groups()
+            sums[(safe_text(path, LABEL_LIMIT), _int(size), _int(mtime))] = digest
+            continue
+        if line.strip() and first_unread is None:
+            first_unread = safe_text(line.strip(), LABEL_LIMIT)
+    out: list[NicSample] = []
+    for name in order:
+        nic = nics[name]
+        kept = counters.get(name, {})
+        problem = None if kept or no_ethtool else others.get(name)
+        if not kept and problem is None and not no_ethtool and name in counters:
+            problem = "ethtool -S: none of the counters read here"
+        out.append(NicSample(nic.name, nic.operstate, nic.speed_mbps, kept, problem))
+    libs = tuple(NcclLibrary(lib.pid, lib.path, lib.size, lib.mtime, sums.get(lib.key)) for lib in libraries)
+    problem = None
+    if not out and not libs and not complete:
+        problem = f"fabric: unreadable answer ({first_unread})" if first_unread else "fabric: empty answer"
+    return FabricSample(tuple(out), libs, no_ethtool, complete, problem)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRates:
+    """One NIC's traffic and errors over an interval, per second. ``rx_bps``/``tx_bps`` are bits per
+    second on the port (RDMA included); None when its counters were not read at both ends."""
+
+    seconds: float
+    rx_bps: float | None
+    tx_bps: float | None
+    rdma_rx_bps: float | None
+    rdma_tx_bps: float | None
+    errors_per_s: Mapping[str, float]  # ERROR_COUNTERS that rose, per second
+    pauses_per_s: float | None
+    link_down_events: float | None  # how many in the interval
+    reset: bool
+
+
+def _bits(deltas: Deltas, key: str) -> float | None:
+    value = deltas.get(key)
+    return None if value is None or deltas.seconds <= 0 else value * 8 / deltas.seconds
+
+
+def link_rates(deltas: Deltas) -> LinkRates:
+    """Rates of one NIC from the increases of its counters (``CounterHistory`` of its readings)."""
+    seconds = deltas.seconds
+    rx = _bits(deltas, RX_BYTES)
+    tx = _bits(deltas, TX_BYTES)
+    if rx is None and tx is None:
+        rx, tx = _bits(deltas, VPORT_RX_BYTES), _bits(deltas, VPORT_TX_BYTES)
+    errors = {
+        name: value / seconds
+        for name in ERROR_COUNTERS
+        if (value := deltas.get(name)) is not None and value > 0 and seconds > 0
+    }
+    pauses = [v for name in PAUSE_COUNTERS if (v := deltas.get(name)) is not None]
+    return LinkRates(
+        seconds,
+        rx,
+        tx,
+        _bits(deltas, RDMA_RX_BYTES),
+        _bits(deltas, RDMA_TX_BYTES),
+        errors,
+        sum(pauses) / seconds if pauses and seconds > 0 else None,
+        deltas.get(LINK_DOWN),
+        deltas.reset,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LinkView:
+    """One RDMA NIC as shown: its link and its last interval's rates (None: not known yet)."""
+
+    nic: str
+    state: str | None
+    speed_bps: float | None
+    rates: LinkRates | None
+    problem: str | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.state == "up"
+
+    @property
+    def busiest_bps(self) -> float | None:
+        """The larger of the two directions (a link carries each at up to its speed)."""
+        rates = self.rates
+        if rates is None:
+            return None
+        known = [v for v in (rates.rx_bps, rates.tx_bps) if v is not None]
+        return max(known) if known else None
+
+    @property
+    def share(self) -> float | None:
+        """``busiest_bps`` as a share of the negotiated speed."""
+        busiest = self.busiest_bps
+        if busiest is None or not self.speed_bps:
+            return None
+        return busiest / self.speed_bps
+
+    @property
+    def errors_per_s(self) -> float | None:
+        return None if self.rates is None else sum(self.rates.errors_per_s.values())
+
+
+@dataclass(frozen=True, slots=True)
+class FabricView:
+    links: tuple[LinkView, ...]
+    nccl: tuple[NcclLibrary, ...]
+    age_s: float | None
+    no_ethtool: bool = False
+    problem: str | None = None
+
+    @property
+    def link(self) -> LinkView | None:
+        """The link that carries the job: the busiest one that is up, else the first."""
+        up = [link for link in self.links if link.up]
+        if not up:
+            return self.links[0] if self.links else None
+        return max(up, key=lambda link: link.busiest_bps or 0.0)
+
+    @property
+    def nccl_checksums(self) -> tuple[str, ...]:
+        """The distinct checksums of the NCCL libraries mapped, sorted (() when none is known)."""
+        return tuple(sorted({lib.sha256 for lib in self.nccl if lib.sha256}))
