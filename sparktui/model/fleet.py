@@ -668,9 +668,10 @@ class NodeState:
 
     def _apply_fabric(self, text: str, t: float) -> None:
         sample = parse_fabric(text)
+        newer = self.fabric_t is None or t > self.fabric_t  # a reading of the same moment adds no interval
         self.fabric, self.fabric_t = sample, t
         for nic in sample.nics:
-            if nic.counters:
+            if nic.counters and newer:
                 history = self.nic_history.setdefault(nic.name, CounterHistory(max_age_s=120.0, max_points=16))
                 history.add(t, nic.counters)
 
