@@ -21,6 +21,7 @@ from sparktui.model.fleet import FleetState
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.units import fmt_bits
+from sparktui.record.codec import host_update_from_json, host_update_to_json
 from tests.conftest import DATA
 
 BEFORE = (DATA / "fabric" / "ethtool-S-mlx5-0.txt").read_text()
@@ -172,3 +173,9 @@ def test_the_fleet_shows_a_jobs_ranks_side_by_side_with_their_links() -> None:
     assert job.tokens_per_s is None  # the head never answered
     fabric = views["b"].fabric
     assert fabric is not None and fabric.link is not None and fabric.link.share == pytest.approx(rate / 200e9)
+
+
+def test_a_recording_keeps_the_fabric_text_of_an_update() -> None:
+    update = HostUpdate("spark3", 12.5, fabric=answer(BEFORE))
+    assert host_update_from_json("spark3", 12.5, host_update_to_json(update)) == update
+    assert "fabric" not in host_update_to_json(HostUpdate("spark3", 1.0, problem="ssh: refused"))
