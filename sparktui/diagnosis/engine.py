@@ -46,12 +46,12 @@ from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import busiest_engine_words
 from sparktui.model.exporters import THERMAL_THROTTLE, GpuReading, throttle_words
-from sparktui.model.fabric import FabricView
-from sparktui.model.fleet import InstanceView, JobView, NodeState, NodeView
+from sparktui.model.fabric import FabricView, JobView
+from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_bits, fmt_clock, fmt_pct
+from sparktui.model.units import NO_DATA, fmt_bits, fmt_clock, fmt_pct, fmt_rate
 
 SERVING = frozenset({State.UP, State.DEGRADED})
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
@@ -685,11 +685,11 @@ def _link_degraded(ctx: _Ctx, rule: Rule) -> _Check | None:
         errors = sum(rates.errors_per_s.values())
         pauses = rates.pauses_per_s or 0.0
         if errors >= rule.param("min_errors_per_s") or pauses >= rule.param("min_pauses_per_s"):
-            named = ", ".join(f"{name} {value:,.0f}/s" for name, value in sorted(rates.errors_per_s.items()))
+            named = ", ".join(f"{name} {fmt_rate(value)}" for name, value in sorted(rates.errors_per_s.items()))
             moves = f"{fmt_bits(link.busiest_bps)}, {share * 100:.1f} % of its {fmt_bits(link.speed_bps)}"
             evidence.append(
                 f"{link.nic} moves {moves}, while it drops or pauses: {named or 'no drops'}, "
-                f"{pauses:,.0f} pause frames/s"
+                f"{fmt_rate(pauses)} pause frames"
             )
     if not evidence:
         return _NO

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from sparktui.model.counters import Deltas
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.units import NO_DATA, fmt_bits, fmt_pct, fmt_rate
 
 FABRIC_EVERY_S = 10.0  # like nvidia-smi: the counters move slowly enough, and ethtool costs a process
 MAX_NICS = 8
@@ -325,3 +326,82 @@ class FabricView:
     def nccl_checksums(self) -> tuple[str, ...]:
         """The distinct checksums of the NCCL libraries mapped, sorted (() when none is known)."""
         return tuple(sorted({lib.sha256 for lib in self.nccl if lib.sha256}))
+
+
+@dataclass(frozen=True, slots=True)
+class RankView:
+    """One rank of a multi-node job, side by side with the others: its GPU and its link."""
+
+    node: str
+    instance: str
+    role: str
+    gpu_utilization: float | None
+    gpu_power_w: float | None
+    link_bps: float | None  # the busier direction of its busiest RDMA link
+    link_share: float | None  # of the link's negotiated speed
+    nccl: tuple[str, ...] = ()  # sha256 of the NCCL libraries its vLLM processes mapped
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A multi-node job: its head's tokens over the last scrape interval and each rank."""
+
+    name: str
+    tokens_per_s: float | None  # None: the head's last interval is not known
+    running: float | None
+    ranks: tuple[RankView, ...]
+
+
+def link_lines(link: LinkView) -> list[str]:
+    """One link as shown: its state and speed, then its rates (``rx 13.0 Gb/s  tx 12.8 Gb/s  6.5 %``),
+    then what it drops and pauses when it does."""
+    lines = [f"link {link.nic}  {link.state or NO_DATA}  {fmt_bits(link.speed_bps)}"]
+    rates = link.rates
+    if rates is not None:
+        share = link.share
+        shown = NO_DATA if share is None else f"{share * 100:.1f} % of the link"
+        lines.append(f"rx {fmt_bits(rates.rx_bps)}  tx {fmt_bits(rates.tx_bps)}  {shown}")
+        trouble = []
+        if link.errors_per_s:
+            trouble.append(f"drops {fmt_rate(link.errors_per_s)}")
+        if rates.pauses_per_s:
+            trouble.append(f"pauses {fmt_rate(rates.pauses_per_s)}")
+        if rates.link_down_events:
+            trouble.append(f"link down {rates.link_down_events:.0f}x")
+        if trouble:
+            lines.append("  ".join(trouble))
+    elif link.problem:
+        lines.append(link.problem)
+    return lines
+
+
+RANK_HEADER = f"{'rank':<14}{'util':>5}{'power':>7}  link"
+
+
+def rank_line(rank: RankView) -> str:
+    """``spark4 worker   97%   20 W  593 Mb/s 0.3 %``: one rank beside the others (``RANK_HEADER``)."""
+    power = NO_DATA if rank.gpu_power_w is None else f"{rank.gpu_power_w:.0f} W"
+    share = "" if rank.link_share is None else f" {rank.link_share * 100:.1f} %"
+    who = f"{rank.node} {rank.role}"
+    return f"{who:<14}{fmt_pct(rank.gpu_utilization, 0):>5}{power:>7}  {fmt_bits(rank.link_bps)}{share}"
+
+
+def fabric_lines(fabric: FabricView | None, jobs: Sequence[JobView]) -> list[str]:
+    """The node's links, its NCCL and each of its jobs' ranks side by side, as the screens show them."""
+    lines = []
+    if fabric is not None:
+        for link in fabric.links:
+            lines += link_lines(link)
+        if fabric.no_ethtool:
+            lines.append("no ethtool on the node: link state and speed only")
+        sums = fabric.nccl_checksums
+        if sums:
+            lines.append(f"NCCL sha256 {', '.join(s[:12] for s in sums)}")
+        if fabric.problem:
+            lines.append(fabric.problem)
+    for job in jobs:
+        tokens = NO_DATA if job.tokens_per_s is None else f"{job.tokens_per_s:,.0f} tok/s"
+        lines.append(f"job {job.name}  {tokens}")
+        lines.append(RANK_HEADER)
+        lines += [rank_line(rank) for rank in job.ranks]
+    return lines

@@ -17,7 +17,7 @@ from sparktui.model.counters import CounterHistory
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
 from sparktui.model.exporters import GpuReading, gpu_reading, nvidia_smi_q_reading
-from sparktui.model.fabric import FabricSample, FabricView, LinkView, link_rates, parse_fabric
+from sparktui.model.fabric import FabricSample, FabricView, JobView, LinkView, RankView, link_rates, parse_fabric
 from sparktui.model.host import (
     HostProcess,
     HostSample,
@@ -108,30 +108,6 @@ class ServiceView:
 
 
 StalePart = Literal["node", "gpu", "host"]
-
-
-@dataclass(frozen=True, slots=True)
-class RankView:
-    """One rank of a multi-node job, side by side with the others: its GPU and its link."""
-
-    node: str
-    instance: str
-    role: str
-    gpu_utilization: float | None
-    gpu_power_w: float | None
-    link_bps: float | None  # the busier direction of its busiest RDMA link
-    link_share: float | None  # of the link's negotiated speed
-    nccl: tuple[str, ...] = ()  # sha256 of the NCCL libraries its vLLM processes mapped
-
-
-@dataclass(frozen=True, slots=True)
-class JobView:
-    """A multi-node job: its head's tokens over the last scrape interval and each rank."""
-
-    name: str
-    tokens_per_s: float | None  # None: the head's last interval is not known
-    running: float | None
-    ranks: tuple[RankView, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,8 @@ async def capture(
             latest[(update.node, update.fabric is not None)] = update
 
         hosts = [
-            asyncio.create_task(HostCollector(n, spec, clock=lambda: fleet.now).run(keep))
+            # the fabric as often as the frames: the simulation runs faster than the wall clock here
+            asyncio.create_task(HostCollector(n, spec, clock=lambda: fleet.now, fabric_every_s=0.5).run(keep))
             for n in spec.nodes
             if wants_host_state(n) and not n.local
         ]

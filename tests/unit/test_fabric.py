@@ -13,7 +13,13 @@ from sparktui.model.counters import CounterHistory
 from sparktui.model.fabric import (
     COUNTERS,
     MAX_NICS,
+    RANK_HEADER,
+    FabricView,
+    JobView,
+    LinkView,
+    RankView,
     fabric_command,
+    fabric_lines,
     link_rates,
     parse_fabric,
 )
@@ -179,3 +185,36 @@ def test_a_recording_keeps_the_fabric_text_of_an_update() -> None:
     update = HostUpdate("spark3", 12.5, fabric=answer(BEFORE))
     assert host_update_from_json("spark3", 12.5, host_update_to_json(update)) == update
     assert "fabric" not in host_update_to_json(HostUpdate("spark3", 1.0, problem="ssh: refused"))
+
+
+def test_the_lines_the_screens_show_for_a_degraded_link_and_the_ranks() -> None:
+    history = CounterHistory()
+    for t, text in ((100.0, BEFORE), (110.0, AFTER)):
+        history.add(t, parse_fabric(answer(text)).nics[0].counters)
+    deltas = history.last_interval()
+    assert deltas is not None
+    link = LinkView(NIC, "up", 200e9, link_rates(deltas))
+    fabric = FabricView(
+        (link,),
+        parse_fabric(answer(BEFORE, nccl="nccl 7 1 2 /x/libnccl.so.2\n") + f"sha256 {SHA} 1 2 /x/libnccl.so.2\n").nccl,
+        1.0,
+    )
+    ranks = (
+        RankView("spark3", "qwen235", "head", 0.49, 46.0, None, None),
+        RankView("spark4", "qwen235", "worker", 0.97, 20.4, link.busiest_bps, link.share),
+    )
+    lines = fabric_lines(fabric, [JobView("qwen235-tp2", 0.0, 3.0, ranks)])
+    # 16,250,006,120 bytes in 10 s: 13.0 Gb/s of 200; drops 143 + 221 + 0.3 per second; pauses 1,840/s
+    assert lines[:3] == [
+        f"link {NIC}  up  200 Gb/s",
+        "rx 13.0 Gb/s  tx 12.8 Gb/s  6.5 % of the link",
+        "drops 364/s  pauses 1,840/s",
+    ]
+    assert lines[3] == f"NCCL sha256 {SHA[:12]}"
+    assert lines[4:] == [
+        "job qwen235-tp2  0 tok/s",
+        RANK_HEADER,
+        "spark3 head     49%   46 W  –",
+        "spark4 worker   97%   20 W  13.0 Gb/s 6.5 %",
+    ]
+    assert fabric_lines(None, []) == []
