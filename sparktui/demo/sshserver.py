@@ -336,7 +336,8 @@ def answer_fabric(node: SshNode, command: FabricCommand) -> str:
     if nic is not None:
         vllm = {p.pid for p in node.vllm_processes()}
         lib = nic.nccl
-        lines += [f"nccl {pid} {lib.size} {lib.mtime} {lib.path}" for pid in command.pids if pid in vllm]
+        mapped = [f"/proc/{pid}/maps:{lib.path}" for pid in command.pids if pid in vllm]
+        lines += mapped + ([f"stat {lib.size} {lib.mtime} {lib.path}"] if mapped else [])
     lines.append("=== end")
     return "\n".join(lines) + "\n"
 

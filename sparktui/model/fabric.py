@@ -4,7 +4,7 @@ library each vLLM process has mapped.
 One periodic command over the node's SSH connection (``fabric_command``) prints, for each network
 interface whose driver is ``mlx5_core`` (the ConnectX-7 of a DGX Spark), its ``operstate`` and
 negotiated ``speed`` from ``/sys/class/net`` and the counters of ``ethtool -S`` that matter here, then
-the ``libnccl`` file each given vLLM PID has mapped (``/proc/PID/maps``) with its size and mtime. The
+the ``libnccl`` file each given vLLM PID has mapped (``/proc/PID/maps``) and each file's size and mtime. The
 source adds the file's sha256 (computed once per path, size and mtime) as ``sha256`` lines. This
 module parses that text (untrusted: bounded, never raises) and turns two readings into rates with the
 reset-safe counter history (``model.counters``): ``/proc/net/dev`` misses RDMA traffic, the port's
@@ -58,26 +58,38 @@ COUNTERS = (
 )
 _COUNTER_SET = frozenset(COUNTERS)
 
-_SCRIPT = r"""et=%(ethtool)d; net=%(net)s
-for d in "$net"/*; do
-  case $(readlink "$d/device/driver" 2>/dev/null) in */mlx5_core) ;; *) continue ;; esac
-  i=${d##*/}
-  printf '=== nic %%s\n' "$i"
-  printf 'operstate %%s\n' "$(cat "$d/operstate" 2>/dev/null)"
-  printf 'speed %%s\n' "$(cat "$d/speed" 2>/dev/null)"
+_SCRIPT = r"""et=%(ethtool)d; net=%(net)s; ifs=%(ifs)s
+if [ -z "$ifs" ]; then
+  for d in "$net"/*; do
+    [ -e "$d/device/driver" ] || continue
+    case $(readlink "$d/device/driver") in */mlx5_core) ifs="$ifs ${d##*/}" ;; esac
+  done
+fi
+for i in $ifs; do
+  s=; v=
+  { read -r s < "$net/$i/operstate"; } 2>/dev/null
+  { read -r v < "$net/$i/speed"; } 2>/dev/null
+  printf '=== nic %%s\noperstate %%s\nspeed %%s\n' "$i" "$s" "$v"
   [ "$et" = 1 ] || continue
   if command -v ethtool >/dev/null 2>&1; then
     printf '=== ethtool %%s\n' "$i"
-    ethtool -S "$i" 2>&1 | grep -E -e '^ *(%(counters)s):' -e '^[^ ]' | head -n 64
+    ethtool -S "$i" 2>&1 | grep -m 64 -E -e '^ *(%(counters)s):' -e '^[^ ]'
   else
     echo '=== no-ethtool'
   fi
 done
 echo '=== nccl'
-for p in "$@"; do
-  f=$(sed -n 's|^[^/]*\(/.*/libnccl[^/]*\)$|\1|p' "/proc/$p/maps" 2>/dev/null | head -n 1)
-  [ -n "$f" ] && printf 'nccl %%s %%s %%s\n' "$p" "$(stat -Lc '%%s %%Y' -- "$f" 2>/dev/null || echo '- -')" "$f"
-done
+m=
+for p; do m="$m /proc/$p/maps"; done
+if [ -n "$m" ]; then
+  out=$(grep -H -m 1 -o -E '/.*/libnccl[^/]*$' $m 2>/dev/null)
+  printf '%%s\n' "$out"
+  set --
+  while IFS= read -r l; do [ -n "$l" ] && set -- "$@" "${l#*:}"; done <<MAPPED
+$out
+MAPPED
+  [ $# -gt 0 ] && stat -L -c 'stat %%s %%Y %%n' -- "$@" 2>/dev/null
+fi
 echo '=== end'"""
 FABRIC_TAG = "sparktui-fabric"  # the script's $0: names it in ps, and the demo recognises it by it
 
@@ -85,11 +97,23 @@ FABRIC_TAG = "sparktui-fabric"  # the script's $0: names it in ps, and the demo 
 NET_DIR = "/sys/class/net"
 
 
-def fabric_command(pids: Sequence[int] = (), *, ethtool: bool = True, net_dir: str = NET_DIR) -> str:
+def fabric_command(
+    pids: Sequence[int] = (), *, ethtool: bool = True, net_dir: str = NET_DIR, interfaces: Sequence[str] = ()
+) -> str:
     """The command that reads the fabric of one node; ``pids`` are its vLLM processes (for NCCL),
-    ``ethtool`` False once the node has said it has none (only ``/sys`` is read then); ``net_dir``
-    is where the interfaces are (another directory in tests)."""
-    script = _SCRIPT % {"ethtool": int(ethtool), "net": shlex.quote(net_dir), "counters": "|".join(COUNTERS)}
+    ``ethtool`` False once the node has said it has none (only ``/sys`` is read then); ``interfaces``
+    the mlx5 ones an earlier answer named (none: it looks for them, a ``readlink`` per physical NIC);
+    ``net_dir`` is where the interfaces are (another directory in tests).
+
+    Its processes per run: the shell, ``ethtool`` and ``grep`` per interface, and with PIDs one ``grep``
+    over their maps (in a subshell) and one ``stat``: the cost is in docs/performance.md."""
+    names = " ".join(name for name in interfaces[:MAX_NICS] if _IFNAME.fullmatch(name))
+    script = _SCRIPT % {
+        "ethtool": int(ethtool),
+        "net": shlex.quote(net_dir),
+        "ifs": shlex.quote(names),
+        "counters": "|".join(COUNTERS),
+    }
     args = " ".join(str(int(pid)) for pid in pids[:MAX_NCCL])
     return f"exec sh -c {shlex.quote(script)} {FABRIC_TAG}" + (f" {args}" if args else "")
 
@@ -135,7 +159,9 @@ class FabricSample:
 
 _HEADER = re.compile(r"^=== (nic|ethtool) (\S{1,64})$")
 _COUNTER = re.compile(r"^\s+([A-Za-z0-9_]{1,64}):\s*(\d{1,20})\s*$")  # counters are unsigned 64-bit
-_NCCL = re.compile(r"^nccl (\d{1,10}) (\d{1,20}|-) (\d{1,20}|-) (/.+)$")
+_IFNAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")  # what the kernel allows in an interface's name, and no more
+_MAPPED = re.compile(r"^/proc/(\d{1,10})/maps:(/.+)$")
+_STAT = re.compile(r"^stat (\d{1,20}) (\d{1,20}) (/.+)$")
 _SHA = re.compile(r"^sha256 ([0-9a-f]{64}) (\d{1,20}|-) (\d{1,20}|-) (/.+)$")
 
 
@@ -152,7 +178,8 @@ def parse_fabric(text: str) -> FabricSample:
     in_ethtool = False
     counters: dict[str, dict[str, float]] = {}
     others: dict[str, str] = {}
-    libraries: list[NcclLibrary] = []
+    mappings: list[tuple[int, str]] = []
+    stats: dict[str, tuple[int, int]] = {}
     sums: dict[tuple[str, int | None, int | None], str] = {}
     no_ethtool = complete = False
     first_unread: str | None = None
@@ -196,10 +223,14 @@ def parse_fabric(text: str) -> FabricSample:
                 speed = _int(value.strip())
                 nics[current] = NicSample(nic.name, nic.operstate, float(speed) if speed else None)
             continue
-        nccl = _NCCL.match(line)
-        if nccl is not None and len(libraries) < MAX_NCCL:
-            pid, size, mtime, path = nccl.groups()
-            libraries.append(NcclLibrary(int(pid), safe_text(path, LABEL_LIMIT), _int(size), _int(mtime)))
+        mapped = _MAPPED.match(line)
+        if mapped is not None and len(mappings) < MAX_NCCL:
+            mappings.append((int(mapped.group(1)), safe_text(mapped.group(2), LABEL_LIMIT)))
+            continue
+        stat = _STAT.match(line)
+        if stat is not None:
+            size, mtime, path = stat.groups()
+            stats[safe_text(path, LABEL_LIMIT)] = (int(size), int(mtime))
             continue
         sha = _SHA.match(line)
         if sha is not None:
@@ -216,11 +247,14 @@ def parse_fabric(text: str) -> FabricSample:
         if not kept and problem is None and not no_ethtool and name in counters:
             problem = "ethtool -S: none of the counters read here"
         out.append(NicSample(nic.name, nic.operstate, nic.speed_mbps, kept, problem))
-    libs = tuple(NcclLibrary(lib.pid, lib.path, lib.size, lib.mtime, sums.get(lib.key)) for lib in libraries)
+    libs = []
+    for pid, path in mappings:
+        size, mtime = stats.get(path, (None, None))
+        libs.append(NcclLibrary(pid, path, size, mtime, sums.get((path, size, mtime))))
     problem = None
     if not out and not libs and not complete:
         problem = f"fabric: unreadable answer ({first_unread})" if first_unread else "fabric: empty answer"
-    return FabricSample(tuple(out), libs, no_ethtool, complete, problem)
+    return FabricSample(tuple(out), tuple(libs), no_ethtool, complete, problem)
 
 
 @dataclass(frozen=True, slots=True)

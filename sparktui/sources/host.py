@@ -101,9 +101,10 @@ class HostCollector:
         """The RDMA NICs and the NCCL libraries, every ``fabric_every_s``."""
         assert self.ssh is not None
         ethtool = True
+        interfaces: tuple[str, ...] = ()  # the mlx5 ones, once found: not looked for again
         next_at = time.monotonic()
         while True:
-            command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir)
+            command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir, interfaces=interfaces)
             result = await self.ssh.run(command, timeout_s=FABRIC_TIMEOUT_S, max_output=FABRIC_MAX_OUTPUT)
             if result.exit_status == NOT_FOUND:
                 return  # no sh, or a node that answers only commands it knows
@@ -112,6 +113,7 @@ class HostCollector:
                 if sample.complete and not sample.nics:
                     return  # no RDMA NIC: no multi-node job over this node's fabric
                 ethtool = ethtool and not sample.no_ethtool
+                interfaces = tuple(nic.name for nic in sample.nics)
                 text = result.stdout + await self._checksum_lines(sample.nccl)
                 on_update(HostUpdate(self.node.name, self.clock(), fabric=text))
             next_at += self.fabric_every_s

@@ -94,7 +94,9 @@ async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(
         collector = HostCollector(fleet.nodes[0], fleet, ssh=ssh, fabric_every_s=0.2, net_dir=str(net_dir))
         task = asyncio.create_task(collector.run(seen))
         try:
-            await wait_until(lambda: read(f"nccl {pid} "), what="the fabric with the NCCL mapping", timeout_s=30.0)
+            await wait_until(
+                lambda: read(f"/proc/{pid}/maps:"), what="the fabric with the NCCL mapping", timeout_s=30.0
+            )
             fresh_sshd.set_ethtool(READINGS[1])
             seen_before = len(updates)
             await wait_until(lambda: len(read("sha256 ")) >= 2 and len(updates) > seen_before + 2, what="more readings")

@@ -908,7 +908,7 @@ LIBNCCL = "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
 
 
 def fabric_answer(ethtool: str, *, state: str = "up", speed: str = "200000", sha: str | None = None) -> str:
-    nccl = f"nccl 4127 312745832 1767225600 {LIBNCCL}\n" if sha else ""
+    nccl = f"/proc/4127/maps:{LIBNCCL}\nstat 312745832 1767225600 {LIBNCCL}\n" if sha else ""
     sums = f"sha256 {sha} 312745832 1767225600 {LIBNCCL}\n" if sha else ""
     link = f"=== nic enp1s0f0np0\noperstate {state}\nspeed {speed}\n=== ethtool enp1s0f0np0\n{ethtool}"
     return f"{link}=== nccl\n{nccl}=== end\n{sums}"

@@ -46,7 +46,8 @@ def counter(text: str, name: str) -> int:
 
 
 def test_the_answer_gives_the_link_and_the_counters_kept() -> None:
-    nccl = "nccl 4127 312745832 1767225600 /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2\n"
+    path = "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+    nccl = f"/proc/4127/maps:{path}\n/proc/4188/maps:{path}\nstat 312745832 1767225600 {path}\n"
     sha = f"sha256 {SHA} 312745832 1767225600 /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2\n"
     sample = parse_fabric(answer(BEFORE, nccl=nccl) + sha)
     (nic,) = sample.nics
@@ -55,8 +56,10 @@ def test_the_answer_gives_the_link_and_the_counters_kept() -> None:
     assert nic.counters["rx_bytes_phy"] == counter(BEFORE, "rx_bytes_phy")
     assert nic.counters["link_down_events_phy"] == counter(BEFORE, "link_down_events_phy")
     assert "rx_prio0_bytes" not in nic.counters and "ch0_events" not in nic.counters
-    (library,) = sample.nccl
-    assert (library.pid, library.size, library.mtime, library.sha256) == (4127, 312745832, 1767225600, SHA)
+    assert [(lib.pid, lib.size, lib.mtime, lib.sha256) for lib in sample.nccl] == [
+        (4127, 312745832, 1767225600, SHA),
+        (4188, 312745832, 1767225600, SHA),
+    ]
     assert sample.complete and sample.problem is None
 
 
@@ -110,7 +113,7 @@ def test_a_link_down_has_no_speed_and_ethtools_complaint_is_the_reason() -> None
         "".join(f"=== nic eth{i}\noperstate up\nspeed 1\n" for i in range(1000)),
         answer("     rx_bytes_phy: 99999999999999999999999999999\n     rx_bytes_phy: -5\n"),
         "=== ethtool\n" + "     rx_bytes_phy: 1\n" * 100_000,
-        "nccl 1 2 3 relative/libnccl.so\nsha256 zz 1 2 /x\n",
+        "/proc/1/maps:relative/libnccl.so\n/proc/x/maps:/a\nstat - 1 /x\nsha256 zz 1 2 /x\n",
         "\0\0\0",
     ],
 )
@@ -196,7 +199,10 @@ def test_the_lines_the_screens_show_for_a_degraded_link_and_the_ranks() -> None:
     link = LinkView(NIC, "up", 200e9, link_rates(deltas))
     fabric = FabricView(
         (link,),
-        parse_fabric(answer(BEFORE, nccl="nccl 7 1 2 /x/libnccl.so.2\n") + f"sha256 {SHA} 1 2 /x/libnccl.so.2\n").nccl,
+        parse_fabric(
+            answer(BEFORE, nccl="/proc/7/maps:/x/libnccl.so.2\nstat 1 2 /x/libnccl.so.2\n")
+            + f"sha256 {SHA} 1 2 /x/libnccl.so.2\n"
+        ).nccl,
         1.0,
     )
     ranks = (
