@@ -11,9 +11,9 @@ fleet state parses the text); a node without nvidia-smi (exit status 127) is not
 
 Every ``FABRIC_EVERY_S`` the fabric command (``model.fabric.fabric_command``) reads the node's RDMA NICs
 (link state, speed, ``ethtool -S`` counters) and the NCCL library each vLLM process of the last host
-frame has mapped; a library's sha256 is computed once per path, size and mtime and remembered here. A
-node with no mlx5 NIC is not asked again; one without ethtool is asked for ``/sys``
-only.
+frame has mapped; a library's sha256 is computed once per path, size and mtime and remembered here.
+The mlx5 interfaces the first answer found are named in the later commands (not looked for again); a
+node with no mlx5 NIC is not asked again; one without ethtool is asked for ``/sys`` only.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ class HostCollector:
         while True:
             command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir, interfaces=interfaces)
             result = await self.ssh.run(command, timeout_s=FABRIC_TIMEOUT_S, max_output=FABRIC_MAX_OUTPUT)
+            read_at = self.clock()  # the counters' moment, not after a checksum's second
             if result.exit_status == NOT_FOUND:
                 return  # no sh, or a node that answers only commands it knows
             if result.problem is None:
@@ -115,7 +116,7 @@ class HostCollector:
                 ethtool = ethtool and not sample.no_ethtool
                 interfaces = tuple(nic.name for nic in sample.nics)
                 text = result.stdout + await self._checksum_lines(sample.nccl)
-                on_update(HostUpdate(self.node.name, self.clock(), fabric=text))
+                on_update(HostUpdate(self.node.name, read_at, fabric=text))
             next_at += self.fabric_every_s
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
