@@ -119,3 +119,24 @@ async def test_the_fabric_scenario_opens_and_clears_its_findings(watch: FabricWa
     assert max(watch.nccl_differs) < nccl_off + watch.dt
     spark4 = watch.views["spark4"].fabric
     assert spark4 is not None and {lib.sha256 for lib in spark4.nccl} == {PIP_NCCL.sha256}
+
+
+async def test_a_node_without_an_mlx5_nic_is_asked_once() -> None:
+    """spark1 is no rank of a job: the demo answers it has no mlx5 interface, and the collector (asking
+    every 0.05 s here) does not ask again while five frames arrive."""
+    fleet = DemoFleet(seed=21)
+    await fleet.start()
+    spec = parse_config(fleet.config_toml(), source="demo.toml")
+    feed = HostFeed(fleet, spec, ("spark1",), None, fabric_every_s=0.05)
+    try:
+        await feed.start()
+        for _ in range(5):
+            await fleet.advance(1.0)
+            await feed.settle()
+        server = fleet.node("spark1").ssh
+        assert server is not None
+        asked = [c for c in server.commands if isinstance(parse_command(c), FabricCommand)]
+        assert len(asked) == 1 and not any(u.fabric for u in feed.updates["spark1"])
+    finally:
+        await feed.close()
+        await fleet.stop()
