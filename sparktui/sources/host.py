@@ -101,7 +101,8 @@ class HostCollector:
         """The RDMA NICs and the NCCL libraries, every ``fabric_every_s``."""
         assert self.ssh is not None
         ethtool = True
-        interfaces: tuple[str, ...] = ()  # the mlx5 ones, once found: not looked for again
+        # The config's, or the mlx5 ones once the first answer found them: not looked for again.
+        interfaces: tuple[str, ...] = self.node.rdma_interfaces
         next_at = time.monotonic()
         while True:
             command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir, interfaces=interfaces)

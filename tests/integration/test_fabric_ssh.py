@@ -147,3 +147,21 @@ async def test_the_rates_move_between_two_readings_over_ssh(fresh_sshd: Sshd, ne
 
 def test_the_checksum_command_quotes_the_path() -> None:
     assert checksum_command("/opt/my env/libnccl.so.2") == "sha256sum -- '/opt/my env/libnccl.so.2'"
+
+
+async def test_the_interfaces_the_config_names_are_read_whatever_their_driver(fresh_sshd: Sshd, net_dir: Path) -> None:
+    node = fresh_sshd.node().model_copy(update={"rdma_interfaces": ("eno1",)})
+    fleet = FleetSpec(nodes=[node], poll_interval_s=0.5)
+    state = FleetState(fleet)
+    fresh_sshd.set_ethtool(READINGS[0])
+    async with NodeSsh(node, use_agent=False) as ssh:
+        collector = HostCollector(node, fleet, ssh=ssh, fabric_every_s=0.2, net_dir=str(net_dir))
+        task = asyncio.create_task(collector.run(state.apply_host))
+        try:
+            await wait_until(lambda: state.nodes[node.name].fabric is not None, what="a fabric reading")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    sample = state.nodes[node.name].fabric
+    assert sample is not None and [nic.name for nic in sample.nics] == ["eno1"]  # its driver is igb
+    assert f"ethtool -S {NIC}" not in fresh_sshd.calls() and "ethtool -S eno1" in fresh_sshd.calls()
