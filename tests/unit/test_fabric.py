@@ -224,3 +224,10 @@ def test_the_lines_the_screens_show_for_a_degraded_link_and_the_ranks() -> None:
         "spark4 worker   97%   20 W  13.0 Gb/s 6.5 %",
     ]
     assert fabric_lines(None, []) == []
+
+
+def test_an_interface_name_from_the_node_reaches_the_next_command_only_when_it_is_one() -> None:
+    """The names the first answer gives are named in the next commands: a hostile one is left out."""
+    sample = parse_fabric("=== nic $(reboot)\noperstate up\n=== nic enp1s0f0np0\noperstate up\n=== end\n")
+    command = fabric_command(interfaces=[nic.name for nic in sample.nics])
+    assert "reboot" not in command and "ifs=enp1s0f0np0\n" in command
