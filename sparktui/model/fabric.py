@@ -434,8 +434,11 @@ def fabric_lines(fabric: FabricView | None, jobs: Sequence[JobView]) -> list[str
         if fabric.problem:
             lines.append(fabric.problem)
     for job in jobs:
-        tokens = NO_DATA if job.tokens_per_s is None else f"{job.tokens_per_s:,.0f} tok/s"
-        lines.append(f"job {job.name}  {tokens}")
-        lines.append(RANK_HEADER)
-        lines += [rank_line(rank) for rank in job.ranks]
+        lines += job_lines(job)
     return lines
+
+
+def job_lines(job: JobView) -> list[str]:
+    """A multi-node job's head's tokens, then its ranks side by side under ``RANK_HEADER``."""
+    tokens = NO_DATA if job.tokens_per_s is None else f"{job.tokens_per_s:,.0f} tok/s"
+    return [f"job {job.name}  {tokens}", RANK_HEADER, *(rank_line(rank) for rank in job.ranks)]
