@@ -664,12 +664,16 @@ def _job_words(job: JobView) -> str:
 
 def _link_degraded(ctx: _Ctx, rule: Rule) -> _Check | None:
     fabric = _fabric_now(ctx, rule)
-    busy = [job for job in ctx.node.jobs if (job.tokens_per_s or 0.0) >= rule.param("min_tokens_per_s")]
     if fabric is None or not ctx.node.jobs:
         return None
-    if not busy:
+    # The job runs while its head answers; it transfers while the head generates tokens.
+    running = sorted(
+        (job for job in ctx.node.jobs if job.tokens_per_s is not None), key=lambda j: -(j.tokens_per_s or 0)
+    )
+    if not running:
         return _NO
-    job, link = busy[0], fabric.link
+    job, link = running[0], fabric.link
+    transferring = (job.tokens_per_s or 0.0) >= rule.param("min_tokens_per_s")
     if link is None:
         return _Check(True, (f"no RDMA NIC is read on this node while {_job_words(job)} (at {ctx.at()})",))
     if not link.up:
@@ -681,7 +685,7 @@ def _link_degraded(ctx: _Ctx, rule: Rule) -> _Check | None:
             f"{link.nic} negotiated {fmt_bits(link.speed_bps)}, below the {fmt_bits(expected)} it is capable of"
         )
     rates, share = link.rates, link.share
-    if rates is not None and share is not None and share < rule.param("max_share"):
+    if transferring and rates is not None and share is not None and share < rule.param("max_share"):
         errors = sum(rates.errors_per_s.values())
         pauses = rates.pauses_per_s or 0.0
         if errors >= rule.param("min_errors_per_s") or pauses >= rule.param("min_pauses_per_s"):

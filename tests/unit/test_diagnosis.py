@@ -973,6 +973,15 @@ def link_negotiated_at_half_speed() -> None:
     assert "enp1s0f0np0 negotiated 100 Gb/s, below the 200 Gb/s it is capable of" in text_of(finding)
 
 
+@detector_case("link-degraded", True)
+def link_down_while_the_job_runs() -> None:
+    # The head answers but makes no token: the link is down (operstate down, speed unreadable).
+    finding = job_polls(generating=False, ethtool=(CLEAN[0], CLEAN[0]), state="down", speed="").get(
+        "link-degraded", None
+    )
+    assert "RDMA link enp1s0f0np0 is down while job tp2 generates 0 tok/s" in text_of(finding)
+
+
 @detector_case("link-degraded", False)
 def link_quiet_while_the_job_is_idle_or_slow_without_drops() -> None:
     assert "link-degraded" not in job_polls(generating=False).ids()
