@@ -177,7 +177,8 @@ def parse_fabric(text: str) -> FabricSample:
     current: str | None = None
     in_ethtool = False
     counters: dict[str, dict[str, float]] = {}
-    others: dict[str, str] = {}
+    others: dict[str, str] = {}  # what ethtool said of an interface instead of counters
+    asked: set[str] = set()  # the interfaces ethtool was asked for
     mappings: list[tuple[int, str]] = []
     stats: dict[str, tuple[int, int]] = {}
     sums: dict[tuple[str, int | None, int | None], str] = {}
@@ -187,8 +188,14 @@ def parse_fabric(text: str) -> FabricSample:
         line = raw[:MAX_LINE].rstrip("\r")
         header = _HEADER.match(line)
         if header is not None:
-            kind, name = header.groups()
+            kind, raw_name = header.groups()
+            name = safe_text(raw_name, 32)  # shown on screen: a node's word
+            if not name:  # nothing but control characters
+                current, in_ethtool = None, False
+                continue
             in_ethtool = kind == "ethtool"
+            if in_ethtool:
+                asked.add(name)
             if name not in nics:
                 if len(nics) >= MAX_NICS:
                     current = None
@@ -243,9 +250,7 @@ def parse_fabric(text: str) -> FabricSample:
     for name in order:
         nic = nics[name]
         kept = counters.get(name, {})
-        problem = None if kept or no_ethtool else others.get(name)
-        if not kept and problem is None and not no_ethtool and name in counters:
-            problem = "ethtool -S: none of the counters read here"
+        problem = None if kept or name not in asked else others.get(name, "ethtool -S: none of its counters known")
         out.append(NicSample(nic.name, nic.operstate, nic.speed_mbps, kept, problem))
     libs = []
     for pid, path in mappings:

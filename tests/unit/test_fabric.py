@@ -98,6 +98,13 @@ def test_a_counter_reset_is_not_a_negative_rate() -> None:
     assert deltas.reset and rates.rx_bps == pytest.approx(1000 * 8 / 10.0)
 
 
+def test_an_interface_without_the_known_counters_says_so() -> None:
+    (nic,) = parse_fabric(answer("NIC statistics:\n     vendor_counter: 5\n")).nics
+    assert nic.counters == {} and nic.problem == "ethtool -S: none of its counters known"
+    (quiet,) = parse_fabric(f"=== nic {NIC}\noperstate up\nspeed 200000\n=== no-ethtool\n=== end\n").nics
+    assert quiet.problem is None  # no ethtool: the link's state and speed alone, not a problem of the NIC
+
+
 def test_a_link_down_has_no_speed_and_ethtools_complaint_is_the_reason() -> None:
     sample = parse_fabric(answer("no stats available\n", state="down", speed=""))
     (nic,) = sample.nics
@@ -115,12 +122,14 @@ def test_a_link_down_has_no_speed_and_ethtools_complaint_is_the_reason() -> None
         "=== ethtool\n" + "     rx_bytes_phy: 1\n" * 100_000,
         "/proc/1/maps:relative/libnccl.so\n/proc/x/maps:/a\nstat - 1 /x\nsha256 zz 1 2 /x\n",
         "\0\0\0",
+        "=== nic \x1b]0;pwned\x07\noperstate \x1b[2Jup\n",
     ],
 )
 def test_a_hostile_answer_is_bounded_and_never_raises(text: str) -> None:
     sample = parse_fabric(text)
     assert len(sample.nics) <= MAX_NICS
     assert all(value >= 0 for nic in sample.nics for value in nic.counters.values())
+    assert not any("\x1b" in f"{nic.name}{nic.operstate}{nic.problem}" for nic in sample.nics)
     if not sample.nics and not sample.complete:
         assert sample.problem is not None and "\x1b" not in sample.problem and len(sample.problem) < 300
 
