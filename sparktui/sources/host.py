@@ -47,6 +47,7 @@ NOT_FOUND = 127
 FABRIC_TIMEOUT_S = 10.0
 FABRIC_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (8 NICs of 64 lines and 32 libraries: ~40 KiB)
 CHECKSUM_TIMEOUT_S = 60.0  # sha256 of a ~300 MB libnccl: about a second, once per file
+MAX_CHECKSUMS = 64  # NCCL files remembered per node
 VLLM_KINDS = frozenset({"serve", "worker", "engine_core"})
 
 
@@ -128,6 +129,8 @@ class HostCollector:
         for library in libraries:
             key = library.key
             if key not in self._checksums:
+                if len(self._checksums) >= MAX_CHECKSUMS:
+                    self._checksums.clear()  # files that come and go (new venvs, upgrades): forget the old
                 result = await self.ssh.run(checksum_command(library.path), timeout_s=CHECKSUM_TIMEOUT_S)
                 word = result.stdout.split(" ", 1)[0] if result.ok else ""
                 self._checksums[key] = word if len(word) == 64 else None
