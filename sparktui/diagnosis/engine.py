@@ -46,12 +46,12 @@ from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import busiest_engine_words
 from sparktui.model.exporters import THERMAL_THROTTLE, GpuReading, throttle_words
-from sparktui.model.fabric import FabricView, JobView
+from sparktui.model.fabric import RANK_HEADER, FabricView, JobView, rank_line, short_sums
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_bits, fmt_clock, fmt_pct, fmt_rate
+from sparktui.model.units import NO_DATA, fmt_bits, fmt_clock, fmt_rate
 
 SERVING = frozenset({State.UP, State.DEGRADED})
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
@@ -658,7 +658,7 @@ def _fabric_now(ctx: _Ctx, rule: Rule) -> FabricView | None:
 
 
 def _job_words(job: JobView) -> str:
-    tokens = "–" if job.tokens_per_s is None else f"{job.tokens_per_s:,.0f} tok/s"
+    tokens = NO_DATA if job.tokens_per_s is None else f"{job.tokens_per_s:,.0f} tok/s"
     return f"job {job.name} generates {tokens}"
 
 
@@ -713,16 +713,13 @@ def _rank_spinning(ctx: _Ctx, rule: Rule) -> _Check | None:
     if not spinning or not flat:
         return _NO
     job = flat[0]
-    ranks = "; ".join(
-        f"{r.node} ({r.role}): {fmt_pct(r.gpu_utilization, 0)} busy, "
-        f"{'–' if r.gpu_power_w is None else f'{r.gpu_power_w:.0f} W'}, link {fmt_bits(r.link_bps)}"
-        for r in job.ranks
-    )
     return _Check(
         True,
         (
-            f"this rank's GPU reads {gpu.utilization * 100:.0f} % busy at {gpu.power_w:.1f} W while {_job_words(job)}",
-            f"the ranks: {ranks} (at {ctx.at()})",
+            f"this rank's GPU reads {gpu.utilization * 100:.0f} % busy at {gpu.power_w:.1f} W while "
+            f"{_job_words(job)} (at {ctx.at()})",
+            RANK_HEADER,
+            *(rank_line(rank) for rank in job.ranks),
         ),
     )
 
@@ -739,11 +736,11 @@ def _nccl_mismatch(ctx: _Ctx, rule: Rule) -> _Check | None:
         differ = [r for r in others if r.nccl != mine]
         if differ:
             paths = ", ".join(sorted({lib.path for lib in fabric.nccl}))
-            theirs = "; ".join(f"{r.node} maps {', '.join(s[:12] for s in r.nccl)}" for r in differ)
+            theirs = "; ".join(f"{r.node} maps {short_sums(r.nccl)}" for r in differ)
             return _Check(
                 True,
                 (
-                    f"this node's vLLM maps NCCL {', '.join(s[:12] for s in mine)} ({paths})",
+                    f"this node's vLLM maps NCCL {short_sums(mine)} ({paths})",
                     f"{theirs}: the ranks of job {job.name} run different NCCL libraries",
                 ),
             )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sparktui.model.fabric import short_sums
 from sparktui.model.fleet import FleetState, NodeState
 from sparktui.model.units import NO_DATA
 
@@ -79,17 +80,14 @@ def _command(node: NodeState) -> str | None:
     return serving[0].args if serving else None
 
 
-NCCL_SHOWN = 12  # hex digits of a checksum shown: enough to tell two builds apart
-
-
 def nccl_value(node: NodeState) -> str | None:
-    """The sha256 of the NCCL library the node's vLLM processes mapped (its first ``NCCL_SHOWN`` hex
-    digits; several, comma-separated, when they map different ones); None when not known."""
+    """The sha256 of the NCCL library the node's vLLM processes mapped (as ``short_sums`` shows it;
+    several when they map different ones); None when not known."""
     sample = node.fabric
     if sample is None:
         return None
-    sums = sorted({lib.sha256[:NCCL_SHOWN] for lib in sample.nccl if lib.sha256})
-    return ", ".join(sums) if sums else None
+    sums = sorted({lib.sha256 for lib in sample.nccl if lib.sha256})
+    return short_sums(sums) if sums else None
 
 
 def _row(node: NodeState, instance_name: str) -> DriftRow:

@@ -425,6 +425,14 @@ def rank_line(rank: RankView) -> str:
     return f"{who:<14}{fmt_pct(rank.gpu_utilization, 0):>5}{power:>7}  {fmt_bits(rank.link_bps)}{share}"
 
 
+NCCL_SHOWN = 12  # hex digits of a checksum shown: enough to tell two builds apart
+
+
+def short_sums(sums: Sequence[str]) -> str:
+    """Checksums as shown: their first ``NCCL_SHOWN`` hex digits, comma-separated."""
+    return ", ".join(digest[:NCCL_SHOWN] for digest in sums)
+
+
 def fabric_lines(fabric: FabricView | None, jobs: Sequence[JobView]) -> list[str]:
     """The node's links, its NCCL and each of its jobs' ranks side by side, as the screens show them."""
     lines = []
@@ -435,7 +443,7 @@ def fabric_lines(fabric: FabricView | None, jobs: Sequence[JobView]) -> list[str
             lines.append("no ethtool on the node: link state and speed only")
         sums = fabric.nccl_checksums
         if sums:
-            lines.append(f"NCCL sha256 {', '.join(s[:12] for s in sums)}")
+            lines.append(f"NCCL sha256 {short_sums(sums)}")
         if fabric.problem:
             lines.append(fabric.problem)
     for job in jobs:

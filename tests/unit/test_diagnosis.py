@@ -995,7 +995,7 @@ def rank_busy_at_idle_power_while_the_job_makes_no_token() -> None:
     rig = job_polls(generating=False, gpu=page)
     finding = rig.get("rank-spinning", None)
     assert "this rank's GPU reads 96 % busy at 20.4 W while job tp2 generates 0 tok/s" in text_of(finding)
-    assert "spark2 (worker): 96% busy, 20 W, link 13.0 Gb/s" in text_of(finding)
+    assert "spark2 worker   96%   20 W  13.0 Gb/s 6.5 %" in text_of(finding)
     assert "gpu-power-low" not in rig.ids()  # the rank's finding says more
 
 
