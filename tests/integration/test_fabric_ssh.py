@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,28 +20,16 @@ from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.host import HostCollector
 from sparktui.sources.ssh import CommandResult, NodeSsh
-from tests.conftest import DATA
+from tests.support.fabric import ETHTOOL, NIC, fake_net, mapping
 from tests.support.sshd import Sshd
 from tests.support.wait import wait_until
 
-READINGS = [(DATA / "fabric" / f"ethtool-S-mlx5-{n}.txt").read_text() for n in ("0", "10s")]
-NIC = "enp1s0f0np0"
-HOLD = (
-    "import mmap,sys; f=open(sys.argv[1],'rb'); m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ); "
-    "print(1,flush=True); sys.stdin.read()"
-)
+READINGS = ETHTOOL
 
 
 @pytest.fixture
 def net_dir(tmp_path: Path) -> Path:
-    net = tmp_path / "net"
-    for name, driver in ((NIC, "mlx5_core"), ("eno1", "igb")):
-        (net / name / "device").mkdir(parents=True)
-        (tmp_path / "drivers" / driver).mkdir(parents=True, exist_ok=True)
-        (net / name / "device" / "driver").symlink_to(tmp_path / "drivers" / driver)
-        (net / name / "operstate").write_text("up\n")
-        (net / name / "speed").write_text("200000\n")
-    return net
+    return fake_net(tmp_path, {NIC: "mlx5_core", "eno1": "igb"})
 
 
 @pytest.fixture
@@ -52,18 +38,8 @@ def libnccl(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     library = tmp_path / "nccl" / "libnccl.so.2"
     library.parent.mkdir()
     library.write_bytes(bytes(range(256)) * 64)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(library), "vllm", "serve", "fake-model"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
-        yield library, holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
+    with mapping(library, "vllm", "serve", "fake-model") as pid:
+        yield library, pid
 
 
 async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(

@@ -12,10 +12,8 @@ from textual.widgets import Static
 from sparktui.model.observations import HostUpdate
 from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
-from tests.conftest import DATA
+from tests.support.fabric import ETHTOOL, fabric_answer
 from tests.support.ui_data import NOW, fed_app
-
-READINGS = [(DATA / "fabric" / f"ethtool-S-mlx5-{n}.txt").read_text() for n in ("0", "10s")]
 
 
 def _plain(widget: Static) -> str:
@@ -26,9 +24,8 @@ def _plain(widget: Static) -> str:
 
 def _with_fabric() -> SparkApp:
     app = fed_app()
-    for t, text in ((NOW - 10.0, READINGS[0]), (NOW, READINGS[1])):
-        answer = f"=== nic enp1s0f0np0\noperstate up\nspeed 200000\n=== ethtool enp1s0f0np0\n{text}=== nccl\n=== end\n"
-        app.state.apply_host(HostUpdate("spark4", t, fabric=answer))
+    for t, text in ((NOW - 10.0, ETHTOOL[0]), (NOW, ETHTOOL[1])):
+        app.state.apply_host(HostUpdate("spark4", t, fabric=fabric_answer(text)))
     app.refresh_views()
     return app
 

@@ -29,6 +29,7 @@ from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeO
 from sparktui.model.status import State
 from sparktui.model.units import fmt_clock
 from tests.conftest import DATA
+from tests.support.fabric import ETHTOOL, LIBNCCL, fabric_answer, nccl_lines
 from tests.support.fixture_fleet import put_to_sleep, scenario_scrapes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -903,15 +904,10 @@ port = 8000
 role = "head"
 job = "tp2"
 """
-ETHTOOL = [(DATA / "fabric" / f"ethtool-S-mlx5-{n}.txt").read_text() for n in ("0", "10s")]
-LIBNCCL = "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
 
 
-def fabric_answer(ethtool: str, *, state: str = "up", speed: str = "200000", sha: str | None = None) -> str:
-    nccl = f"/proc/4127/maps:{LIBNCCL}\nstat 312745832 1767225600 {LIBNCCL}\n" if sha else ""
-    sums = f"sha256 {sha} 312745832 1767225600 {LIBNCCL}\n" if sha else ""
-    link = f"=== nic enp1s0f0np0\noperstate {state}\nspeed {speed}\n=== ethtool enp1s0f0np0\n{ethtool}"
-    return f"{link}=== nccl\n{nccl}=== end\n{sums}"
+def _answer(ethtool: str, *, state: str = "up", speed: str = "200000", sha: str | None = None) -> str:
+    return fabric_answer(ethtool, state=state, speed=speed, nccl=nccl_lines() if sha else "", sha=sha)
 
 
 def job_polls(
@@ -934,10 +930,10 @@ def job_polls(
         rig.fleet.apply(NodeObservation("spark2", t, WALL0 + t, gpu_exporter=ok(gpu)))
         # the counters go on as between the two readings
         reading = ethtool[0] if i == 0 else _advanced(ethtool, i - 1)
-        text = fabric_answer(reading, state=state, speed=speed, sha=shas[0])
+        text = _answer(reading, state=state, speed=speed, sha=shas[0])
         rig.fleet.apply_host(HostUpdate("spark2", t, fabric=text))
         if shas[1] is not None:
-            rig.fleet.apply_host(HostUpdate("spark1", t, fabric=fabric_answer(ETHTOOL[0], sha=shas[1])))
+            rig.fleet.apply_host(HostUpdate("spark1", t, fabric=_answer(ETHTOOL[0], sha=shas[1])))
         rig.evaluate(t)
     return rig
 

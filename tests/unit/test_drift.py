@@ -17,6 +17,7 @@ from sparktui.model.fleet import FleetState
 from sparktui.model.host import short_args
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.units import NO_DATA
+from tests.support.fabric import fabric_answer, nccl_lines
 from tests.support.fixture_fleet import scenario_scrapes
 
 CONFIG = """
@@ -178,8 +179,7 @@ job = "tp2"
 
 def _nccl(state: FleetState, node: str, path: str, digest: str) -> None:
     """A fabric reading of ``node`` whose vLLM maps ``path`` (the source's sha256 line after it)."""
-    text = f"=== nccl\n/proc/4127/maps:{path}\nstat 312745832 1767225600 {path}\n=== end\n"
-    state.apply_host(HostUpdate(node, 1.0, fabric=text + f"sha256 {digest} 312745832 1767225600 {path}\n"))
+    state.apply_host(HostUpdate(node, 1.0, fabric=fabric_answer(nccl=nccl_lines(path=path), sha=digest, path=path)))
 
 
 def test_the_ranks_of_a_job_mapping_different_nccl_libraries_are_flagged() -> None:

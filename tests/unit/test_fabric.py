@@ -28,17 +28,11 @@ from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.units import fmt_bits
 from sparktui.record.codec import host_update_from_json, host_update_to_json
-from tests.conftest import DATA
+from tests.support.fabric import ETHTOOL, NIC, fabric_answer, fake_net, mapping, nccl_lines
 
-BEFORE = (DATA / "fabric" / "ethtool-S-mlx5-0.txt").read_text()
-AFTER = (DATA / "fabric" / "ethtool-S-mlx5-10s.txt").read_text()
-NIC = "enp1s0f0np0"
+BEFORE, AFTER = ETHTOOL
 SHA = "3f" * 32
-
-
-def answer(ethtool: str, *, state: str = "up", speed: str = "200000", nccl: str = "") -> str:
-    """The fabric command's answer for one NIC, as the script prints it."""
-    return f"=== nic {NIC}\noperstate {state}\nspeed {speed}\n=== ethtool {NIC}\n{ethtool}=== nccl\n{nccl}=== end\n"
+answer = fabric_answer
 
 
 def counter(text: str, name: str) -> int:
@@ -46,10 +40,7 @@ def counter(text: str, name: str) -> int:
 
 
 def test_the_answer_gives_the_link_and_the_counters_kept() -> None:
-    path = "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
-    nccl = f"/proc/4127/maps:{path}\n/proc/4188/maps:{path}\nstat 312745832 1767225600 {path}\n"
-    sha = f"sha256 {SHA} 312745832 1767225600 /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2\n"
-    sample = parse_fabric(answer(BEFORE, nccl=nccl) + sha)
+    sample = parse_fabric(answer(BEFORE, nccl=nccl_lines((4127, 4188)), sha=SHA))
     (nic,) = sample.nics
     assert (nic.name, nic.operstate, nic.speed_mbps, nic.problem) == (NIC, "up", 200000.0, None)
     assert set(nic.counters) <= set(COUNTERS)
@@ -137,34 +128,17 @@ def test_a_hostile_answer_is_bounded_and_never_raises(text: str) -> None:
 def test_the_command_reads_an_mlx5_interface_and_the_nccl_mapped(tmp_path: Path) -> None:
     """The script itself, run by sh on a constructed /sys/class/net, with a process that maps a file
     named libnccl (its maps line is the kernel's), without ethtool asked."""
-    net = tmp_path / "net"
-    for name, driver in ((NIC, "mlx5_core"), ("eno1", "igb")):
-        (net / name / "device").mkdir(parents=True)
-        (tmp_path / driver).mkdir(exist_ok=True)
-        (net / name / "device" / "driver").symlink_to(tmp_path / driver)
-        (net / name / "operstate").write_text("up\n")
-        (net / name / "speed").write_text("200000\n")
+    net = fake_net(tmp_path, {NIC: "mlx5_core", "eno1": "igb"})
     library = tmp_path / "lib dir" / "libnccl.so.2"
     library.parent.mkdir()
     library.write_bytes(b"\0" * 8192)
-    code = (
-        "import mmap,sys; f=open(sys.argv[1],'rb'); m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ); "
-        "print(1,flush=True); sys.stdin.read()"
-    )
-    holder = subprocess.Popen(
-        ["python3", "-c", code, str(library)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
-        command = fabric_command([holder.pid], ethtool=False, net_dir=str(net))
+    with mapping(library) as pid:
+        command = fabric_command([pid], ethtool=False, net_dir=str(net))
         out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10, check=True).stdout
-    finally:
-        holder.kill()
-        holder.wait()
     sample = parse_fabric(out)
     assert [(n.name, n.operstate, n.speed_mbps) for n in sample.nics] == [(NIC, "up", 200000.0)]
     (mapped,) = sample.nccl
-    assert (mapped.pid, mapped.path, mapped.size) == (holder.pid, str(library), 8192)
+    assert (mapped.pid, mapped.path, mapped.size) == (pid, str(library), 8192)
     assert sample.complete
 
 
