@@ -15,10 +15,10 @@ from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fabric import PIP_NCCL, SYSTEM_NCCL
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import FABRIC_TIMES, SCENARIOS
-from sparktui.demo.sshserver import FabricCommand, parse_command
+from sparktui.demo.sshserver import ChecksumCommand, FabricCommand, parse_command
 from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals
 from sparktui.model.drift import drift_report
-from sparktui.model.fabric import fabric_command
+from sparktui.model.fabric import checksum_command, fabric_command
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
@@ -92,7 +92,8 @@ async def watch() -> AsyncIterator[FabricWatch]:
 
 def test_the_demo_recognises_the_fabric_command() -> None:
     assert parse_command(fabric_command([4127, 4188])) == FabricCommand((4127, 4188), True)
-    assert parse_command(fabric_command((), ethtool=False)) == FabricCommand((), False)
+    assert parse_command(fabric_command((), ethtool=False, interfaces=["enp1s0f0np0"])) == FabricCommand((), False)
+    assert parse_command(checksum_command(PIP_NCCL.path)) == ChecksumCommand(PIP_NCCL.path)
 
 
 async def test_the_fabric_scenario_opens_and_clears_its_findings(watch: FabricWatch) -> None:
