@@ -33,6 +33,7 @@ from sparktui.demo.exposition import (
     dgx_spark_exporter_page,
     nvidia_gpu_exporter_page,
 )
+from sparktui.demo.fabric import SimNic
 from sparktui.demo.host import GIB, MEM_TOTAL, BaseUsage, SimClock, SimHost, SimProcess
 from sparktui.demo.httpserver import HttpServer, Request, Response
 from sparktui.demo.scenarios import Scenario
@@ -384,6 +385,7 @@ class DemoNode:
     ssh: DemoSshServer | None = None
     gpu_fault: GpuFault | None = None  # what a scenario does to the GPU (``GPU_FAULTS``)
     gpu_scraped_at: float | None = None  # the simulated time the GPU exporter last answered (``run_clock``)
+    nic: SimNic | None = None  # the ConnectX-7 port of a rank of a multi-node job
 
     @property
     def name(self) -> str:
@@ -552,6 +554,8 @@ class DemoFleet:
                 for i in spec.instances
             ]
             node = DemoNode(spec, instances, host, self.clock, rng=rng)
+            if any(i.job for i in spec.instances):
+                node.nic = SimNic()
             node.gpu_http = HttpServer(node.gpu_page, on_served=node.gpu_served)
             for name, kind in spec.services:
                 node.services[name] = HttpServer(_service_handler(kind, rng))  # type: ignore[arg-type]
@@ -560,6 +564,7 @@ class DemoFleet:
                 instance.service.adopt(host.boot_epoch + 35.0 + instance.profile.load_s)
             node.refresh_host()
             self.nodes.append(node)
+        self._job_tokens: dict[str, float] = {}
         self.state_dir: Path | None = None
         self._own_state_dir = False
         self.client_key_file: Path | None = None
@@ -597,7 +602,22 @@ class DemoFleet:
             self.clock.now += dt
             for node in self.nodes:
                 node.advance(dt)
+            self._carry_fabric(dt)
         self.now = self.clock.now
+
+    def _carry_fabric(self, dt: float) -> None:
+        """Each job's tokens computed by its head over ``dt`` cross the links of its ranks."""
+        for node in self.nodes:
+            for instance in node.instances:
+                job = instance.spec.job
+                if instance.spec.role != "head" or job is None or not node.powered:
+                    continue
+                total = instance.engine.tokens_computed
+                tokens = total - self._job_tokens.get(job, total)
+                self._job_tokens[job] = total
+                for rank in self.nodes:
+                    if rank.nic is not None and rank.powered and any(i.spec.job == job for i in rank.instances):
+                        rank.nic.carry(tokens, dt)
 
     def servers(self) -> list[HttpServer]:
         out: list[HttpServer] = []
@@ -658,6 +678,8 @@ class DemoFleet:
             self.clock.now += step
             for node in self.nodes:
                 node.advance(step)
+            self._carry_fabric(step)
+            for node in self.nodes:
                 if node.ssh is not None:
                     node.ssh.tick()
             self.now = self.clock.now

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparktui.demo.fabric import PIP_NCCL, SYSTEM_NCCL, NcclBuild
 from sparktui.demo.sim import EngineState
 
 if TYPE_CHECKING:
@@ -165,6 +166,40 @@ def _kernel_says(node: str, what: str) -> Action:
             fleet.node(node).host.kernel(line)
 
     return say
+
+
+# --- fabric: the link between the two ranks of qwen235-tp2 (spark3 head, spark4 worker; issue 21) ---
+
+FABRIC_TIMES = ((20.0, 80.0), (100.0, 160.0), (190.0,))  # link degraded, rank spinning: on, off; NCCL mended
+
+
+def _link(degraded: bool) -> Action:
+    async def apply(fleet: DemoFleet) -> None:
+        for name in ("spark3", "spark4"):
+            nic = fleet.node(name).nic
+            if nic is not None:
+                nic.degraded = degraded
+
+    return apply
+
+
+def _nccl_spark4(build: NcclBuild) -> Action:
+    async def apply(fleet: DemoFleet) -> None:
+        nic = fleet.node("spark4").nic
+        if nic is not None:
+            nic.nccl = build
+
+    return apply
+
+
+async def _collective_hangs(fleet: DemoFleet) -> None:
+    fleet.node("spark3").instances[0].engine.state = EngineState.WEDGED
+    fleet.node("spark4").gpu_fault = "spin"
+
+
+async def _collective_runs(fleet: DemoFleet) -> None:
+    fleet.node("spark3").instances[0].engine.resume()
+    fleet.node("spark4").gpu_fault = None
 
 
 # --- soak: four faults in turn, forever (the endurance run, benchmarks/soak.py) ------------------
@@ -388,6 +423,20 @@ SCENARIOS: dict[str, Scenario] = {
             (
                 Event(15.0, "spark2: sshd down, sessions dropped", _ssh_down_spark2),
                 Event(45.0, "spark2: sshd back", _ssh_up_spark2),
+            ),
+        ),
+        Scenario(
+            "fabric",
+            "qwen235-tp2 over spark3 and spark4: spark4's vLLM maps the system's NCCL (the head the pip "
+            "wheel's) until 190 s; 20-80 s the link between them drops packets and pauses at 13 Gb/s of 200; "
+            "100-160 s the collective hangs: spark3's engine stalls and spark4's GPU spins at ~20 W",
+            (
+                Event(0.0, "spark4 vLLM maps the system NCCL", _nccl_spark4(SYSTEM_NCCL)),
+                Event(FABRIC_TIMES[0][0], "spark3-spark4 link: drops and pauses", _link(True)),
+                Event(FABRIC_TIMES[0][1], "spark3-spark4 link: cable reseated", _link(False)),
+                Event(FABRIC_TIMES[1][0], "qwen235-tp2: a collective hangs, spark4 spins", _collective_hangs),
+                Event(FABRIC_TIMES[1][1], "qwen235-tp2: the collective completes", _collective_runs),
+                Event(FABRIC_TIMES[2][0], "spark4 vLLM restarted on the pip NCCL", _nccl_spark4(PIP_NCCL)),
             ),
         ),
         soak_scenario(),

@@ -192,6 +192,7 @@ class Engine:
     cached_share: tuple[float, float] = (0.5, 0.95)  # prefix share reused by a repeat request
     acceptance_factor: tuple[float, ...] | None = None  # overrides conditional acceptance (scenarios)
     clock_factor: float = 1.0  # the GPU's clock over its normal one: a throttled GPU steps slower (scenarios)
+    tokens_computed: float = 0.0  # prompt and generated tokens computed so far (a job's link traffic)
     waiting: deque[Request] = field(default_factory=deque)
     running: list[Request] = field(default_factory=list)
     # Accepted by the API server while the engine core is stopped: the core publishes the gauges, so a
@@ -336,6 +337,7 @@ class Engine:
                 reason = "length" if request.generated >= request.max_tokens else "stop"
                 finished.append((request, reason))
         context = sum(r.prompt_tokens + r.generated for r in self.running)
+        self.tokens_computed += decoded + prefill_taken
         for request, reason in finished:
             self._finish(request, reason)
         self._preempt_if_full()

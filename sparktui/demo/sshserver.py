@@ -26,6 +26,11 @@ node:
   node's vLLM units and containers (their ``vllm serve`` command lines and the host ports they answer
   on) and the ports its servers listen on.
 
+- the fabric command (``exec sh -c '<script>' sparktui-fabric PID…``, ``sparktui.model.fabric``): a rank
+  of a multi-node job answers its ConnectX-7 port (``/sys/class/net`` and ``ethtool -S``, from
+  ``demo.fabric.SimNic``) and the libnccl its given vLLM processes map; any other node has no mlx5 NIC;
+  ``sha256sum -- PATH`` of that library gives its build's checksum.
+
 Anything else ends with status 127 and ``sh: 1: CMD: not found`` on stderr, as ``sh -c`` would.
 """
 
@@ -42,10 +47,12 @@ from typing import Literal, Protocol
 
 import asyncssh
 
+from sparktui.demo.fabric import SimNic
 from sparktui.demo.host import SimClock, SimHost, SimProcess
 from sparktui.demo.service import IMAGE, VllmService
 from sparktui.demo.vllmlog import InstanceLog, LogFollower, LogFormat
 from sparktui.model.commands import DROP_CACHES
+from sparktui.model.fabric import FABRIC_TAG
 
 USER = "spark"
 PRESSURE_PATH = "/proc/pressure/memory"
@@ -128,8 +135,21 @@ class DiscoveryCommand:
     names: tuple[str, ...] = ()  # the units shown, the containers inspected
 
 
+@dataclass(frozen=True, slots=True)
+class FabricCommand:
+    pids: tuple[int, ...]
+    ethtool: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChecksumCommand:
+    path: str
+
+
 Command = (
-    SamplerCommand
+    FabricCommand
+    | ChecksumCommand
+    | SamplerCommand
     | LogCommand
     | KernelLogCommand
     | ServiceCommand
@@ -182,6 +202,11 @@ def parse_command(text: str) -> Command:
     unknown = UnknownCommand(words[0])
     if words[:3] == ["exec", "sh", "-c"] and len(words) == 5 and words[4] == "sparktui-sampler":
         return _sampler(words[3]) or unknown
+    if words[:3] == ["exec", "sh", "-c"] and len(words) >= 5 and words[4] == FABRIC_TAG:
+        given = tuple(int(w) for w in words[5:] if w.isdigit())
+        return FabricCommand(given, words[3].startswith("et=1;"))
+    if words[:2] == ["sha256sum", "--"] and len(words) == 3:
+        return ChecksumCommand(words[2])
     match words:
         case ["journalctl", "-u", unit, "-f", "-o", "short-iso", "-n", count] if count.isdigit():
             return LogCommand("journal", unit, int(count))
@@ -241,6 +266,9 @@ class SshNode(Protocol):
 
     def listeners(self) -> list[tuple[int, str | None, int | None]]: ...
 
+    @property
+    def nic(self) -> SimNic | None: ...
+
 
 # Units and containers a Spark runs beside vLLM: what init reads past.
 OTHER_UNITS = (
@@ -294,6 +322,24 @@ def answer_discovery(node: SshNode, command: DiscoveryCommand) -> tuple[str, str
     missing = [name for name in command.names if name not in containers]
     errors = "".join(f"Error: No such container: {name}\n" for name in missing)
     return json.dumps(found, indent=4) + "\n", errors, 1 if missing else 0
+
+
+def answer_fabric(node: SshNode, command: FabricCommand) -> str:
+    """The fabric command's answer: the node's mlx5 port (if it has one) and the NCCL its vLLM maps."""
+    nic = node.nic
+    lines: list[str] = []
+    if nic is not None:
+        lines += nic.sysfs_lines()
+        if command.ethtool:
+            lines += [f"=== ethtool {nic.name}", nic.ethtool_text().rstrip("\n")]
+    lines.append("=== nccl")
+    if nic is not None:
+        vllm = {p.pid for p in node.vllm_processes()}
+        lib = nic.nccl
+        mapped = [f"/proc/{pid}/maps:{lib.path}" for pid in command.pids if pid in vllm]
+        lines += mapped + ([f"stat {lib.size} {lib.mtime} {lib.path}"] if mapped else [])
+    lines.append("=== end")
+    return "\n".join(lines) + "\n"
 
 
 def _due(seq: int, every: int) -> bool:
@@ -540,6 +586,15 @@ class DemoSshServer:
         if isinstance(command, ReadCommand):
             host = node.host
             process.stdout.write(host.meminfo_text() if command.path == "/proc/meminfo" else host.pressure_text())
+            return 0
+        if isinstance(command, FabricCommand):
+            process.stdout.write(answer_fabric(node, command))
+            return 0
+        if isinstance(command, ChecksumCommand):
+            if node.nic is None or command.path != node.nic.nccl.path:
+                process.stderr.write(f"sha256sum: {command.path}: No such file or directory\n")
+                return 1
+            process.stdout.write(f"{node.nic.nccl.sha256}  {command.path}\n")
             return 0
         if isinstance(command, DiscoveryCommand):
             stdout, stderr, status = answer_discovery(node, command)

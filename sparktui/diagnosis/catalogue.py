@@ -102,6 +102,11 @@ DETECTOR_SIGNATURES: Mapping[str, DetectorSignature] = {
     "gpu-thermal": DetectorSignature(),
     "gpu-clock-low": DetectorSignature(params=("min_utilization", "low_clock_mhz", "low_fraction")),
     "gpu-power-low": DetectorSignature(params=("min_utilization", "max_power_w")),
+    "link-degraded": DetectorSignature(
+        params=("min_tokens_per_s", "expected_mbps", "max_share", "min_errors_per_s", "min_pauses_per_s", "max_age_s")
+    ),
+    "rank-spinning": DetectorSignature(params=("min_utilization", "max_power_w", "max_tokens_per_s")),
+    "nccl-mismatch": DetectorSignature(),
 }
 
 

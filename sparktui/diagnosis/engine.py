@@ -46,11 +46,12 @@ from sparktui.diagnosis.catalogue import Catalogue, Rule, Severity
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import busiest_engine_words
 from sparktui.model.exporters import THERMAL_THROTTLE, GpuReading, throttle_words
+from sparktui.model.fabric import RANK_HEADER, FabricView, JobView, rank_line, short_sums
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_clock
+from sparktui.model.units import NO_DATA, fmt_bits, fmt_clock, fmt_rate
 
 SERVING = frozenset({State.UP, State.DEGRADED})
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
@@ -645,6 +646,107 @@ def _gpu_power_low(ctx: _Ctx, rule: Rule) -> _Check | None:
     )
 
 
+# --- the fabric between the ranks of a multi-node job (issue 21) --------------------------------------
+
+
+def _fabric_now(ctx: _Ctx, rule: Rule) -> FabricView | None:
+    """The node's fabric reading, when it is fresh (three of its periods at most)."""
+    fabric = ctx.node.fabric
+    if fabric is None or fabric.age_s is None or fabric.age_s > rule.param("max_age_s"):
+        return None
+    return fabric
+
+
+def _job_words(job: JobView) -> str:
+    tokens = NO_DATA if job.tokens_per_s is None else f"{job.tokens_per_s:,.0f} tok/s"
+    return f"job {job.name} generates {tokens}"
+
+
+def _link_degraded(ctx: _Ctx, rule: Rule) -> _Check | None:
+    fabric = _fabric_now(ctx, rule)
+    if fabric is None or not ctx.node.jobs:
+        return None
+    # The job runs while its head answers; it transfers while the head generates tokens.
+    running = sorted(
+        (job for job in ctx.node.jobs if job.tokens_per_s is not None), key=lambda j: -(j.tokens_per_s or 0)
+    )
+    if not running:
+        return _NO
+    job, link = running[0], fabric.link
+    transferring = (job.tokens_per_s or 0.0) >= rule.param("min_tokens_per_s")
+    if link is None:
+        return _Check(True, (f"no RDMA NIC is read on this node while {_job_words(job)} (at {ctx.at()})",))
+    if not link.up:
+        return _Check(True, (f"RDMA link {link.nic} is {link.state or 'in an unknown state'} while {_job_words(job)}",))
+    evidence = []
+    expected = rule.param("expected_mbps") * 1e6
+    if link.speed_bps is not None and link.speed_bps < expected:
+        evidence.append(
+            f"{link.nic} negotiated {fmt_bits(link.speed_bps)}, below the {fmt_bits(expected)} it is capable of"
+        )
+    rates, share = link.rates, link.share
+    if transferring and rates is not None and share is not None and share < rule.param("max_share"):
+        errors = sum(rates.errors_per_s.values())
+        pauses = rates.pauses_per_s or 0.0
+        if errors >= rule.param("min_errors_per_s") or pauses >= rule.param("min_pauses_per_s"):
+            named = ", ".join(f"{name} {fmt_rate(value)}" for name, value in sorted(rates.errors_per_s.items()))
+            moves = f"{fmt_bits(link.busiest_bps)}, {share * 100:.1f} % of its {fmt_bits(link.speed_bps)}"
+            evidence.append(
+                f"{link.nic} moves {moves}, while it drops or pauses: {named or 'no drops'}, "
+                f"{fmt_rate(pauses)} pause frames"
+            )
+    if not evidence:
+        return _NO
+    return _Check(True, (*evidence, f"{_job_words(job)} (at {ctx.at()})"))
+
+
+def _rank_spinning(ctx: _Ctx, rule: Rule) -> _Check | None:
+    gpu = _gpu_now(ctx)
+    if gpu is None or gpu.utilization is None or gpu.power_w is None or not ctx.node.jobs:
+        return None
+    spinning = gpu.utilization >= rule.param("min_utilization") and gpu.power_w < rule.param("max_power_w")
+    flat = [
+        job
+        for job in ctx.node.jobs
+        if job.tokens_per_s is not None and job.tokens_per_s <= rule.param("max_tokens_per_s")
+    ]
+    if not spinning or not flat:
+        return _NO
+    job = flat[0]
+    return _Check(
+        True,
+        (
+            f"this rank's GPU reads {gpu.utilization * 100:.0f} % busy at {gpu.power_w:.1f} W while "
+            f"{_job_words(job)} (at {ctx.at()})",
+            RANK_HEADER,
+            *(rank_line(rank) for rank in job.ranks),
+        ),
+    )
+
+
+def _nccl_mismatch(ctx: _Ctx, rule: Rule) -> _Check | None:
+    fabric = ctx.node.fabric
+    if fabric is None or not ctx.node.jobs:
+        return None
+    mine = fabric.nccl_checksums
+    if not mine:
+        return None
+    for job in ctx.node.jobs:
+        others = [r for r in job.ranks if r.node != ctx.node.name and r.nccl]
+        differ = [r for r in others if r.nccl != mine]
+        if differ:
+            paths = ", ".join(sorted({lib.path for lib in fabric.nccl}))
+            theirs = "; ".join(f"{r.node} maps {short_sums(r.nccl)}" for r in differ)
+            return _Check(
+                True,
+                (
+                    f"this node's vLLM maps NCCL {short_sums(mine)} ({paths})",
+                    f"{theirs}: the ranks of job {job.name} run different NCCL libraries",
+                ),
+            )
+    return _NO
+
+
 @dataclass(frozen=True, slots=True)
 class Detector:
     """What a named detector judges: the node as a whole, or each of its instances."""
@@ -670,6 +772,9 @@ DETECTORS: Mapping[str, Detector] = {
     "gpu-thermal": Detector(node=_gpu_thermal),
     "gpu-clock-low": Detector(node=_gpu_clock_low),
     "gpu-power-low": Detector(node=_gpu_power_low),
+    "link-degraded": Detector(node=_link_degraded),
+    "rank-spinning": Detector(node=_rank_spinning),
+    "nccl-mismatch": Detector(node=_nccl_mismatch),
 }
 
 

@@ -13,6 +13,7 @@ from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
 from sparktui.model.exporters import throttle_text
+from sparktui.model.fabric import fabric_lines
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.observations import HostUpdate
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, ModelReplicas, model_replicas
@@ -64,7 +65,11 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bo
         if all(_host_heard(state, n.name) for n in hosted):
             heard.set()
 
-    tasks = [asyncio.create_task(HostCollector(node, fleet).run(on_host)) for node in hosted]
+    # The fabric read at each poll, so two readings give its rates over the polls.
+    tasks = [
+        asyncio.create_task(HostCollector(node, fleet, fabric_every_s=max(interval_s, 0.5)).run(on_host))
+        for node in hosted
+    ]
     try:
         async with make_poll_client(fleet_origins(fleet), ca_file=fleet.ca_file) as client:
             canaries = CanarySender(fleet)
@@ -214,6 +219,7 @@ def _node_lines(view: NodeView) -> list[str]:
             f"{fmt_number(None if gpu.sm_clock_hz is None else gpu.sm_clock_hz / 1e6)} MHz   memory {memory}"
             + (f"   throttle {throttle_text(gpu)}" if gpu.throttle is not None else "")
         )
+    lines.extend(f"  {line}" for line in fabric_lines(view.fabric, view.jobs))
     lines.extend(_memory_lines(view))
     lines.extend(_host_lines(view))
     for service in view.services:

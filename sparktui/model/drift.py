@@ -5,7 +5,9 @@ A rank that runs another vLLM version, another block size or another KV-cache dt
 classic source of hangs and garbage on two-node Spark jobs; so is a launch command that differs in
 one flag. Everything here comes from what is already collected: ``/version``, the metrics'
 ``cache_config_info`` labels and spec-decode positions, and the ``vllm serve`` command line from the
-host sampler's process list.
+host sampler's process list. The NCCL library each rank's vLLM processes have mapped (by sha256, from
+the fabric reading: the pip wheel's and the system's can carry the same version string and behave
+differently) is compared between the ranks of a job too.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sparktui.model.fabric import short_sums
 from sparktui.model.fleet import FleetState, NodeState
 from sparktui.model.units import NO_DATA
 
 # The cache_config_info labels that matter when two ranks must agree.
 CACHE_KEYS = ("gpu_memory_utilization", "block_size", "cache_dtype", "enable_prefix_caching", "num_gpu_blocks")
-FIELDS = ("version", "model", "spec_tokens", *CACHE_KEYS, "command")
+FIELDS = ("version", "model", "spec_tokens", *CACHE_KEYS, "nccl", "command")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,16 @@ def _command(node: NodeState) -> str | None:
     return serving[0].args if serving else None
 
 
+def nccl_value(node: NodeState) -> str | None:
+    """The sha256 of the NCCL library the node's vLLM processes mapped (as ``short_sums`` shows it;
+    several when they map different ones); None when not known."""
+    sample = node.fabric
+    if sample is None:
+        return None
+    sums = sorted({lib.sha256 for lib in sample.nccl if lib.sha256})
+    return short_sums(sums) if sums else None
+
+
 def _row(node: NodeState, instance_name: str) -> DriftRow:
     instance = node.instances[instance_name]
     spec = instance.spec
@@ -94,6 +107,7 @@ def _row(node: NodeState, instance_name: str) -> DriftRow:
                 values[key] = config.labels.get(key)
     elif instance.served_models:
         values["model"] = instance.served_models[0]
+    values["nccl"] = nccl_value(node)
     command = _command(node) if len(node.instances) == 1 else None
     values["command"] = normalized_command(command) if command else None
     return DriftRow(node.spec.name, instance_name, spec.job, spec.role, values)
@@ -135,6 +149,7 @@ FIELD_LABELS = {
     "cache_dtype": "KV-cache dtype",
     "enable_prefix_caching": "prefix caching",
     "num_gpu_blocks": "GPU blocks",
+    "nccl": "NCCL library (sha256)",
     "command": "launch command",
 }
 _BOOLEANS = {"true": "yes", "false": "no"}

@@ -13,9 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from sparktui.model.canary import CanaryClock, CanaryView, judge
+from sparktui.model.counters import CounterHistory
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
 from sparktui.model.exporters import GpuReading, gpu_reading, nvidia_smi_q_reading
+from sparktui.model.fabric import FabricSample, FabricView, JobView, LinkView, RankView, link_rates, parse_fabric
 from sparktui.model.host import (
     HostProcess,
     HostSample,
@@ -149,6 +151,8 @@ class NodeView:
     host_age_s: float | None = None
     stale_after_s: float = math.inf
     host_stale_after_s: float = math.inf
+    fabric: FabricView | None = None  # its RDMA NICs and NCCL libraries (None: not read)
+    jobs: tuple[JobView, ...] = ()  # the multi-node jobs it is a rank of, each with all its ranks
 
     def is_stale(self, part: StalePart) -> bool:
         """True when ``part`` ("node": ``age_s``, "gpu", "host") has a reading older than its limit;
@@ -547,6 +551,9 @@ class NodeState:
         self.good_t: float | None = None  # the last poll in which any endpoint answered 2xx
         self.gpu_t: float | None = None  # the last usable GPU exporter reading
         self.exporter_memory_t: float | None = None  # the last host memory read from an exporter
+        self.fabric: FabricSample | None = None
+        self.fabric_t: float | None = None
+        self.nic_history: dict[str, CounterHistory] = {}
 
     def apply_host(self, update: HostUpdate) -> None:
         """A host sample (merged with what earlier frames carried) or a problem reading one."""
@@ -559,6 +566,8 @@ class NodeState:
             self.host_problem = update.problem
         if update.nvidia_smi is not None and self.spec.gpu_exporter is None:
             self._apply_nvidia_smi(update.nvidia_smi, update.t)
+        if update.fabric is not None:
+            self._apply_fabric(update.fabric, update.t)
         if update.connection_lost and self.host is not None:
             # The unit's state came over the lost connection: it is unknown now, not still "running"
             # (a powered-off node would otherwise read as loading). The next full frame brings it back.
@@ -633,6 +642,28 @@ class NodeState:
         self.gpu_error = None
         self.gpu, self.gpu_t = reading, t
 
+    def _apply_fabric(self, text: str, t: float) -> None:
+        sample = parse_fabric(text)
+        newer = self.fabric_t is None or t > self.fabric_t  # a reading of the same moment adds no interval
+        self.fabric, self.fabric_t = sample, t
+        for nic in sample.nics:
+            if nic.counters and newer:
+                history = self.nic_history.setdefault(nic.name, CounterHistory(max_age_s=120.0, max_points=16))
+                history.add(t, nic.counters)
+
+    def fabric_view(self, now: float) -> FabricView | None:
+        sample = self.fabric
+        if sample is None or self.fabric_t is None:
+            return None
+        links = []
+        for nic in sample.nics:
+            history = self.nic_history.get(nic.name)
+            deltas = history.last_interval() if history is not None else None
+            speed = nic.speed_mbps * 1e6 if nic.speed_mbps is not None else None
+            rates = link_rates(deltas) if deltas is not None and deltas.seconds > 0 else None
+            links.append(LinkView(nic.name, nic.operstate, speed, rates, nic.problem))
+        return FabricView(tuple(links), sample.nccl, now - self.fabric_t, sample.no_ethtool, sample.problem)
+
     def _apply_gpu(self, result: HttpResult, t: float) -> None:
         if not result.ok:
             self.gpu_error = f"GPU exporter: {result.problem()}"
@@ -663,7 +694,13 @@ class NodeState:
                 heads[instance.spec.job] = HeadStatus(f"{self.spec.name}/{instance.spec.name}", status)
         return heads
 
-    def view(self, now: float, window_s: float | None, heads: Mapping[str, HeadStatus] | None = None) -> NodeView:
+    def view(
+        self,
+        now: float,
+        window_s: float | None,
+        heads: Mapping[str, HeadStatus] | None = None,
+        jobs: Mapping[str, JobView] | None = None,
+    ) -> NodeView:
         fleet = self.fleet
         thresholds = fleet.thresholds
         heads = heads or {}
@@ -734,7 +771,36 @@ class NodeState:
             host_problem=self.host_problem,
             shm_leftovers=leftovers(host) if host is not None else (),
             stale_workers=stale_workers,
+            fabric=self.fabric_view(now),
+            jobs=tuple(
+                job
+                for name in dict.fromkeys(i.spec.job for i in self.instances.values() if i.spec.job)
+                if name is not None and (job := (jobs or {}).get(name)) is not None
+            ),
         )
+
+    def ranks(self, now: float) -> list[tuple[str, RankView]]:
+        """This node's ranks of multi-node jobs, by job name."""
+        fresh_s = max(self.fleet.stale_after * self.fleet.poll_interval_s, self.fleet.timeout_s * 2)
+        gpu = self.gpu if self.gpu_t is not None and now - self.gpu_t <= fresh_s else None
+        fabric = self.fabric_view(now)
+        link = fabric.link if fabric is not None else None
+        found = []
+        for instance in self.instances.values():
+            if instance.spec.job is None:
+                continue
+            rank = RankView(
+                self.spec.name,
+                instance.spec.name,
+                instance.spec.role,
+                gpu.utilization if gpu is not None else None,
+                gpu.power_w if gpu is not None else None,
+                link.busiest_bps if link is not None else None,
+                link.share if link is not None else None,
+                fabric.nccl_checksums if fabric is not None else (),
+            )
+            found.append((instance.spec.job, rank))
+        return found
 
     def _vllm_reserved(self, instances: tuple[InstanceView, ...], host: HostSample) -> float | None:
         """What the serving instances reserved at start-up: gpu_memory_utilization x the total."""
@@ -821,13 +887,35 @@ class FleetState:
         return tuple(order for order in orders if order is not None)
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
-        heads = self._heads(now, window_s)
-        return tuple(node.view(now, window_s, heads) for node in self.nodes.values())
+        heads, jobs = self._heads(now, window_s), self.jobs(now)
+        return tuple(node.view(now, window_s, heads, jobs) for node in self.nodes.values())
 
     def views_of(self, names: Iterable[str], now: float, window_s: float | None = 60.0) -> dict[str, NodeView]:
         """The views of some nodes (those just observed), as ``view`` would give them."""
-        heads = self._heads(now, window_s)
-        return {name: self.nodes[name].view(now, window_s, heads) for name in names if name in self.nodes}
+        heads, jobs = self._heads(now, window_s), self.jobs(now)
+        return {name: self.nodes[name].view(now, window_s, heads, jobs) for name in names if name in self.nodes}
+
+    def jobs(self, now: float) -> dict[str, JobView]:
+        """Every multi-node job of the fleet with its ranks side by side, head first."""
+        ranks: dict[str, list[RankView]] = {}
+        activity: dict[str, tuple[float | None, float | None]] = {}
+        for node in self.nodes.values():
+            for job, rank in node.ranks(now):
+                ranks.setdefault(job, []).append(rank)
+            for instance in node.instances.values():
+                if instance.spec.role == "head" and instance.spec.job is not None:
+                    rates = instance.tracker.last_interval_rates()
+                    latest = instance.tracker.latest
+                    fresh = latest is not None and instance.health is not None and instance.health.ok
+                    activity[instance.spec.job] = (
+                        rates.generation_tokens_per_s if rates is not None and fresh else None,
+                        instance._running() if fresh else None,
+                    )
+        return {
+            job: JobView(job, *activity.get(job, (None, None)), tuple(sorted(members, key=lambda r: r.role != "head")))
+            for job, members in ranks.items()
+            if len(members) > 1
+        }
 
     def _heads(self, now: float, window_s: float | None) -> dict[str, HeadStatus]:
         heads: dict[str, HeadStatus] = {}

@@ -91,3 +91,6 @@ class HostUpdate:
     # ``nvidia-smi -q`` as the node printed it (``exporters.NVIDIA_SMI_Q_COMMAND``), read over SSH where
     # the node has no GPU exporter; the fleet state parses it.
     nvidia_smi: str | None = None
+    # The fabric command's answer (``model.fabric.fabric_command``) with the NCCL libraries' ``sha256``
+    # lines the source adds; the fleet state parses it.
+    fabric: str | None = None

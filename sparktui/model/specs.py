@@ -503,6 +503,17 @@ class NodeSpec(_Spec):
     # default; no compute peak unless given (no one figure fits every precision vLLM counts).
     peak_memory_bandwidth_gb_s: Num = Field(GB10_MEMORY_BANDWIDTH_GB_S, gt=0, le=100_000)
     peak_tflops: Num | None = Field(None, gt=0, le=100_000)
+    # The RDMA interfaces whose link and ethtool counters are read (model/fabric.py); none: every
+    # interface whose driver is mlx5_core.
+    rdma_interfaces: tuple[str, ...] = ()
+
+    @field_validator("rdma_interfaces")
+    @classmethod
+    def _check_interfaces(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", name):
+                raise ValueError(f"{name!r} is not a network interface's name (1-15 letters, digits, _ . : @ -)")
+        return value
 
     @field_validator("host")
     @classmethod

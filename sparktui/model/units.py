@@ -243,3 +243,14 @@ def roofline_parts(roofline: Roofline | None) -> list[str]:
     if roofline.peak_flops_per_s is not None:
         compute += f" ({fmt_pct(roofline.flops_share, 0)} of {roofline.peak_flops_per_s / 1e12:g} TFLOP/s)"
     return [memory, compute]
+
+
+def fmt_bits(bps: float | None) -> str:
+    """A link's rate in bits per second: ``13.2 Gb/s``, ``840 Mb/s``, ``0 b/s``."""
+    if bps is None or _missing(bps):
+        return NO_DATA
+    for unit, scale in (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+        if abs(bps) >= scale:
+            value = bps / scale
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    return f"{bps:.0f} b/s"

@@ -106,6 +106,7 @@ def host_update_to_json(update: HostUpdate) -> dict[str, Any]:
         "problem": update.problem,
         **({"connection_lost": True} if update.connection_lost else {}),
         **({"nvidia_smi": update.nvidia_smi} if update.nvidia_smi is not None else {}),
+        **({"fabric": update.fabric} if update.fabric is not None else {}),
     }
 
 
@@ -118,6 +119,7 @@ def host_update_from_json(node: str, t: float, data: Mapping[str, Any]) -> HostU
         problem=data.get("problem"),
         connection_lost=bool(data.get("connection_lost", False)),
         nvidia_smi=data.get("nvidia_smi"),
+        fabric=data.get("fabric"),
     )
 
 

@@ -8,15 +8,29 @@ For a ``local`` node the same samples come from ``LocalSampler`` in a worker thr
 A node with no GPU exporter configured has its GPU read by ``nvidia-smi -q`` over the same connection
 every ``NVIDIA_SMI_EVERY_S`` (clocks, power, temperature, utilisation and the clock-event reasons; the
 fleet state parses the text); a node without nvidia-smi (exit status 127) is not asked again.
+
+Every ``FABRIC_EVERY_S`` the fabric command (``model.fabric.fabric_command``) reads the node's RDMA NICs
+(link state, speed, ``ethtool -S`` counters) and the NCCL library each vLLM process of the last host
+frame has mapped; a library's sha256 is computed once per path, size and mtime and remembered here.
+The mlx5 interfaces the first answer found are named in the later commands (not looked for again); a
+node with no mlx5 NIC is not asked again; one without ethtool is asked for ``/sys`` only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sparktui.model.exporters import NVIDIA_SMI_Q_COMMAND
+from sparktui.model.fabric import (
+    FABRIC_EVERY_S,
+    NET_DIR,
+    NcclLibrary,
+    checksum_command,
+    fabric_command,
+    parse_fabric,
+)
 from sparktui.model.host import FrameSplitter, parse_frame
 from sparktui.model.observations import HostUpdate
 from sparktui.model.safe_text import safe_text
@@ -30,6 +44,11 @@ NVIDIA_SMI_EVERY_S = 10.0  # nvidia-smi -q costs the node tens of ms of CPU: not
 NVIDIA_SMI_TIMEOUT_S = 10.0
 NVIDIA_SMI_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (a -q of one GPU's five sections is ~4 KiB)
 NOT_FOUND = 127
+FABRIC_TIMEOUT_S = 10.0
+FABRIC_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (8 NICs of 64 lines and 32 libraries: ~40 KiB)
+CHECKSUM_TIMEOUT_S = 60.0  # sha256 of a ~300 MB libnccl: about a second, once per file
+MAX_CHECKSUMS = 64  # NCCL files remembered per node
+VLLM_KINDS = frozenset({"serve", "worker", "engine_core"})
 
 
 def wants_host_state(node: NodeSpec) -> bool:
@@ -46,10 +65,17 @@ class HostCollector:
         fleet: FleetSpec,
         ssh: NodeSsh | None = None,
         clock: Clock = time.monotonic,
+        *,
         nvidia_smi_every_s: float = NVIDIA_SMI_EVERY_S,
+        fabric_every_s: float = FABRIC_EVERY_S,
+        net_dir: str = NET_DIR,
     ) -> None:
         self.node = node
         self.nvidia_smi_every_s = nvidia_smi_every_s
+        self.fabric_every_s = fabric_every_s
+        self.net_dir = net_dir
+        self._vllm_pids: tuple[int, ...] = ()  # of the last host frame that listed processes
+        self._checksums: dict[tuple[str, int | None, int | None], str | None] = {}
         self.interval_s = fleet.poll_interval_s
         self.clock = clock
         self.ssh = ssh if ssh is not None or node.local else NodeSsh(node)
@@ -66,12 +92,54 @@ class HostCollector:
                 await self.ssh.close()
 
     async def _run_ssh(self, on_update: Callable[[HostUpdate], None]) -> None:
-        if self.node.gpu_exporter is not None:
-            await self._run_sampler(on_update)
-            return
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._run_nvidia_smi(on_update))
+            if self.node.gpu_exporter is None:
+                group.create_task(self._run_nvidia_smi(on_update))
+            group.create_task(self._run_fabric(on_update))
             await self._run_sampler(on_update)
+
+    async def _run_fabric(self, on_update: Callable[[HostUpdate], None]) -> None:
+        """The RDMA NICs and the NCCL libraries, every ``fabric_every_s``."""
+        assert self.ssh is not None
+        ethtool = True
+        # The config's, or the mlx5 ones once the first answer found them: not looked for again.
+        interfaces: tuple[str, ...] = self.node.rdma_interfaces
+        next_at = time.monotonic()
+        while True:
+            command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir, interfaces=interfaces)
+            result = await self.ssh.run(command, timeout_s=FABRIC_TIMEOUT_S, max_output=FABRIC_MAX_OUTPUT)
+            read_at = self.clock()  # the counters' moment, not after a checksum's second
+            if result.exit_status == NOT_FOUND:
+                return  # no sh, or a node that answers only commands it knows
+            if result.problem is None:
+                sample = parse_fabric(result.stdout)
+                if sample.complete and not sample.nics:
+                    return  # no RDMA NIC: no multi-node job over this node's fabric
+                ethtool = ethtool and not sample.no_ethtool
+                interfaces = tuple(nic.name for nic in sample.nics)
+                text = result.stdout + await self._checksum_lines(sample.nccl)
+                on_update(HostUpdate(self.node.name, read_at, fabric=text))
+            next_at += self.fabric_every_s
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+    async def _checksum_lines(self, libraries: Iterable[NcclLibrary]) -> str:
+        """``sha256`` lines for the answer, each library's computed once per path, size and mtime."""
+        assert self.ssh is not None
+        lines = []
+        for library in libraries:
+            key = library.key
+            if key not in self._checksums:
+                if len(self._checksums) >= MAX_CHECKSUMS:
+                    self._checksums.clear()  # files that come and go (new venvs, upgrades): forget the old
+                result = await self.ssh.run(checksum_command(library.path), timeout_s=CHECKSUM_TIMEOUT_S)
+                word = result.stdout.split(" ", 1)[0] if result.ok else ""
+                self._checksums[key] = word if len(word) == 64 else None
+            digest = self._checksums[key]
+            if digest is not None:
+                size = "-" if library.size is None else str(library.size)
+                mtime = "-" if library.mtime is None else str(library.mtime)
+                lines.append(f"sha256 {digest} {size} {mtime} {library.path}\n")
+        return "".join(dict.fromkeys(lines))
 
     async def _run_nvidia_smi(self, on_update: Callable[[HostUpdate], None]) -> None:
         """The GPU of a node without an exporter, from ``nvidia-smi -q``, every ``nvidia_smi_every_s``."""
@@ -111,6 +179,8 @@ class HostCollector:
                 except ValueError as exc:
                     on_update(HostUpdate(name, self.clock(), problem=f"host sampler: {exc}"))
                     continue
+                if sample.processes is not None:
+                    self._vllm_pids = tuple(p.pid for p in sample.processes if p.kind in VLLM_KINDS)
                 on_update(HostUpdate(name, self.clock(), sample=sample))
             elif event.problem is not None:
                 splitter = FrameSplitter()  # a new sampler starts after the reconnect

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static
 
 from sparktui.model.engines import data_parallel_summary, kv_line
+from sparktui.model.fabric import job_lines
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import FLEET, Point
 from sparktui.model.levels import (
@@ -480,6 +481,9 @@ class FleetScreen(SparkScreen[None]):
                 text.append(f"; KV cache {kv_line(instance.kv)}")
         if len(view.status.reasons) > 4:
             text.append(f"\n  … and {len(view.status.reasons) - 4} more (enter opens the node)")
+        for job in view.jobs:  # the job's ranks side by side: GPU and link of each
+            for line in job_lines(job):
+                text.append(f"\n  {line}")
         for finding in self.spark.findings.get(view.name, ())[:2]:
             text.append("\n")
             text.append_text(

@@ -28,6 +28,7 @@ from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, kv_line
 from sparktui.model.exporters import clock_figure
+from sparktui.model.fabric import fabric_lines
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.status import State
 from sparktui.model.units import (
@@ -670,6 +671,8 @@ class NodeScreen(SparkScreen[None]):
                     f"\nlast minute: {min(temps):.0f}–{max(temps):.0f} °C, {min(power):.0f}–{max(power):.0f} W",
                     style=dim,
                 )
+        for line in fabric_lines(view.fabric, view.jobs):  # the link to the job's other ranks, side by side
+            text.append(f"\n{line}")
         self._put("#gpu", text)
 
     def _services(self, view: NodeView) -> None:

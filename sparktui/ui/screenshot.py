@@ -41,11 +41,14 @@ async def capture(
     try:
         spec = parse_config(fleet.config_toml(), source="demo.toml")
         app = make_app(spec, collect=False, clock=lambda: fleet.now, theme=theme, kiosk=screen == "kiosk")
-        latest: dict[str, HostUpdate] = {}
+        latest: dict[tuple[str, bool], HostUpdate] = {}  # a node's last frame, and its last fabric reading
+
+        def keep(update: HostUpdate) -> None:
+            latest[(update.node, update.fabric is not None)] = update
+
         hosts = [
-            asyncio.create_task(
-                HostCollector(n, spec, clock=lambda: fleet.now).run(lambda u: latest.__setitem__(u.node, u))
-            )
+            # the fabric as often as the frames: the simulation runs faster than the wall clock here
+            asyncio.create_task(HostCollector(n, spec, clock=lambda: fleet.now, fabric_every_s=0.5).run(keep))
             for n in spec.nodes
             if wants_host_state(n) and not n.local
         ]
@@ -70,8 +73,10 @@ async def capture(
                     for observation in await poller.poll_all():
                         app.state.apply(observation)
                     await asyncio.sleep(0.05)  # let the host samplers' frames of this moment arrive
-                    for update in latest.values():
+                    for key, update in list(latest.items()):
                         app.state.apply_host(update)
+                        if key[1]:
+                            del latest[key]  # counters: each reading once
                     app.refresh_views()
         finally:
             for task in hosts + logs:

@@ -26,6 +26,7 @@ from sparktui.demo.host import GIB, MEM_TOTAL_KB
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.demo.sshserver import parse_command
 from sparktui.model.commands import DROP_CACHES
+from sparktui.model.fabric import FABRIC_EVERY_S
 from sparktui.model.fleet import FleetState
 from sparktui.model.host import HostSample, ledger
 from sparktui.model.memory import parse_meminfo
@@ -46,8 +47,16 @@ RECONNECT_S = 30.0  # the SSH backoff's longest wait (10 s) and a connection, on
 class HostFeed:
     """``HostCollector``s of some nodes, feeding a list of updates (and a FleetState if given)."""
 
-    def __init__(self, fleet: DemoFleet, spec: FleetSpec, names: tuple[str, ...], state: FleetState | None) -> None:
+    def __init__(
+        self,
+        fleet: DemoFleet,
+        spec: FleetSpec,
+        names: tuple[str, ...],
+        state: FleetState | None,
+        fabric_every_s: float = FABRIC_EVERY_S,
+    ) -> None:
         self.fleet = fleet
+        self.fabric_every_s = fabric_every_s
         self.spec = spec
         self.state = state
         self.updates: dict[str, list[HostUpdate]] = {name: [] for name in names}
@@ -61,7 +70,13 @@ class HostFeed:
     async def start(self) -> None:
         """Start the collectors and wait for every node's first frame."""
         for name, ssh in self.ssh.items():
-            collector = HostCollector(self.node_spec(name), self.spec, ssh=ssh, clock=lambda: self.fleet.now)
+            collector = HostCollector(
+                self.node_spec(name),
+                self.spec,
+                ssh=ssh,
+                clock=lambda: self.fleet.now,
+                fabric_every_s=self.fabric_every_s,
+            )
             self.tasks.append(asyncio.create_task(collector.run(self._on_update)))
         await wait_until(lambda: all(self.samples(name) for name in self.updates))
 

@@ -11,12 +11,12 @@ Registered for every test module by ``pytest_plugins = ["tests.support.sshd"]`` 
 Each server has its own directory: an ed25519 host key, a client key in ``authorized_keys``, a
 ``known_hosts`` that trusts the host key, ``sshd_config``, the log (``sshd.log``), the stub
 commands (``bin/``: ``systemctl``, ``journalctl``, ``docker``, ``stub-inflight``, ``sudo``, ``sync``,
-``dmesg``, ``nvidia-smi``, ``ss``, copied from ``tests/stubs/``) and their state (``state/``). ``SetEnv``
+``dmesg``, ``nvidia-smi``, ``ss``, ``ethtool``, copied from ``tests/stubs/``) and their state (``state/``). ``SetEnv``
 in ``sshd_config`` puts ``bin/`` first on the PATH of every session (the account's shell rc files may
 prepend directories of their own; a test checks that the stubs still win) and tells the stubs where their
 state is. The stubs append every call to ``state/calls.log`` and answer from files the test writes with
 ``set_unit``, ``set_container``, ``set_listeners``, ``append_journal``, ``append_kernel_log`` (and
-``remove_journal``), ``set_nvidia_smi`` and ``append_docker_log``. The ``sudo`` stub runs its command
+``remove_journal``), ``set_nvidia_smi``, ``set_ethtool`` and ``append_docker_log``. The ``sudo`` stub runs its command
 with the privileged paths redirected into ``state/`` (``/proc/sys/vm/drop_caches`` → ``drop_caches_file``,
 ``/dev/shm/`` → ``shm_dir``), kills only PIDs allowed with ``sudo_may_kill``, and can be made to want a
 password (``sudo_needs_password``) or to wait first (``sudo_sleep``); see tests/stubs/sudo.
@@ -48,7 +48,18 @@ from sparktui.model.specs import NodeSpec, SshSpec
 
 SSHD = Path("/usr/sbin/sshd")  # sshd re-execs itself and refuses to start from a relative path
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
-STUB_NAMES = ("systemctl", "journalctl", "docker", "stub-inflight", "sudo", "sync", "dmesg", "nvidia-smi", "ss")
+STUB_NAMES = (
+    "systemctl",
+    "journalctl",
+    "docker",
+    "stub-inflight",
+    "sudo",
+    "sync",
+    "dmesg",
+    "nvidia-smi",
+    "ss",
+    "ethtool",
+)
 INSTALL_HINT = "apt-get install -y openssh-server openssh-client"
 
 # A vLLM unit that runs, and one in the crash loop of a unit whose ExecStart points at a file that is
@@ -502,6 +513,10 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
     def set_nvidia_smi(self, text: str) -> None:
         """What ``nvidia-smi`` prints from now on (without it, the node has no nvidia-smi)."""
         (self.state_dir / "nvidia-smi.txt").write_text(text)
+
+    def set_ethtool(self, text: str) -> None:
+        """What ``ethtool -S IF`` prints from now on (without it: "no stats available", status 94)."""
+        (self.state_dir / "ethtool-S.txt").write_text(text)
 
     def remove_journal(self) -> None:
         """The node has no journal: ``journalctl`` fails from now on, as without systemd-journald."""

@@ -9,6 +9,7 @@ does. Times: ``t`` is the poll loop's clock in seconds; the wall clock is ``WALL
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeO
 from sparktui.model.status import State
 from sparktui.model.units import fmt_clock
 from tests.conftest import DATA
+from tests.support.fabric import ETHTOOL, LIBNCCL, fabric_answer, nccl_lines
 from tests.support.fixture_fleet import put_to_sleep, scenario_scrapes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +77,7 @@ ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra
 # Issue 21's signatures of the node's kernel log.
 KERNEL_RULES = ("nvrm-out-of-memory", "gpu-xid", "pcie-aer-fatal", "mlx5-slot-reset", "thermal-event")
 GPU_DETECTORS = ("gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low")  # and its clocks, power, throttling
+FABRIC_DETECTORS = ("link-degraded", "rank-spinning", "nccl-mismatch")  # the link between the ranks of a job
 
 SERVING = """
 poll_interval_s = 1.0
@@ -254,7 +257,9 @@ def healthy(rig: Rig, until: int = 3) -> None:
 
 
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
-    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(GPU_DETECTORS)
+    assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(
+        GPU_DETECTORS
+    ) | set(FABRIC_DETECTORS)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -874,6 +879,141 @@ def test_a_stale_gpu_reading_opens_no_gpu_finding() -> None:
         rig.evaluate(float(t))
         assert rig.view(float(t)).gpu_age_s == t
     assert "gpu-power-low" not in rig.ids()
+
+
+# --- the fabric between the ranks of a job (issue 21): tests/data/fabric's mlx5 readings, 10 s apart ---
+
+# spark2 is the job's worker (evaluated: the rig's first node), spark1 its head serving mtp2-steady.
+JOB = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark2"
+host = "10.0.0.2"
+[nodes.gpu_exporter]
+url = "http://10.0.0.2:9835/metrics"
+[[nodes.vllm]]
+name = "qwen235"
+role = "worker"
+job = "tp2"
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "qwen235"
+port = 8000
+role = "head"
+job = "tp2"
+"""
+
+
+def _answer(ethtool: str, *, state: str = "up", speed: str = "200000", sha: str | None = None) -> str:
+    return fabric_answer(ethtool, state=state, speed=speed, nccl=nccl_lines() if sha else "", sha=sha)
+
+
+def job_polls(
+    *,
+    generating: bool = True,
+    gpu: str = H100_BUSY,
+    ethtool: tuple[str, str] = (ETHTOOL[0], ETHTOOL[1]),
+    state: str = "up",
+    speed: str = "200000",
+    shas: tuple[str | None, str | None] = (None, None),
+    polls: int = 4,
+) -> Rig:
+    """The job polled every 10 s: the head's scrapes (moving, or the same one again: no token), the
+    worker's GPU page, and a fabric reading of each node (the worker's link and NCCL, the head's NCCL)."""
+    rig = Rig(JOB)
+    for i in range(polls):
+        t = 10.0 * i
+        scrape = MTP2[i] if generating else MTP2[0]
+        rig.fleet.apply(NodeObservation("spark1", t, WALL0 + t, (VllmObservation("qwen235", ok(), ok(scrape)),)))
+        rig.fleet.apply(NodeObservation("spark2", t, WALL0 + t, gpu_exporter=ok(gpu)))
+        # the counters go on as between the two readings
+        reading = ethtool[0] if i == 0 else _advanced(ethtool, i - 1)
+        text = _answer(reading, state=state, speed=speed, sha=shas[0])
+        rig.fleet.apply_host(HostUpdate("spark2", t, fabric=text))
+        if shas[1] is not None:
+            rig.fleet.apply_host(HostUpdate("spark1", t, fabric=_answer(ETHTOOL[0], sha=shas[1])))
+        rig.evaluate(t)
+    return rig
+
+
+# The readings without the drop, pause and error counters: a healthy link's.
+CLEAN = tuple(
+    "".join(line + "\n" for line in text.splitlines() if not re.search("discards|out_of_buffer|pause|symbol", line))
+    for text in ETHTOOL
+)
+
+
+def _advanced(ethtool: tuple[str, str], steps: int) -> str:
+    """The second reading moved on by ``steps`` more times its difference from the first."""
+    first = {k: int(v) for k, _, v in (line.strip().partition(": ") for line in ethtool[0].splitlines()[1:])}
+    lines = ["NIC statistics:"]
+    for line in ethtool[1].splitlines()[1:]:
+        name, _, value = line.strip().partition(": ")
+        lines.append(f"     {name}: {int(value) + steps * (int(value) - first[name])}")
+    return "\n".join(lines) + "\n"
+
+
+@detector_case("link-degraded", True)
+def link_full_at_a_tenth_of_its_speed() -> None:
+    # 13.0 Gb/s of 200 Gb/s (6.5 %) while rx_discards_phy, rx_out_of_buffer and pause frames rise.
+    finding = job_polls().get("link-degraded", None)
+    assert "enp1s0f0np0 moves 13.0 Gb/s, 6.5 % of its 200 Gb/s, while it drops or pauses" in text_of(finding)
+    assert "rx_out_of_buffer 221/s" in text_of(finding) and "job tp2 generates" in text_of(finding)
+
+
+@detector_case("link-degraded", True)
+def link_negotiated_at_half_speed() -> None:
+    finding = job_polls(ethtool=(CLEAN[0], CLEAN[1]), speed="100000").get("link-degraded", None)
+    assert "enp1s0f0np0 negotiated 100 Gb/s, below the 200 Gb/s it is capable of" in text_of(finding)
+
+
+@detector_case("link-degraded", True)
+def link_down_while_the_job_runs() -> None:
+    # The head answers but makes no token: the link is down (operstate down, speed unreadable).
+    finding = job_polls(generating=False, ethtool=(CLEAN[0], CLEAN[0]), state="down", speed="").get(
+        "link-degraded", None
+    )
+    assert "RDMA link enp1s0f0np0 is down while job tp2 generates 0 tok/s" in text_of(finding)
+
+
+@detector_case("link-degraded", False)
+def link_quiet_while_the_job_is_idle_or_slow_without_drops() -> None:
+    assert "link-degraded" not in job_polls(generating=False).ids()
+    # 13 Gb/s with no drop and no pause: a decoding job's light traffic on a healthy link
+    assert "link-degraded" not in job_polls(ethtool=(CLEAN[0], CLEAN[1])).ids()
+
+
+@detector_case("rank-spinning", True)
+def rank_busy_at_idle_power_while_the_job_makes_no_token() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0.96, "nvidia_smi_power_draw_watts": 20.4})
+    rig = job_polls(generating=False, gpu=page)
+    finding = rig.get("rank-spinning", None)
+    assert "this rank's GPU reads 96 % busy at 20.4 W while job tp2 generates 0 tok/s" in text_of(finding)
+    assert "spark2 worker   96%   20 W  13.0 Gb/s 6.5 %" in text_of(finding)
+    assert "gpu-power-low" not in rig.ids()  # the rank's finding says more
+
+
+@detector_case("rank-spinning", False)
+def rank_busy_at_idle_power_while_tokens_move() -> None:
+    page = edit(H100_BUSY, {"nvidia_smi_utilization_gpu_ratio": 0.96, "nvidia_smi_power_draw_watts": 20.4})
+    rig = job_polls(generating=True, gpu=page)
+    assert "rank-spinning" not in rig.ids()
+    assert "gpu-power-low" in rig.ids()  # still odd, but not a wedged collective
+
+
+@detector_case("nccl-mismatch", True)
+def ranks_map_different_nccl() -> None:
+    finding = job_polls(shas=("a1" * 32, "b2" * 32), polls=2).get("nccl-mismatch", None)
+    assert f"this node's vLLM maps NCCL a1a1a1a1a1a1 ({LIBNCCL})" in text_of(finding)
+    assert "spark1 maps b2b2b2b2b2b2: the ranks of job tp2 run different NCCL libraries" in text_of(finding)
+
+
+@detector_case("nccl-mismatch", False)
+def ranks_map_the_same_nccl() -> None:
+    assert "nccl-mismatch" not in job_polls(shas=("a1" * 32, "a1" * 32), polls=2).ids()
+    assert "nccl-mismatch" not in job_polls(shas=("a1" * 32, None), polls=2).ids()  # the head's not known
 
 
 DETECTOR_CALLS = [

@@ -15,8 +15,9 @@ from sparktui.model.drift import (
 )
 from sparktui.model.fleet import FleetState
 from sparktui.model.host import short_args
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.units import NO_DATA
+from tests.support.fabric import fabric_answer, nccl_lines
 from tests.support.fixture_fleet import scenario_scrapes
 
 CONFIG = """
@@ -155,3 +156,41 @@ def test_a_long_launch_command_reaches_the_drift_whole() -> None:
     assert len(long) > 300 and kept == long
     assert normalized_command(kept).endswith("--max-num-seqs 64")
     assert short_args("x" * 10_000).endswith("…") and len(short_args("x" * 10_000)) < 10_000  # still bounded
+
+
+JOB = """
+[[nodes]]
+name = "a"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "qwen"
+port = 8001
+role = "head"
+job = "tp2"
+[[nodes]]
+name = "b"
+host = "10.0.0.2"
+[[nodes.vllm]]
+name = "qwen"
+role = "worker"
+job = "tp2"
+"""
+
+
+def _nccl(state: FleetState, node: str, path: str, digest: str) -> None:
+    """A fabric reading of ``node`` whose vLLM maps ``path`` (the source's sha256 line after it)."""
+    state.apply_host(HostUpdate(node, 1.0, fabric=fabric_answer(nccl=nccl_lines(path=path), sha=digest, path=path)))
+
+
+def test_the_ranks_of_a_job_mapping_different_nccl_libraries_are_flagged() -> None:
+    state = FleetState(parse_config(JOB, source="t.toml"))
+    _nccl(state, "a", "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", "a1" * 32)
+    _nccl(state, "b", "/usr/lib/aarch64-linux-gnu/libnccl.so.2.27.7", "b2" * 32)
+    report = drift_report(state)
+    by_node = {row.node: row for row in report.rows}
+    assert (by_node["a"].values["nccl"], by_node["b"].values["nccl"]) == ("a1" * 6, "b2" * 6)
+    assert report.differs("a", "qwen", "nccl") and report.differs("b", "qwen", "nccl")
+    (job,) = [g for g in drift_groups(report) if g.title == "job tp2"]
+    assert [line.values for line in job.differing if line.field == "nccl"] == [("a1" * 6, "b2" * 6)]
+    _nccl(state, "b", "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", "a1" * 32)
+    assert not drift_report(state).differs("b", "qwen", "nccl")
