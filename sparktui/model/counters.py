@@ -192,12 +192,23 @@ class CounterHistory:
             point = Point(t=t, values=values, reset=False, groups=group_keys(values))
         else:
             restarted = process_start is not None and self._process is not None and process_start != self._process
-            reset = restarted or any(value < prev_raw[key] for key, value in raw.items() if key in prev_raw)
-            corrected = dict(prev.values)  # series that vanished keep their last corrected value
-            for key, value in raw.items():
-                before = prev_raw.get(key)
-                increase = value if reset or before is None else value - before
-                corrected[key] = prev.values.get(key, 0.0) + increase
+            earlier, before_of = prev.values, prev_raw.get
+            corrected = dict(earlier)  # series that vanished keep their last corrected value
+            # One pass adds each increase and stops at the first counter that went down (a reset)...
+            reset = restarted
+            if not reset:
+                for key, value in raw.items():
+                    before = before_of(key)
+                    if before is None:
+                        corrected[key] = earlier.get(key, 0.0) + value
+                    elif value < before:
+                        reset = True
+                        break
+                    else:
+                        corrected[key] = earlier.get(key, 0.0) + (value - before)
+            if reset:  # ...after which every counter counts from zero again: its raw value is its increase
+                for key, value in raw.items():
+                    corrected[key] = earlier.get(key, 0.0) + value
             # corrected starts as the previous point's keys: the same count is the same keys, in order
             groups = prev.groups if len(corrected) == len(prev.values) else group_keys(corrected)
             point = Point(t=t, values=corrected, reset=reset, groups=groups)
