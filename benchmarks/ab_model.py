@@ -1,12 +1,14 @@
 """The model's per-scrape work, this tree's beside another commit's, in one process.
 
-    python benchmarks/bench_model_ab.py [--base main] [--repeats 15] [--number 50]
+    python benchmarks/ab_model.py [--base main] [--head COMMIT] [--repeats 15] [--number 50]
 
 One vLLM instance's work per scrape as the dashboard does it: parse + normalise + ``VllmTracker.observe``,
 then the last interval's numbers (progress, canary and the diagnosis read them) and the 60 s window's
 (the view). ``sparktui/model`` of ``--base`` is extracted from git into a temporary package beside this
 tree's, and the two run alternately on the same scrapes, the median of ``--repeats`` runs of ``--number``
-scrapes each: on a busy machine two separate runs are not comparable. Every step also checks that both
+scrapes each: on a busy machine two separate runs are not comparable. Not a ``bench_*`` script: it
+compares two versions, so ``run_all.py`` does not run it. ``--head`` compares two commits (one
+fix: ``--base FIX^ --head FIX``) instead of the base and this tree. Every step also checks that both
 derive the same numbers (``VllmRates`` equal), so a speed-up that changed a figure fails here.
 """
 
@@ -38,14 +40,14 @@ SOURCES = {
 }
 
 
-def base_package(commit: str, into: Path) -> str:
-    """``sparktui/model`` at ``commit`` as the package ``sparktui_base`` under ``into``; its name."""
+def model_package(commit: str, into: Path, name: str) -> str:
+    """``sparktui/model`` at ``commit`` as the package ``name`` under ``into``; its name."""
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "sparktui/model"],
         check=True,
         capture_output=True,
     ).stdout
-    package = into / "sparktui_base"
+    package = into / name
     (package / "model").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -53,10 +55,11 @@ def base_package(commit: str, into: Path) -> str:
             if member.isfile() and member.name.endswith(".py"):
                 extracted = tar.extractfile(member)
                 assert extracted is not None
-                text = extracted.read().decode().replace("sparktui.model", "sparktui_base.model")
+                text = extracted.read().decode().replace("sparktui.model", f"{name}.model")
                 (package / "model" / Path(member.name).name).write_text(text)
-    sys.path.insert(0, str(into))
-    return "sparktui_base"
+    if str(into) not in sys.path:
+        sys.path.insert(0, str(into))
+    return name
 
 
 class Instance:
@@ -88,16 +91,16 @@ def timed(instance: Instance, number: int) -> float:
 
 def same_numbers(a: object, b: object) -> bool:
     """Equal dataclasses from the two copies (their classes differ, so compare field by field)."""
-    return repr(a).replace("sparktui_base.", "sparktui.") == repr(b)
+    return repr(a) == repr(b)
 
 
-def measure(base: str, repeats: int, number: int) -> list[tuple[str, float, float]]:
+def measure(base: str, head: str, repeats: int, number: int) -> list[tuple[str, float, float]]:
     rows = []
     for name, paths in SOURCES.items():
         from sparktui.model.vllm import WANTED
 
         scrapes = [filter_exposition(p.read_text(), set(WANTED)) for p in paths]
-        old, new = Instance(base, scrapes), Instance("sparktui", scrapes)
+        old, new = Instance(base, scrapes), Instance(head, scrapes)
         for _ in range(3 * len(scrapes)):  # warm, and check every step derives the same numbers
             a, b = old.step(), new.step()
             if not same_numbers(a, b):
@@ -115,13 +118,15 @@ def measure(base: str, repeats: int, number: int) -> list[tuple[str, float, floa
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", default="main", help="the commit to compare with (default: main)")
+    ap.add_argument("--head", help="a commit to time instead of this tree")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--number", type=int, default=50)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base = base_package(args.base, Path(tmp))
-        rows = measure(base, args.repeats, args.number)
-    print(f"| scrapes (filtered, as polled) | {args.base} ms per scrape | this tree | change |")
+        base = model_package(args.base, Path(tmp), "sparktui_base")
+        head = model_package(args.head, Path(tmp), "sparktui_head") if args.head else "sparktui"
+        rows = measure(base, head, args.repeats, args.number)
+    print(f"| scrapes (filtered, as polled) | {args.base} ms per scrape | {args.head or 'this tree'} | change |")
     print("|---|---|---|---|")
     for name, old, new in rows:
         print(f"| {name} | {old:.3f} | {new:.3f} | {(new - old) / old:+.0%} |")
