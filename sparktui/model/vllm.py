@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 from sparktui.model.promtext import Exposition, Sample, parse_number
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
@@ -124,10 +125,24 @@ def _finite(wire: str, series: list[Sample]) -> list[Sample]:
 
 
 def _bucket_bound(wire: str, le: str) -> float:
-    bound = parse_number(le)
-    if bound is None or math.isnan(bound) or bound == -math.inf:  # +Inf is the last bucket; -Inf is none
+    bound = _cached_bound(le) if len(le) <= _CACHED_LE_CHARS else _bound(le)
+    if bound is None:
         raise ScrapeProblem(f"bad bucket bound le={le[:40]!r} in {wire}")
     return bound
+
+
+def _bound(le: str) -> float | None:
+    """A bucket's ``le`` as a number; None when it is none (+Inf is the last bucket; -Inf is none)."""
+    bound = parse_number(le)
+    if bound is None or math.isnan(bound) or bound == -math.inf:
+        return None
+    return bound
+
+
+# Every scrape repeats the same few dozen ``le`` strings: each is read once. A long one (no real bound
+# is) is not kept, so a hostile endpoint cannot fill the cache with kilobytes of label values.
+_CACHED_LE_CHARS = 40
+_cached_bound = lru_cache(maxsize=512)(_bound)
 
 
 def wanted_sample_names() -> tuple[str, ...]:
@@ -372,7 +387,11 @@ def normalise(expo: Exposition) -> VllmScrape:
             le = labels.get("le")
             if le is None:
                 continue
-            buckets, _totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
+            hist = model(labels).hist
+            found = hist.get(key)
+            if found is None:
+                found = hist[key] = ({}, [0.0, 0.0])
+            buckets = found[0]
             bound = _bucket_bound(wire, le)
             buckets[bound] = buckets.get(bound, 0.0) + value
         for suffix, index in (("_sum", 0), ("_count", 1)):
