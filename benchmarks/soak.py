@@ -748,9 +748,51 @@ def report_markdown(run: Run, result: dict[str, Any], command: str) -> str:
         ]
         if filling:
             lines += ["", "Bounded stores still filling after the warm-up (part of the RSS growth):", "", *filling]
+    lines += ["", *timeline(run)]
     scaled = " Bounds scaled down (`--small-bounds`) so that the run fills them." if run.small_bounds else ""
     lines += ["", f"Operator visits every {run.visit_every_s:g} s.{scaled} Measured on {machine_line()}."]
     return "\n".join(lines)
+
+
+TIMELINE_ROWS = 12
+TIMELINE_SIZES = ("history points", "log lines", "widgets detached, alive", "gc objects")
+
+
+def timeline(run: Run) -> list[str]:
+    """RSS beside the stores that explain it, at about TIMELINE_ROWS moments of the run: where the
+    growth comes from (stores filling toward their bounds, kept screens composed, logs) and when it stops."""
+    if not run.samples:
+        return []
+    step = max(run.duration_s, 1.0) / TIMELINE_ROWS
+    rows: list[Sample] = []
+    for sample in run.samples:
+        if not rows or sample.t >= rows[-1].t + step:
+            rows.append(sample)
+    if rows[-1] is not run.samples[-1]:
+        rows.append(run.samples[-1])
+    known: dict[str, int] = {}
+    lines = [
+        "RSS over the run, beside what grows with it (the heap census's figures are from its last sample):",
+        "",
+        f"| minute | RSS MiB | {' | '.join(TIMELINE_SIZES)} |",
+        "|---" * (2 + len(TIMELINE_SIZES)) + "|",
+    ]
+    for sample in run.samples:
+        known.update({k: v for k, v in sample.sizes.items() if k in TIMELINE_SIZES})
+        if sample in rows:
+            cells = " | ".join(f"{known[k]:,}" if k in known else "–" for k in TIMELINE_SIZES)
+            lines.append(f"| {sample.t / 60:.0f} | {sample.rss / 2**20:.1f} | {cells} |")
+    return lines
+
+
+def load_run(saved: dict[str, Any]) -> Run:
+    """A ``Run`` as ``--json`` saved it."""
+    fields = {k: v for k, v in saved.items() if k not in ("samples", "faults")}
+    return Run(
+        **fields,
+        samples=[Sample(**sample) for sample in saved["samples"]],
+        faults=[Fault(**fault) for fault in saved["faults"]],
+    )
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -780,7 +822,16 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when a verdict fails")
     ap.add_argument("--json", type=Path, help="write the whole report here")
     ap.add_argument("--write", type=Path, help="replace the soak section of this file (docs/performance.md)")
+    ap.add_argument("--from-json", type=Path, help="report a run saved with --json instead of running one")
     args = ap.parse_args()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        run = load_run(saved["run"])
+        text = report_markdown(run, saved["verdicts"], saved.get("command") or _command(args))
+        print(text)
+        if args.write:
+            write_section(args.write, "soak", text, heading=HEADING)
+        return 0
     if not args.minutes > 0:
         ap.error(f"--minutes must be positive (got {args.minutes:g})")
     warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 3)
@@ -792,7 +843,7 @@ def main() -> int:
     text = report_markdown(run, result, _command(args))
     print(text)
     if args.json:
-        payload = {"run": asdict(run), "verdicts": result}
+        payload = {"run": asdict(run), "verdicts": result, "command": _command(args)}
         args.json.write_text(json.dumps(payload, indent=1, default=str))
     if args.write:
         write_section(args.write, "soak", text, heading=HEADING)
