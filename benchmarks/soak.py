@@ -355,7 +355,12 @@ def sizes(app: SparkApp) -> tuple[dict[str, int], dict[str, int]]:
     bound["poll errors"] = app.poll_errors.maxlen or 0
     size["notifications"] = len(app._notifications)
     size["screens"] = len(app.screen_stack)
-    size["widgets"] = sum(1 for screen in app.screen_stack for _ in screen.walk_children())
+    if len(app.screen_stack) <= 2 and isinstance(app.screen, FleetScreen):
+        # Between the operator's visits only: a sample taken while a visit's node screen or log view is
+        # open counts their widgets too, which is not growth (a leak of theirs shows in the census's
+        # "widgets detached, alive"). Counted at any moment, a late sample that met a log view judged a
+        # loaded run's widgets "growing" (76 → 103).
+        size["widgets"] = sum(1 for screen in app.screen_stack for _ in screen.walk_children())
     size["asyncio tasks"] = len(asyncio.all_tasks())
     process = psutil.Process()
     size["open files"] = process.num_fds()

@@ -146,6 +146,9 @@ def test_a_file_that_is_not_a_result_is_refused_with_exit_2(tmp_path: Path) -> N
     assert _cli("bench").returncode == 2
 
 
+REQUESTS = 3  # a case's requests in the Ctrl-C test
+
+
 def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Path) -> None:
     config, out = tmp_path / "demo.toml", tmp_path / "run.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -161,7 +164,9 @@ def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Pa
         while not config.exists():
             assert demo.poll() is None and time.monotonic() < deadline, "the demo fleet wrote no config"
             time.sleep(0.1)  # the poll interval of the condition above
-        argv = ["--config", str(config), "bench", "spark1", "--cases", "short", "long", "--requests", "1"]
+        # Three requests a case: the long case outlasts a test process starved of CPU for a while before
+        # its Ctrl-C lands (with one, under the load script, the case finished first: exit 0).
+        argv = ["--config", str(config), "bench", "spark1", "--cases", "short", "long", "--requests", str(REQUESTS)]
         bench = subprocess.Popen(
             [*python, *argv, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
@@ -180,6 +185,6 @@ def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Pa
         demo.terminate()
         demo.wait(timeout=20)
     assert bench.returncode == 1, f"exit {bench.returncode} (-9: the watchdog)\n{stderr}\n{stdout}"
-    assert "stopped early: stopped by Ctrl-C" in stdout and "| Short (64 tok) | 1 |" in stdout
+    assert "stopped early: stopped by Ctrl-C" in stdout and f"| Short (64 tok) | {REQUESTS} |" in stdout
     saved = json.loads(out.read_text())
     assert saved["complete"] is False and [c["name"] for c in saved["cases"]] == ["short"]
