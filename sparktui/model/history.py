@@ -3,15 +3,18 @@
 ``History.record(views, t)`` takes one point per node (and per instance), and one for the whole
 fleet (key ``FLEET``: totals of throughput, the worst TTFT p90), from the views of one render tick;
 ``series()`` returns a new tuple each time (a widget compares by value, so re-assigning a mutated
-deque would not redraw). Unknown values are skipped, never recorded as 0.
+buffer would not redraw). Unknown values are skipped, never recorded as 0.
+
+Each series is a ring of two arrays of doubles (times, values) made at its bound when its first
+point comes: 16 bytes a point, taken once, so a dashboard's memory for its sparklines is its full
+cost from the first minute instead of growing for ten (a point was a ~70-byte object in a deque).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 
 from sparktui.model.fleet import InstanceView, NodeView
 
@@ -88,22 +91,61 @@ class Point:
     value: float
 
 
+class _Ring:
+    """The last ``capacity`` points of one series, oldest first, in two preallocated arrays."""
+
+    __slots__ = ("_len", "_next", "_t", "_v")
+
+    def __init__(self, capacity: int) -> None:
+        zeros = bytes(8 * capacity)
+        self._t = array("d", zeros)
+        self._v = array("d", zeros)
+        self._next = 0  # where the next point goes
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def append(self, t: float, value: float) -> None:
+        capacity = len(self._t)
+        if self._len and self._t[self._next - 1] == t:
+            # The clock did not move (a redraw, a paused replay): one moment, one point.
+            self._next = (self._next - 1) % capacity
+            self._len -= 1
+        self._t[self._next] = t
+        self._v[self._next] = value
+        self._next = (self._next + 1) % capacity
+        self._len = min(self._len + 1, capacity)
+
+    def _tail(self, column: array[float], n: int) -> tuple[float, ...]:
+        start = (self._next - n) % len(column)
+        if start + n <= len(column):
+            return tuple(column[start : start + n])
+        return tuple(column[start:]) + tuple(column[: self._next])
+
+    def values(self, last: int | None = None) -> tuple[float, ...]:
+        return self._tail(self._v, self._len if not last or last > self._len else last)
+
+    def points(self) -> tuple[Point, ...]:
+        return tuple(map(Point, self._tail(self._t, self._len), self._tail(self._v, self._len)))
+
+
 class History:
     """Bounded series per (node, metric) and (node, instance, metric)."""
 
     def __init__(self, max_points: int = 600) -> None:
+        if max_points < 1:
+            raise ValueError(f"max_points must be at least 1 (got {max_points})")
         self.max_points = max_points
-        self._series: dict[tuple[str, ...], deque[Point]] = {}
+        self._series: dict[tuple[str, ...], _Ring] = {}
 
     def _append(self, key: tuple[str, ...], t: float, value: float | None) -> None:
         if value is None:
             return
         series = self._series.get(key)
         if series is None:
-            series = self._series[key] = deque(maxlen=self.max_points)
-        elif series[-1].t == t:
-            series.pop()  # the clock did not move (a redraw, a paused replay): one moment, one point
-        series.append(Point(t, float(value)))
+            series = self._series[key] = _Ring(self.max_points)
+        series.append(t, float(value))
 
     def record(self, views: Sequence[NodeView], t: float) -> None:
         for name, fleet_metric in FLEET_METRICS.items():
@@ -120,12 +162,11 @@ class History:
         return sum(len(points) for points in self._series.values())
 
     def series(self, *key: str, last: int | None = None) -> tuple[float, ...]:
+        """The values of one series, oldest first; ``last``: the newest ``last`` only (a row's trend
+        asks for 10 of up to 600)."""
         points = self._series.get(tuple(key))
-        if not points:
-            return ()
-        if last and last < len(points):  # the tail only: a row's trend asks for 10 of up to 600 points
-            return tuple(reversed([p.value for p in islice(reversed(points), last)]))
-        return tuple(p.value for p in points)
+        return points.values(last) if points else ()
 
     def points(self, *key: str) -> tuple[Point, ...]:
-        return tuple(self._series.get(tuple(key), ()))
+        points = self._series.get(tuple(key))
+        return points.points() if points else ()
