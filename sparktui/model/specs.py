@@ -1003,7 +1003,16 @@ class FleetSpec(_Spec):
     source: str | None = None  # set by the loader: where the spec came from, for messages
 
     def node(self, name: str) -> NodeSpec | None:
-        return next((n for n in self.nodes if n.name == name), None)
+        """The node named ``name``: a dict lookup, as the screens ask for every row of every frame.
+
+        The index is kept in the instance's ``__dict__`` beside the fields (not a field: equality,
+        dumps and hashes ignore it) with the tuple it was built from, so a copy made with other nodes
+        (``model_copy(update={"nodes": ...})``, which copies the ``__dict__``) builds its own.
+        """
+        cached = self.__dict__.get("_nodes_by_name")
+        if cached is None or cached[0] is not self.nodes:
+            cached = self.__dict__["_nodes_by_name"] = (self.nodes, {n.name: n for n in self.nodes})
+        return cached[1].get(name)
 
     @model_validator(mode="before")
     @classmethod

@@ -143,6 +143,17 @@ def test_specs_are_frozen() -> None:
         spec.url = "http://192.168.1.99:8001"  # type: ignore[misc]
 
 
+def test_a_fleet_finds_its_nodes_by_name_and_a_copy_with_other_nodes_finds_its_own() -> None:
+    a, b = NodeSpec(name="a", host="10.0.0.1"), NodeSpec(name="b", host="10.0.0.2")
+    fleet = FleetSpec(nodes=(a, b))
+    assert fleet.node("b") is b and fleet.node("c") is None
+    copy = fleet.model_copy(update={"nodes": (b,)})  # copies the instance's dict, index and all
+    assert copy.node("a") is None and copy.node("b") is b
+    assert fleet.node("a") is a
+    # The index is no field: a fleet that has looked nodes up equals one that has not, and dumps alike.
+    assert fleet == FleetSpec(nodes=(a, b)) and fleet.model_dump() == FleetSpec(nodes=(a, b)).model_dump()
+
+
 # --- every rule: one line naming the file, the key and the problem --------------------------------
 
 RULES: list[tuple[str, str, str]] = [
