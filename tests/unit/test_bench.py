@@ -3,12 +3,16 @@ counters over a case from real vLLM 0.33 scrapes, the tables, the comparison and
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
+from sparktui.headless.bench import run_interruptible
 from sparktui.model.bench import (
     CALIBRATION_WORDS,
     DEFAULT_CASES,
@@ -286,3 +290,35 @@ def test_progress_names_the_case_running_by_its_number_until_the_next_starts() -
     state = BenchProgress(total_requests=4, case="Prefill 8k", case_number=13, total_cases=14, cases_done=13)
     assert progress_text(state) == "Prefill 8k: case 13 of 14"  # just finished: still its own number
     assert progress_text(BenchProgress(total_requests=4, cases_done=14)) == "done: 14 cases"
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------------
+
+
+def _ctrl_c_once_started() -> None:
+    asyncio.get_running_loop().call_soon(os.kill, os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_stops_a_run_even_when_a_library_swallowed_its_cancellation() -> None:
+    """An HTTP client's timeout scope can take the Ctrl-C's cancellation for its own and go on: the run
+    is cancelled again until it ends, and reported as stopped."""
+    swallowed: list[bool] = []
+
+    async def stubborn() -> None:
+        _ctrl_c_once_started()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.append(True)  # and goes on as if nothing happened
+        await asyncio.sleep(3600)
+
+    assert run_interruptible(stubborn) is True
+    assert swallowed == [True]
+
+
+def test_a_run_that_ends_by_itself_was_not_interrupted() -> None:
+    async def quick() -> None:
+        await asyncio.sleep(0)
+
+    assert run_interruptible(quick) is False
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's again
