@@ -19,6 +19,7 @@ from textual.actions import ActionParseResult
 from textual.app import App
 from textual.binding import BindingType
 from textual.dom import DOMNode
+from textual.timer import Timer
 
 from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, plan_action, plan_finding_fix
 from sparktui.actions.runner import ActionResult, ActionRunner
@@ -53,6 +54,13 @@ apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
+# The render tick follows the polls: the first frame of arrivals at least TICK_ON_ARRIVAL of a render
+# period after the last tick is the tick (one frame a round, not one for the arrivals and another for
+# the tick); the timer is the fallback when nothing arrives, after TICK_FALLBACK periods. Both count
+# the render period on the timer's clock (``SparkApp.timer_clock``), not the app's (a test's or a
+# replay's may run faster): the tick comes as often as before, at the polls.
+TICK_ON_ARRIVAL = 0.9
+TICK_FALLBACK = 1.25
 EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a service stopping it, its terminal closed
 
 
@@ -114,6 +122,10 @@ class SparkApp(App[None]):
         self._arrived: set[str] = set()  # nodes observed since the last frame drew them
         self._kept_screens: list[str] = []  # installed node screens, the least recently opened first
         self._arrival_pending = False
+        self._render_every_s = 1.0  # set on mount
+        self._render_timer: Timer | None = None
+        self._ticked_at: float | None = None  # timer_clock() at the last tick of the core (refresh_views)
+        self.timer_clock: Callable[[], float] = time.monotonic  # the render timer's clock (tests set it)
         self.action_log: list[tuple[str, tuple[str, ...]]] = []
         self.action_results: list[ActionResult] = []
         self.source: FleetSource = source or fleet_source(fleet, clock=clock)
@@ -153,7 +165,10 @@ class SparkApp(App[None]):
         if self.collect:
             self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
         every = self.render_every_s if self.render_every_s is not None else max(0.5, self.fleet.poll_interval_s)
-        self.set_interval(every, self.refresh_views, name="render")
+        self._render_every_s = every
+        self._render_timer = self.set_interval(
+            every * TICK_FALLBACK if self._ticks_on_arrival else every, self.refresh_views, name="render"
+        )
         if self.freeze_gc:
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup, name="gc-freeze")
 
@@ -263,8 +278,23 @@ class SparkApp(App[None]):
         """The render tick: the core ticked (unless the source carries the clock: a recording's ticks
         call ``tick``), the screen redrawn."""
         if not self.source.drives_ticks:
+            self._ticked_at = self.timer_clock()
             self.monitor.tick(self.clock())
         self._draw(force)
+
+    def _round_due(self) -> bool:
+        """Whether arrivals now are a new round, drawn by the tick (see TICK_ON_ARRIVAL)."""
+        return (
+            self._ticks_on_arrival
+            and self._ticked_at is not None
+            and self.timer_clock() - self._ticked_at >= TICK_ON_ARRIVAL * self._render_every_s
+        )
+
+    @property
+    def _ticks_on_arrival(self) -> bool:
+        """Whether the render tick follows the arrivals (see TICK_ON_ARRIVAL): a live source's, whose
+        clock is the app's; a recording's ticks are its own."""
+        return self.DRAW_ON_ARRIVAL and not self.source.drives_ticks
 
     def _draw(self, force: bool = False) -> None:
         if (self.paused and not force) or not self.screen_stack:
@@ -280,6 +310,10 @@ class SparkApp(App[None]):
         names, self._arrived = self._arrived, set()
         if self.paused or not self.screen_stack or not self.views:
             return  # before the first tick there is nothing to patch; the tick draws everything
+        if self._round_due() and self._render_timer is not None:
+            self.refresh_views()  # the tick, early or a little late: every row drawn once this round
+            self._render_timer.reset()
+            return
         fresh = self.monitor.views_of(names, self.clock())
         screen = self.screen
         if isinstance(screen, FleetScreen) or (isinstance(screen, NodeScreen) and screen.node in fresh):

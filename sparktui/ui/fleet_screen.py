@@ -42,12 +42,13 @@ from sparktui.model.units import (
     fmt_seconds,
 )
 from sparktui.ui.base import SparkScreen, update_panel
+from sparktui.ui.chart import ChartPanel
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
     IMBALANCED,
     SEVERITY_GLYPH,
     STATUS_GLYPH,
-    column_chart,
+    column_rows,
     finding_line,
     finding_text,
     findings_cell,
@@ -182,8 +183,8 @@ class FleetScreen(SparkScreen[None]):
             yield Static(id="replicas")
             yield Static(id="detail")
             with Horizontal(id="charts"):
-                yield Static(id="gen-chart", classes="fleet-panel")
-                yield Static(id="ttft-chart", classes="fleet-panel")
+                yield ChartPanel(id="gen-chart", classes="fleet-panel")
+                yield ChartPanel(id="ttft-chart", classes="fleet-panel")
             with Horizontal(id="lists"):
                 yield Static(id="open-findings", classes="fleet-panel")
                 yield Static(id="recent-actions", classes="fleet-panel")
@@ -192,8 +193,8 @@ class FleetScreen(SparkScreen[None]):
 
     def on_mount(self) -> None:
         self._ready = True
-        self.query_one("#gen-chart", Static).border_title = "Fleet generation tok/s"
-        self.query_one("#ttft-chart", Static).border_title = "Worst TTFT p90"
+        self.query_one("#gen-chart", ChartPanel).border_title = "Fleet generation tok/s"
+        self.query_one("#ttft-chart", ChartPanel).border_title = "Worst TTFT p90"
         self.query_one("#open-findings", Static).border_title = "Open findings"
         self.query_one("#recent-actions", Static).border_title = "Recent actions"
         self._rebuild_columns(self.size.width)
@@ -205,8 +206,6 @@ class FleetScreen(SparkScreen[None]):
         if wanted != self._columns:
             self._rebuild_columns(self.size.width)
         self._fit_panels()
-        self._panels.pop("#gen-chart", None)
-        self._panels.pop("#ttft-chart", None)
         self.update_views(self.spark.views)
 
     def _fit_panels(self) -> None:
@@ -427,12 +426,13 @@ class FleetScreen(SparkScreen[None]):
             ("#gen-chart", "generation_tps", colours["status-ok"], " tok/s"),
             ("#ttft-chart", "ttft_p90", colours["status-loading"], ""),
         ):
-            panel = self.query_one(selector, Static)
+            panel = self.query_one(selector, ChartPanel)
             width, height = panel.content_size.width, panel.content_size.height
             if width <= 0 or height <= 1:
                 continue
             points = app.history.points(FLEET, metric)[-width:]
-            self._show(selector, _chart(points, (width, height), (colour, colours["dim"]), metric, unit))
+            head, rows = _chart(points, (width, height), colours["dim"], metric, unit)
+            panel.show(head, rows, colour)
 
     def _update_lists(self) -> None:
         if self.query_one("#lists").has_class("hidden"):
@@ -608,13 +608,14 @@ def _memory_cell(view: NodeView, colours: Mapping[str, str], patterns: bool, lim
     return cell
 
 
-def _chart(points: Sequence[Point], size: tuple[int, int], colours: tuple[str, str], metric: str, unit: str) -> Text:
-    """A panel's chart (``size``: width, height; ``colours``: the columns', the labels'): the latest
-    value, the scale and the span on the first line, the columns under it."""
+def _chart(
+    points: Sequence[Point], size: tuple[int, int], dim: str, metric: str, unit: str
+) -> tuple[Text, tuple[str, ...]]:
+    """A panel's chart (``size``: width, height): the latest value, the scale and the span on the first
+    line (labels in ``dim``), the columns' rows under it."""
     width, height = size
-    colour, dim = colours
     if not points:
-        return Text(f"no data yet {NO_DATA}", style=dim)
+        return Text(f"no data yet {NO_DATA}", style=dim), ()
     series = [p.value for p in points]
     top = max(series)
 
@@ -624,7 +625,7 @@ def _chart(points: Sequence[Point], size: tuple[int, int], colours: tuple[str, s
     head = Text()
     head.append(f"now {shown(series[-1])}", style="bold")
     head.append(f"   max {shown(top)}   over {fmt_duration(points[-1].t - points[0].t)}", style=dim)
-    return Text("\n").join([head, column_chart(series, width, height - 1, colour, high=top or None)])
+    return head, column_rows(series, width, height - 1, high=top or None)
 
 
 def _job_of(app: SparkApp, node: str, instance: str) -> str | None:

@@ -52,19 +52,21 @@ def spark_text(
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
-def column_chart(values: Sequence[float], width: int, height: int, colour: str, high: float | None = None) -> Text:
-    """A chart of the last ``width`` values, one column each, ``height`` rows of eighth blocks (8 steps
-    a row), from 0 to ``high`` (else the values' maximum); the newest value is the right-most column."""
+def column_rows(values: Sequence[float], width: int, height: int, high: float | None = None) -> tuple[str, ...]:
+    """The rows of a chart of the last ``width`` values, top row first, each ``width`` cells: one column
+    a value, ``height`` rows of eighth blocks (8 steps a row) from 0 to ``high`` (else the values'
+    maximum); the newest value is the right-most column. Each column is worked out once and the rows
+    read across them (a chart is redrawn every tick: 20 rows of 76 columns, twice, on the fleet screen)."""
     tail = [max(0.0, v) for v in values[-width:] if not math.isnan(v)]
     top = high if high is not None else max(tail, default=0.0)
-    rows: list[str] = []
-    for row in range(height - 1, -1, -1):  # top row first
-        cells = []
-        for value in tail:
-            eighths = 0 if top <= 0 else round(min(1.0, value / top) * height * 8)
-            cells.append(EIGHTHS[max(0, min(8, eighths - row * 8))])
-        rows.append("".join(cells).rjust(width))
-    return Text("\n".join(rows), style=colour)
+    steps = height * 8
+    columns = []
+    for value in tail:
+        whole, part = divmod(0 if top <= 0 else round(min(1.0, value / top) * steps), 8)
+        columns.append("█" * height if whole >= height else " " * (height - 1 - whole) + EIGHTHS[part] + "█" * whole)
+    if not columns:
+        return (" " * width,) * height
+    return tuple("".join(row).rjust(width) for row in zip(*columns, strict=True))
 
 
 def status_text(state: State, colours: Mapping[str, str], label: bool = True) -> Text:

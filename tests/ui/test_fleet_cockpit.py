@@ -7,15 +7,18 @@ from typing import Any
 
 import pytest
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 from sparktui.model.replicas import model_replicas
 from sparktui.model.specs import AlertRuleSpec, Thresholds
 from sparktui.model.units import fmt_number, fmt_seconds
 from sparktui.ui.app import SparkApp, make_app
+from sparktui.ui.chart import ChartPanel
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.table import RowTable
 from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
+from tests.support.wait import wait_until
 
 
 def _app(**update: object) -> SparkApp:
@@ -82,7 +85,7 @@ async def test_charts_fill_a_tall_screen_and_give_way_on_a_short_one() -> None:
         assert isinstance(screen, FleetScreen)
         charts = screen.query_one("#charts")
         assert charts.display and charts.region.height >= 10
-        assert "now" in str(screen.query_one("#gen-chart", Static).content)
+        assert "now" in screen.query_one("#gen-chart", ChartPanel).plain
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert not screen.query_one("#charts").display
@@ -217,23 +220,20 @@ async def test_a_new_tick_redraws_the_summary_and_charts_without_reflowing_the_s
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, FleetScreen)
+        panels = ("#summary", "#gen-chart", "#ttft-chart", "#replicas")
+        # Laid out first: a panel not yet laid out (no width) is updated with a layout, whatever its content.
+        await wait_until(lambda: all(screen.query_one(p).content_size.width > 0 for p in panels), 10.0, what="laid out")
         updated: list[str] = []
         layouts: list[str] = []
-        for selector in ("#summary", "#gen-chart", "#ttft-chart", "#replicas"):
-            panel = screen.query_one(selector, Static)
+        for selector in panels:
+            panel = screen.query_one(selector)
 
-            def update(
-                content: object = "", *, layout: bool = True, _panel: Static = panel, _id: str = selector
-            ) -> None:
+            def refresh(*regions: Any, _panel: Widget = panel, _id: str = selector, **options: Any) -> Widget:
                 updated.append(_id)
-                Static.update(_panel, content, layout=layout)  # type: ignore[arg-type]
-
-            def refresh(*regions: Any, _panel: Static = panel, _id: str = selector, **options: Any) -> Static:
                 if options.get("layout"):
                     layouts.append(_id)
-                return Static.refresh(_panel, *regions, **options)
+                return type(_panel).refresh(_panel, *regions, **options)
 
-            panel.update = update  # type: ignore[method-assign]
             panel.refresh = refresh  # type: ignore[method-assign]
         clock.t += 2.0  # a tick later: the charts' span grows, so they redraw
         app.refresh_views()

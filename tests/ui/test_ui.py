@@ -377,6 +377,39 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
         assert f"running {running} " in str(app.screen.query_one("#summary", Static).content)
 
 
+async def test_the_render_tick_follows_the_polls_and_a_round_is_one_frame() -> None:
+    """An arrival a render period after the last tick is drawn by the tick itself (one frame a round,
+    the rows with their new trend point); one soon after a tick is drawn alone, without a tick. The
+    period counts on the render timer's clock, whatever the app's (here the data's clock stands still)."""
+    from tests.support.ui_data import _ok
+
+    clock = Clock()
+    hourly = fleet_spec().model_copy(update={"poll_interval_s": 3600.0})  # the timer's tick never comes
+    app = make_app(hourly, collect=False, clock=clock)
+    timer = Clock()
+    app.timer_clock = timer
+    feed(app, clock)
+    body = scenario_scrapes("mtp2-steady")[29]
+
+    def arrive(after_s: float) -> None:
+        timer.t += after_s
+        vllm = (VllmObservation("gptoss", _ok("u"), _ok("u", body)),)
+        app.observation(NodeObservation(node="spark1", t=clock.t, wall=1e9 + clock.t, vllm=vllm))
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        ticks, ticked_at = app.monitor.ticks, app._ticked_at
+        arrive(60.0)  # a minute after the last tick: not a round yet
+        await wait_until(lambda: not app._arrival_pending, 10.0, what="the arrival drawn")
+        assert app.monitor.ticks == ticks
+        arrive(3540.0)  # a render period after the tick: this arrival is the round's tick
+        await wait_until(lambda: app.monitor.ticks == ticks + 1, 10.0, what="the arrival's frame ticked")
+        assert ticked_at is not None and app._ticked_at == ticked_at + 3600.0
+        arrive(1.0)
+        await wait_until(lambda: not app._arrival_pending, 10.0, what="the arrival drawn")
+        assert app.monitor.ticks == ticks + 1
+
+
 async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sparktui.model.history import FLEET, History
 from sparktui.model.levels import Level
-from sparktui.ui.render import MEMORY_PATTERNS, column_chart, level_text, memory_bar, spark_text
+from sparktui.ui.render import EIGHTHS, MEMORY_PATTERNS, column_rows, level_text, memory_bar, spark_text
 from sparktui.ui.themes import VARIABLE_DEFAULTS
 from tests.support.ui_data import NOW, fed_app
 
@@ -19,13 +24,13 @@ def test_a_shared_scale_keeps_a_small_series_low() -> None:
 
 
 def test_column_chart_stacks_eighths_from_the_bottom() -> None:
-    chart = column_chart([0.0, 1.0, 2.0, 4.0], 4, 2, "green").plain.split("\n")
-    assert chart == ["   █", " ▄██"]  # 1/4 of 2 rows = 4 eighths; 2/4 = a full bottom row; 4/4 = both rows
+    chart = column_rows([0.0, 1.0, 2.0, 4.0], 4, 2)
+    assert chart == ("   █", " ▄██")  # 1/4 of 2 rows = 4 eighths; 2/4 = a full bottom row; 4/4 = both rows
 
 
 def test_column_chart_keeps_the_newest_value_on_the_right() -> None:
-    chart = column_chart([float(v) for v in range(100)], 10, 1, "green", high=100.0).plain
-    assert chart == "▇▇▇▇██████"  # 90..99 of 100: 7.2 to 7.92 eighths, rounded
+    chart = column_rows([float(v) for v in range(100)], 10, 1, high=100.0)
+    assert chart == ("▇▇▇▇██████",)  # 90..99 of 100: 7.2 to 7.92 eighths, rounded
 
 
 def test_memory_bar_patterns_separate_the_parts_without_colour() -> None:
@@ -92,3 +97,30 @@ def test_the_history_counts_its_points_over_every_series_within_each_bound() -> 
         if second < 4:
             history._append(("spark2", "gpu_temp"), float(second), float(second))
     assert len(history) == 10 + 4
+
+
+def _chart_cell_by_cell(values: list[float], width: int, height: int, high: float | None) -> list[str]:
+    """The chart as it was drawn before ``column_rows``: every cell worked out on its own."""
+    tail = [max(0.0, v) for v in values[-width:] if not math.isnan(v)]
+    top = high if high is not None else max(tail, default=0.0)
+    rows = []
+    for row in range(height - 1, -1, -1):
+        cells = []
+        for value in tail:
+            eighths = 0 if top <= 0 else round(min(1.0, value / top) * height * 8)
+            cells.append(EIGHTHS[max(0, min(8, eighths - row * 8))])
+        rows.append("".join(cells).rjust(width))
+    return rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.floats(-10.0, 1e6) | st.just(float("nan")), max_size=30),
+    width=st.integers(1, 25),
+    height=st.integers(1, 6),
+    high=st.none() | st.floats(0.0, 1e6),
+)
+def test_the_rows_read_across_columns_are_the_chart_cell_by_cell(
+    values: list[float], width: int, height: int, high: float | None
+) -> None:
+    assert list(column_rows(values, width, height, high)) == _chart_cell_by_cell(values, width, height, high)
