@@ -69,7 +69,14 @@ class LogView(ScrollView, can_focus=False):
             self._strips.clear()
         width = self._wrap_width()
         self._starts = row_starts(self.reader.widths, width if self.wrap else None)
-        self.virtual_size = Size(width if self.wrap else max(self.reader.widths, default=0), max(self._starts[-1], 1))
+        size = Size(width if self.wrap else max(self.reader.widths, default=0), max(self._starts[-1], 1))
+        if self.styles.scrollbar_size_vertical or self.styles.scrollbar_size_horizontal:
+            self.virtual_size = size  # the scrollbars show it: a layout pass sizes them
+        else:
+            # Nothing on screen shows the size of a view without scrollbars (the node screen's tail):
+            # the scroll extents read it as it is, and the layout pass that setting it asks for would
+            # reflow the whole screen at every tick that brings a line (8 % of the node screen's CPU).
+            self.set_reactive(LogView.virtual_size, size)
         self._follow_end()
         self.call_after_refresh(self._follow_end)  # again once a new size is laid out
         self.refresh()

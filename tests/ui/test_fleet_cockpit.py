@@ -17,7 +17,7 @@ from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.chart import ChartPanel
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.table import RowTable
-from tests.support.ui_data import NOW, Clock, fed_app, feed, fire_node_down, fleet_spec
+from tests.support.ui_data import NOW, ONE_TICK_S, Clock, fed_app, feed, fire_node_down, fleet_spec
 from tests.support.wait import wait_until
 
 
@@ -214,7 +214,8 @@ async def test_a_new_tick_redraws_the_summary_and_charts_without_reflowing_the_s
     (the summary, the charts) never ask; the replica lines (auto height) only when their height changes,
     and then the panel takes its new height."""
     clock = Clock()
-    app = make_app(fleet_spec(), collect=False, clock=clock)
+    # No render tick but the test's: one would show the replicas' own lines between the test's steps.
+    app = make_app(fleet_spec(), collect=False, clock=clock, render_every_s=ONE_TICK_S)
     feed(app, clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()

@@ -10,6 +10,7 @@ import itertools
 import re
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from rich.console import Console
 from textual.containers import VerticalScroll
 from textual.geometry import Region
@@ -116,6 +117,44 @@ async def test_a_serving_node_at_160x48_shows_every_key_panel_and_its_log_withou
         _assert_on_screen_unscrolled(screen, (*PANELS, "#spec"))
         tail = screen.query_one("#tail", LogView)
         assert tail.is_vertical_scroll_end and tail.reader.shown[-1].signature
+
+
+async def test_lines_arriving_in_the_tail_follow_it_to_the_end_without_reflowing_the_screen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tail has no scrollbar, so its size is nobody's layout: a new line moves it, nothing more."""
+    app = fed_app()
+    buffer = LogBuffer()
+    t0 = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
+    for n in range(40):
+        buffer.append(t0 + timedelta(seconds=n), f"INFO request {n} done")
+    app.monitor.log_buffers["spark1"] = {"gptoss": buffer}
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await wait_until(lambda: isinstance(app.screen, NodeScreen), what="spark1's node screen")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, NodeScreen)
+        tail = screen.query_one("#tail", LogView)
+        await wait_until(lambda: bool(tail.reader.shown) and tail.is_vertical_scroll_end, what="the tail at its end")
+        layouts: list[str] = []
+        original = Widget.refresh
+
+        def refresh(widget: Widget, *regions: Region, **options: bool) -> Widget:
+            if options.get("layout"):
+                layouts.append(f"{type(widget).__name__}#{widget.id}")
+            return original(widget, *regions, **options)
+
+        monkeypatch.setattr(Widget, "refresh", refresh)
+        for n in range(40, 60):
+            buffer.append(t0 + timedelta(seconds=n), f"INFO request {n} done")
+        app.refresh_views(force=True)
+        await wait_until(
+            lambda: tail.is_vertical_scroll_end and tail.virtual_size.height >= 60, what="the tail at its new end"
+        )
+        await pilot.pause()
+        assert "request 59 done" in tail.reader.shown[-1].text
+        assert [w for w in layouts if w.startswith("LogView")] == []
 
 
 async def test_at_80x24_no_two_panels_overlap_and_the_memory_ledger_scrolls_into_view(incident: SparkApp) -> None:
