@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 from textual.containers import VerticalScroll
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
@@ -57,6 +58,23 @@ async def _open_spark1(app: SparkApp, pilot: object) -> NodeScreen:
     return screen
 
 
+T0 = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
+
+
+def _requests_done(buffer: LogBuffer, numbers: range) -> None:
+    for n in numbers:
+        buffer.append(T0 + timedelta(seconds=n), f"INFO request {n} done")
+
+
+async def _open_node(app: SparkApp, pilot: Pilot[None], name: str) -> NodeScreen:
+    app.open_node(name)
+    await wait_until(lambda: isinstance(app.screen, NodeScreen), what=f"{name}'s node screen")
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, NodeScreen)
+    return screen
+
+
 def _visible(widget: Widget) -> Region:
     """The part of a widget on screen: its region clipped by every scrolling container above it."""
     region = widget.region
@@ -97,21 +115,15 @@ async def test_a_serving_node_at_160x48_shows_every_key_panel_and_its_log_withou
     """All panels full (traffic, speculative decoding, a finding, a log): still one screen."""
     app = fed_app()
     buffer = LogBuffer()
-    t0 = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
-    for n in range(40):
-        buffer.append(t0 + timedelta(seconds=n), f"INFO request {n} done")
+    _requests_done(buffer, range(40))
     buffer.append(
-        t0 + timedelta(seconds=40),
+        T0 + timedelta(seconds=40),
         "ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less than desired GPU memory "
         "utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
     )
     app.monitor.log_buffers["spark1"] = {"gptoss": buffer}
     async with app.run_test(size=(160, 48)) as pilot:
-        app.open_node("spark1")
-        await wait_until(lambda: isinstance(app.screen, NodeScreen), what="spark1's node screen")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, NodeScreen)
+        screen = await _open_node(app, pilot, "spark1")
         app.refresh_views(force=True)  # the finding the log line raises
         await pilot.pause()
         _assert_on_screen_unscrolled(screen, (*PANELS, "#spec"))
@@ -125,16 +137,10 @@ async def test_lines_arriving_in_the_tail_follow_it_to_the_end_without_reflowing
     """The tail has no scrollbar, so its size is nobody's layout: a new line moves it, nothing more."""
     app = fed_app()
     buffer = LogBuffer()
-    t0 = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
-    for n in range(40):
-        buffer.append(t0 + timedelta(seconds=n), f"INFO request {n} done")
+    _requests_done(buffer, range(40))
     app.monitor.log_buffers["spark1"] = {"gptoss": buffer}
     async with app.run_test(size=(160, 48)) as pilot:
-        app.open_node("spark1")
-        await wait_until(lambda: isinstance(app.screen, NodeScreen), what="spark1's node screen")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, NodeScreen)
+        screen = await _open_node(app, pilot, "spark1")
         tail = screen.query_one("#tail", LogView)
         await wait_until(lambda: bool(tail.reader.shown) and tail.is_vertical_scroll_end, what="the tail at its end")
         layouts: list[str] = []
@@ -146,8 +152,7 @@ async def test_lines_arriving_in_the_tail_follow_it_to_the_end_without_reflowing
             return original(widget, *regions, **options)
 
         monkeypatch.setattr(Widget, "refresh", refresh)
-        for n in range(40, 60):
-            buffer.append(t0 + timedelta(seconds=n), f"INFO request {n} done")
+        _requests_done(buffer, range(40, 60))
         app.refresh_views(force=True)
         await wait_until(
             lambda: tail.is_vertical_scroll_end and tail.virtual_size.height >= 60, what="the tail at its new end"
