@@ -310,12 +310,15 @@ class SparkApp(App[None]):
         names, self._arrived = self._arrived, set()
         if self.paused or not self.screen_stack or not self.views:
             return  # before the first tick there is nothing to patch; the tick draws everything
-        if self._round_due() and self._render_timer is not None:
+        screen = self.screen
+        # On a node screen the round is its node's: ticked at another node's arrival, it would be drawn
+        # again a moment later at its own.
+        ours = not isinstance(screen, NodeScreen) or screen.node in names
+        if ours and self._round_due() and self._render_timer is not None:
             self.refresh_views()  # the tick, early or a little late: every row drawn once this round
             self._render_timer.reset()
             return
         fresh = self.monitor.views_of(names, self.clock())
-        screen = self.screen
         if isinstance(screen, FleetScreen) or (isinstance(screen, NodeScreen) and screen.node in fresh):
             with self.batch_update():
                 screen.update_views(self.views, changed=frozenset(fresh))

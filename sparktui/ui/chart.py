@@ -2,9 +2,9 @@
 
 The fleet screen's two charts change every render tick (a new point shifts every column). As a
 ``Static``, each new chart went through Textual's content pipeline (``Text`` to ``Content``, wrapped,
-aligned, styled into strips): about 2.3 ms a chart for 20 rows of 76 columns, every tick, twice. Its
-rows are plain strings of one colour, so this widget keeps them as they are and draws each line through
-the Line API as one segment (before and after in ``docs/performance.md``).
+aligned, styled into strips): about 3 ms a chart of 20 rows of 76 columns, every tick, twice. Its rows
+are plain strings of one colour, so this widget keeps them as they are and draws each line through the
+Line API as one segment: about 0.13 ms (``benchmarks/bench_frames.py``; ``docs/performance.md``).
 """
 
 from __future__ import annotations

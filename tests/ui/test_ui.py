@@ -410,6 +410,33 @@ async def test_the_render_tick_follows_the_polls_and_a_round_is_one_frame() -> N
         assert app.monitor.ticks == ticks + 1
 
 
+async def test_on_a_node_screen_the_round_is_ticked_at_its_own_nodes_arrival() -> None:
+    from tests.support.ui_data import _ok
+
+    clock, timer = Clock(), Clock()
+    hourly = fleet_spec().model_copy(update={"poll_interval_s": 3600.0})  # the timer's tick never comes
+    app = make_app(hourly, collect=False, clock=clock)
+    app.timer_clock = timer
+    feed(app, clock)
+    body = scenario_scrapes("mtp2-steady")[29]
+
+    def arrive(node: str, instance: str) -> None:
+        vllm = (VllmObservation(instance, _ok("u"), _ok("u", body)),)
+        app.observation(NodeObservation(node=node, t=clock.t, wall=1e9 + clock.t, vllm=vllm))
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_node("spark1")
+        await wait_until(lambda: isinstance(app.screen, NodeScreen), what="spark1's node screen")
+        await pilot.pause()
+        ticks = app.monitor.ticks
+        timer.t += 3600.0  # a round is due
+        arrive("spark2", "gemma4")
+        await wait_until(lambda: not app._arrival_pending, 10.0, what="spark2's arrival drawn")
+        assert app.monitor.ticks == ticks  # not the shown node's: no tick yet
+        arrive("spark1", "gptoss")
+        await wait_until(lambda: app.monitor.ticks == ticks + 1, 10.0, what="spark1's arrival ticked")
+
+
 async def test_the_node_screen_redraws_only_the_panels_whose_content_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:
