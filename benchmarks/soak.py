@@ -1,7 +1,7 @@
 """Endurance: the dashboard against 8 demo nodes for a long run, with a fault injected every few minutes.
 
     python benchmarks/soak.py [--minutes 60] [--fault-every 180] [--nodes 8] [--warmup-minutes 5]
-                              [--small-bounds] [--check] [--json PATH] [--write docs/performance.md]
+                              [--small-bounds] [--kiosk] [--check] [--json PATH] [--write docs/performance.md]
 
 The demo fleet runs in its own process (``sparktui demo --serve-only --scenario soak``), which injects
 the four faults in turn and prints a line for each: a node powers off and boots again, an sshd drops
@@ -24,6 +24,10 @@ a few minutes fills every one of them during its warm-up (what the 3-minute CI v
 the shipped bounds are used: the history's 600 points fill in 10 minutes, the log buffers' 10,000 lines
 per instance take hours at the demo's rate (their growth is then part of the RSS growth; the report
 lists the stores still filling when the RSS target is missed).
+
+``--kiosk`` runs the read-only kiosk instead (``sparktui --kiosk``: it turns its own pages, keeps
+1,000 lines a log, and takes no operator): the 8-hour soak the kiosk on a closet monitor is judged by
+(``--minutes 480 --kiosk``, on demand).
 
 The harness runs in the dashboard's process, so what it keeps counts in the RSS too: at most 400
 samples (the sampling interval grows with the run) and bounded lists.
@@ -66,6 +70,7 @@ from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 
 SIZE = (160, 48)
@@ -355,7 +360,7 @@ def sizes(app: SparkApp) -> tuple[dict[str, int], dict[str, int]]:
     bound["poll errors"] = app.poll_errors.maxlen or 0
     size["notifications"] = len(app._notifications)
     size["screens"] = len(app.screen_stack)
-    if len(app.screen_stack) <= 2 and isinstance(app.screen, FleetScreen):
+    if len(app.screen_stack) <= 2 and isinstance(app.screen, (FleetScreen, KioskScreen)):
         # Between the operator's visits only: a sample taken while a visit's node screen or log view is
         # open counts their widgets too, which is not growth (a leak of theirs shows in the census's
         # "widgets detached, alive"). Counted at any moment, a late sample that met a log view judged a
@@ -413,6 +418,7 @@ class Run:
     fault_every_s: float
     small_bounds: bool
     visit_every_s: float
+    kiosk: bool = False  # the read-only kiosk, without operator visits
     samples: list[Sample] = field(default_factory=list)
     bounds: dict[str, int] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
@@ -499,7 +505,7 @@ async def soak(run: Run) -> None:
     demo = DemoProcess(run.nodes, run.fault_every_s, started)
     try:
         fleet = await demo.start()
-        app = make_app(fleet)
+        app = make_app(fleet, kiosk=run.kiosk)
         if run.small_bounds:
             shrink_bounds(app)
         try:
@@ -553,7 +559,7 @@ async def drive(run: Run, app: SparkApp, pilot: Pilot[None], demo: DemoProcess, 
                 next_gc += GC_SAMPLE_S
             run.samples.append(Sample(now, psutil.Process().memory_info().rss, size))
             next_sample += sample_every
-        if now >= next_visit and (visit is None or visit.done()):
+        if not run.kiosk and now >= next_visit and (visit is None or visit.done()):
             if visit is not None and visit.exception() is not None:
                 run.exception(now, f"operator: {visit.exception()!r}")
             visit = asyncio.create_task(operator.visit(run.visits + 1))
@@ -755,7 +761,12 @@ def report_markdown(run: Run, result: dict[str, Any], command: str) -> str:
             lines += ["", "Bounded stores still filling after the warm-up (part of the RSS growth):", "", *filling]
     lines += ["", *timeline(run)]
     scaled = " Bounds scaled down (`--small-bounds`) so that the run fills them." if run.small_bounds else ""
-    lines += ["", f"Operator visits every {run.visit_every_s:g} s.{scaled} Measured on {machine_line()}."]
+    who = (
+        "The kiosk (read-only, turning its own pages; no operator)."
+        if run.kiosk
+        else f"Operator visits every {run.visit_every_s:g} s."
+    )
+    lines += ["", f"{who}{scaled} Measured on {machine_line()}."]
     return "\n".join(lines)
 
 
@@ -811,6 +822,8 @@ def _command(args: argparse.Namespace) -> str:
         words.append(f"--visit-every {args.visit_every:g}")
     if args.small_bounds:
         words.append("--small-bounds")
+    if args.kiosk:
+        words.append("--kiosk")
     return " ".join(words)
 
 
@@ -824,6 +837,7 @@ def main() -> int:
     )
     ap.add_argument("--visit-every", type=float, help="seconds between operator visits (default: the fault period)")
     ap.add_argument("--small-bounds", action="store_true", help="shrink the app's bounds so a short run fills them")
+    ap.add_argument("--kiosk", action="store_true", help="soak the read-only kiosk (no operator visits)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a verdict fails")
     ap.add_argument("--json", type=Path, help="write the whole report here")
     ap.add_argument("--write", type=Path, help="replace the soak section of this file (docs/performance.md)")
@@ -841,7 +855,13 @@ def main() -> int:
         ap.error(f"--minutes must be positive (got {args.minutes:g})")
     warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 3)
     run = Run(
-        args.minutes, warmup * 60, args.nodes, args.fault_every, args.small_bounds, args.visit_every or args.fault_every
+        args.minutes,
+        warmup * 60,
+        args.nodes,
+        args.fault_every,
+        args.small_bounds,
+        args.visit_every or args.fault_every,
+        kiosk=args.kiosk,
     )
     asyncio.run(soak(run))
     result = verdicts(run)
