@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -877,13 +877,16 @@ class FleetState:
         if node is not None:
             node.apply_host(update)
 
-    def canaries_due(self, node: str, t: float) -> tuple[CanaryOrder, ...]:
+    def canaries_due(self, node: str, t: float, held: Callable[[str], bool] | None = None) -> tuple[CanaryOrder, ...]:
         """The canaries to send to ``node``'s instances at ``t``, each marked as sent: the caller sends
-        them and hands each result back in a later ``VllmObservation.canary``."""
+        them and hands each result back in a later ``VllmObservation.canary``. None to an instance that
+        ``held`` names (an action of sparktui's runs on it), and its clock is left as it was."""
         found = self.nodes.get(node)
         if found is None:
             return ()
-        orders = (instance.canary_due(t) for instance in found.instances.values())
+        orders = (
+            instance.canary_due(t) for name, instance in found.instances.items() if held is None or not held(name)
+        )
         return tuple(order for order in orders if order is not None)
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:

@@ -123,8 +123,11 @@ class Monitor:
         self.errors.append(f"{node}: {collect_error_text(exc)}")
 
     def canaries_due(self, node: str, t: float) -> tuple[CanaryOrder, ...]:
-        """The canaries a live source should send to ``node`` now (``FleetState.canaries_due``)."""
-        return self.state.canaries_due(node, t)
+        """The canaries a live source should send to ``node`` now (``FleetState.canaries_due``), none to
+        an instance an action of sparktui's runs on (until ``ACTION_SETTLE_S`` after it): the action's
+        warmup is its probe, and a canary sent as a restarted engine's first request would wait out its
+        JIT (tens of seconds) and time out as a wedge, or leave the warmup a warm engine to measure."""
+        return self.state.canaries_due(node, t, held=lambda instance: self.diagnosis.held(node, instance, t))
 
     # --- actions sparktui runs itself -----------------------------------------------------------------
 

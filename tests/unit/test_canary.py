@@ -7,11 +7,12 @@ import json
 import re
 
 from sparktui.config import load_catalogue, parse_config
-from sparktui.diagnosis.engine import DiagnosisEngine
+from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine
 from sparktui.model.canary import CanaryClock, canary_text, judge
 from sparktui.model.fleet import CanaryOrder, FleetState, InstanceView
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.status import State
+from sparktui.monitor.core import Monitor
 from tests.support.fixture_fleet import scenario_scrapes
 
 CONFIG = """
@@ -52,6 +53,10 @@ def timed_out(after: float = 10.0) -> HttpResult:
 
 
 def observe(state: FleetState, t: float, scrape: str, *, health: int = 200, canary: HttpResult | None = None) -> None:
+    state.apply(_observation(t, scrape, health=health, canary=canary))
+
+
+def _observation(t: float, scrape: str, *, health: int = 200, canary: HttpResult | None = None) -> NodeObservation:
     vllm = tuple(
         VllmObservation(
             name=name,
@@ -62,7 +67,7 @@ def observe(state: FleetState, t: float, scrape: str, *, health: int = 200, cana
         )
         for name in ("qwen", "quiet")
     )
-    state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=vllm))
+    return NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=vllm)
 
 
 def instance(state: FleetState, t: float, name: str = "qwen") -> InstanceView:
@@ -199,3 +204,16 @@ def test_the_canary_line_says_why_none_was_sent() -> None:
     assert canary_text(clock.view(31.0)) == "canary: none sent yet"
     clock.send(31.0)
     assert canary_text(clock.view(32.0)) == "canary: 1 sent, one waiting for its answer"
+
+
+def test_no_canary_to_an_instance_an_action_runs_on_until_it_has_settled() -> None:
+    """A restart's warmup is the probe: a canary sent as the restarted engine's first request would wait
+    out its JIT and time out as a wedge. The instance's clock is left as it was, so one goes after."""
+    monitor = Monitor(FLEET, load_catalogue())
+    for t in range(0, 31):  # idle: nothing moves, a canary is due from t=30
+        monitor.observation(_observation(float(t), IDLE))
+    monitor.action_started(["spark1"], "qwen")
+    assert monitor.canaries_due("spark1", 30.0) == ()
+    monitor.action_ended(["spark1"], "qwen", 40.0)
+    assert monitor.canaries_due("spark1", 40.0 + ACTION_SETTLE_S - 1) == ()  # settling
+    assert monitor.canaries_due("spark1", 40.0 + ACTION_SETTLE_S) == (CanaryOrder("qwen", "qwen3.6"),)
