@@ -133,9 +133,15 @@ async def test_the_page_cache_finding_opens_in_time_clears_after_the_fix_and_the
 
         ticks.action_running = True
         restart_from = fleet.elapsed
+        canary = app.state.nodes["spark1"].instances["qwen36"].canary
+        assert canary is not None
+        canaries_before = canary.sent
         await _confirm(pilot, "r", "systemctl restart vllm-qwen36.service")
         await _until(app, "restart done", lambda: len(app.action_results) == 2, 120)
         ticks.action_running = False
+        # The warmup was the restarted engine's first request: no canary went while the action ran (one
+        # would have paid the JIT in its place).
+        assert canary.sent == canaries_before
         restart = app.action_results[1]
         assert restart.ok, restart.lines()
         assert restart.warmup is not None and restart.warmup.first_s is not None  # the cold request was served
