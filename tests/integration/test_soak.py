@@ -36,7 +36,8 @@ RUN_TIMEOUT_S = 600  # the run stops itself after 3 minutes; this only guards ag
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's whole report, as ``--json`` writes it."""
     out = tmp_path_factory.mktemp("soak") / "soak.json"
     done = subprocess.run(
         [sys.executable, str(SOAK), *ARGS, "--json", str(out)],
@@ -47,7 +48,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0 and out.exists(), f"the soak did not finish:\n{done.stdout}\n{done.stderr}"
-    verdicts: dict[str, Any] = json.loads(out.read_text())["verdicts"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(saved: Path) -> dict[str, Any]:
+    verdicts: dict[str, Any] = json.loads(saved.read_text())["verdicts"]
     return verdicts
 
 
@@ -89,3 +95,32 @@ def test_the_operator_opens_node_screens_and_comes_back(report: dict[str, Any]) 
     operator = report["operator"]
     assert operator["problems"] == []
     assert operator["visits"] >= 5
+
+
+def test_a_kiosk_soak_writes_its_own_section_beside_the_operators(saved: Path, tmp_path: Path) -> None:
+    """The 8-hour kiosk soak and the 60-minute one are both figures of docs/performance.md: writing one
+    must leave the other as it was."""
+    doc = tmp_path / "performance.md"
+    doc.write_text("# Performance\n")
+    as_kiosk = json.loads(saved.read_text())
+    as_kiosk["run"]["kiosk"] = True
+    kiosk_json = tmp_path / "kiosk.json"
+    kiosk_json.write_text(json.dumps(as_kiosk))
+
+    def write(report: Path) -> None:
+        subprocess.run(
+            [sys.executable, str(SOAK), "--from-json", str(report), "--write", str(doc)],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+
+    write(saved)
+    operator = doc.read_text()
+    write(kiosk_json)
+    both = doc.read_text()
+    assert both.startswith(operator.rstrip("\n"))  # the operator's section as it was, the kiosk's after it
+    assert "<!-- soak:start -->" in both and "<!-- soak-kiosk:start -->" in both
+    kiosk = both[both.index("<!-- soak-kiosk:start -->") :]
+    assert "The kiosk (read-only" in kiosk and "The kiosk (read-only" not in operator
