@@ -13,7 +13,9 @@ Every ``FABRIC_EVERY_S`` the fabric command (``model.fabric.fabric_command``) re
 (link state, speed, ``ethtool -S`` counters) and the NCCL library each vLLM process of the last host
 frame has mapped; a library's sha256 is computed once per path, size and mtime and remembered here.
 The mlx5 interfaces the first answer found are named in the later commands (not looked for again); a
-node with no mlx5 NIC is not asked again; one without ethtool is asked for ``/sys`` only.
+node with no mlx5 NIC is not asked again; one without ethtool is asked for ``/sys`` only. An answer
+that took over a quarter of the interval (``FABRIC_MAX_SPREAD``) is read again at once, since its
+counters' moment is not known closely enough for rates; the second answer is kept however long it took.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ NVIDIA_SMI_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (a -q of one 
 NOT_FOUND = 127
 FABRIC_TIMEOUT_S = 10.0
 FABRIC_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (8 NICs of 64 lines and 32 libraries: ~40 KiB)
+# A fabric answer that came more than this share of the reading interval after its command was sent is
+# read again, once: when its counters were read is not known closely enough to make rates from them.
+FABRIC_MAX_SPREAD = 0.25
 CHECKSUM_TIMEOUT_S = 60.0  # sha256 of a ~300 MB libnccl: about a second, once per file
 MAX_CHECKSUMS = 64  # NCCL files remembered per node
 VLLM_KINDS = frozenset({"serve", "worker", "engine_core"})
@@ -105,12 +110,20 @@ class HostCollector:
         # The config's, or the mlx5 ones once the first answer found them: not looked for again.
         interfaces: tuple[str, ...] = self.node.rdma_interfaces
         next_at = time.monotonic()
+        again = False  # the last reading's moment was unknown: this one is read at once, and kept whatever
         while True:
             command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir, interfaces=interfaces)
+            sent_at = self.clock()
             result = await self.ssh.run(command, timeout_s=FABRIC_TIMEOUT_S, max_output=FABRIC_MAX_OUTPUT)
             read_at = self.clock()  # the counters' moment, not after a checksum's second
             if result.exit_status == NOT_FOUND:
                 return  # no sh, or a node that answers only commands it knows
+            if result.problem is None and not again and read_at - sent_at > self.fabric_every_s * FABRIC_MAX_SPREAD:
+                # The node read its counters somewhere between the two: stamped with either, the rates
+                # of the intervals on each side would be off by the spread. Read again at once.
+                again = True
+                continue
+            again = False
             if result.problem is None:
                 sample = parse_fabric(result.stdout)
                 if sample.complete and not sample.nics:
