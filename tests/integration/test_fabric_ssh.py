@@ -74,8 +74,15 @@ async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(
                 lambda: read(f"/proc/{pid}/maps:"), what="the fabric with the NCCL mapping", timeout_s=30.0
             )
             fresh_sshd.set_ethtool(READINGS[1])
-            seen_before = len(updates)
-            await wait_until(lambda: len(read("sha256 ")) >= 2 and len(updates) > seen_before + 2, what="more readings")
+            # Two readings of the new counters, counted as fabric readings: host frames come between them,
+            # more of them while a slow answer is read again (a run under load waited for frames, and the
+            # last interval was still the one from the old counters to the new).
+            new = next(line.strip() for line in READINGS[1].splitlines() if "rx_bytes_phy:" in line)
+            assert new not in READINGS[0]
+            await wait_until(
+                lambda: len(read("sha256 ")) >= 2 and [new in (u.fabric or "") for u in read("")][-2:] == [True, True],
+                what="two readings of the new counters",
+            )
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -42,9 +42,13 @@ CLEAR_WITHIN_S = 150.0  # the next canary (interval_s 30) answers, then the find
 
 
 def config_toml(server: VllmServer) -> str:
-    """The real server as a node, with every canary setting left at its default."""
+    """The real server as a node, with every canary setting left at its default. The HTTP timeout is 10 s,
+    not the default 2: on a machine kept busy (the load script's burners), the CPU engine's API server,
+    working through three requests' outputs, answered no /metrics within 2 s for two minutes, and the
+    test never saw the requests it stops the core under. What is tested is the wedge, not the timeout."""
     return (
         "poll_interval_s = 1.0\n"
+        "timeout_s = 10.0\n"
         f'[[nodes]]\nname = "cpu1"\nhost = "127.0.0.1"\n[nodes.ssh]\nenabled = false\n'
         f'[[nodes.vllm]]\nname = "{SERVED_NAME}"\nport = {server.port}\n'
     )
@@ -146,8 +150,13 @@ async def test_the_dashboard_and_watch_find_an_idle_wedge_within_60_s_and_clear_
             assert await watching == 0
     assert found_after < FOUND_WITHIN_S
     assert "alert=engine-wedged event=resolved" in out.getvalue()
-    assert app.monitor.views[0].instances[0].canary is not None
-    assert app.monitor.views[0].instances[0].canary.sent >= 2  # one unanswered, one answered after resume
+    # Each found the wedge by a canary of its own that got no answer, and after the resume one canary at
+    # least was answered: whichever monitor's came due first. The two share the engine, so that answer
+    # moves the tokens the other sees, and the other need not send its own (under the load script the
+    # watcher's went first, and the dashboard's count stayed at 1).
+    canaries = [monitor.views[0].instances[0].canary for monitor in (app.monitor, watcher.monitor)]
+    sent = [canary.sent if canary is not None else 0 for canary in canaries]
+    assert min(sent) >= 1 and sum(sent) >= 3, sent
 
 
 async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_rule_and_names_the_evidence(
