@@ -55,7 +55,7 @@ def judge(result: HttpResult, sent_t: float, done_t: float) -> CanaryResult:
     if not result.answered:
         return CanaryResult(sent_t, done_t, None, False, result.problem())
     if not result.ok:
-        return CanaryResult(sent_t, done_t, None, False, f"HTTP {result.status}")
+        return CanaryResult(sent_t, done_t, None, False, result.problem())
     if b'"choices"' not in result.body:
         return CanaryResult(sent_t, done_t, None, False, "the answer is not a completion")
     return CanaryResult(sent_t, done_t, result.elapsed_s, False, None)

@@ -242,7 +242,7 @@ class InstanceState:
             self.metrics_error = f"/metrics: {result.problem()}"
             return
         if not result.ok:
-            self.metrics_error = f"/metrics: HTTP {result.status}"
+            self.metrics_error = f"/metrics: {result.problem()}"
             return
         text, truncated = "", False
         try:
@@ -330,7 +330,7 @@ class InstanceState:
         if health.status == 503:
             return Status(State.DOWN, (f"{name}: engine dead (/health 503)",))
         if not health.ok:
-            return Status(State.DOWN, (f"{name}: /health HTTP {health.status}",))
+            return Status(State.DOWN, (f"{name}: /health {health.problem()}",))
         problems = [p for p in (self.metrics_error, self.models_problem) if p]
         asleep = self.sleep()
         latest = self.tracker.latest
@@ -503,7 +503,7 @@ def _service_status(spec: ServiceSpec, result: HttpResult | None, thresholds: Th
     if not result.answered:
         return Status(State.DOWN, (f"{spec.name}: {result.problem()}",))
     if result.status != spec.expect_status:
-        return Status(State.DEGRADED, (f"{spec.name}: HTTP {result.status} (expected {spec.expect_status})",))
+        return Status(State.DEGRADED, (f"{spec.name}: {result.problem()} (expected {spec.expect_status})",))
     if result.elapsed_s > thresholds.service_latency_warn_s:
         return Status(State.DEGRADED, (f"{spec.name}: slow, {result.elapsed_s:.2f} s",))
     return UP

@@ -28,6 +28,7 @@ class HttpResult:
     elapsed_s: float = 0.0
     error: str | None = None
     content_type: str | None = None
+    location: str | None = None  # where a redirect (3xx) points: not followed, but said
 
     @property
     def answered(self) -> bool:
@@ -41,9 +42,14 @@ class HttpResult:
         return self.body.decode("utf-8", errors="replace")
 
     def problem(self) -> str:
-        """What went wrong, in a few words ("connection refused", "HTTP 503")."""
+        """What went wrong, in a few words ("connection refused", "HTTP 503", "HTTP 302 to
+        https://sso.example/login, not followed")."""
         if self.kind is FetchKind.OK:
-            return f"HTTP {self.status}" if not self.ok else "ok"
+            if self.ok:
+                return "ok"
+            if self.location is not None:
+                return f"HTTP {self.status} to {self.location}, not followed"
+            return f"HTTP {self.status}"
         return self.error or self.kind.value
 
 

@@ -199,8 +199,12 @@ class Notifier:
         status = response.status_code
         if 200 <= status < 300:
             return
-        detail = self._detail(response)
-        message = f"HTTP {status}" + (f": {detail}" if detail else "")
+        if 300 <= status < 400:  # not followed: the next hop may be another host, the token would go along
+            where = safe_text(response.headers.get("location") or "", MAX_QUOTED_CHARS) or "nowhere"
+            message = f"HTTP {status} to {where}, not followed"
+        else:
+            detail = self._detail(response)
+            message = f"HTTP {status}" + (f": {detail}" if detail else "")
         retry_after = _retry_after(response.headers.get("retry-after"))
         raise NotifyError(self.redact(message), retry=status in (408, 429) or status >= 500, retry_after_s=retry_after)
 

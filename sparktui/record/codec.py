@@ -290,6 +290,8 @@ def _result_json(result: HttpResult | None, slot: str, bodies: list[tuple[str, b
         out["error"] = result.error
     if result.content_type is not None:
         out["content_type"] = result.content_type
+    if result.location is not None:
+        out["location"] = result.location
     if result.body:
         out["body"] = len(bodies) + 1  # its part's position in the payload
         bodies.append((slot, result.body))
@@ -308,6 +310,7 @@ def _result_from_json(data: Mapping[str, Any] | None, bodies: Sequence[bytes]) -
         elapsed_s=float(data.get("elapsed_s", 0.0)),
         error=data.get("error"),
         content_type=data.get("content_type"),
+        location=data.get("location"),
     )
 
 

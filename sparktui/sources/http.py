@@ -186,6 +186,7 @@ async def _exchange(
         status: int | None = None,
         body: bytes = b"",
         content_type: str | None = None,
+        location: str | None = None,
     ) -> HttpResult:
         return HttpResult(
             url=shown,
@@ -195,6 +196,7 @@ async def _exchange(
             elapsed_s=time.perf_counter() - started,
             error=None if error is None else safe_text(error),  # may quote the server
             content_type=None if content_type is None else safe_text(content_type, LABEL_LIMIT),
+            location=location,
         )
 
     per_op = httpx.Timeout(timeout_s)
@@ -224,6 +226,7 @@ async def _exchange(
                     status=response.status_code,
                     body=b"".join(chunks),
                     content_type=response.headers.get("content-type"),
+                    location=_location(response.status_code, response.headers),
                 )
     except (TimeoutError, httpx.TimeoutException):
         return result(FetchKind.TIMEOUT, f"no answer within {timeout_s:g} s")
@@ -277,9 +280,19 @@ async def _fetch_http1(
             body=response.body,
             elapsed_s=time.perf_counter() - started,
             content_type=safe_text(response.headers.get("content-type") or "", LABEL_LIMIT) or None,
+            location=_location(response.status, response.headers),
         )
     # The error may quote the server (a malformed status line, a header): made safe to print here.
     return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=safe_text(error))
+
+
+def _location(status: int, headers: Mapping[str, str]) -> str | None:
+    """Where a redirect points, made safe to print (a remote's text); None for any other answer.
+    Redirects are not followed: the next hop may be another host (a login page, a proxy), and the
+    node's API key would go with it."""
+    if not 300 <= status < 400:
+        return None
+    return safe_text(headers.get("location") or "", LABEL_LIMIT) or "nowhere (no Location header)"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -151,6 +151,15 @@ async def test_bad_metrics_bodies_are_degraded_with_reason(node: FixtureNode, mo
     assert reason in instance.status.summary
 
 
+async def test_a_server_behind_a_login_redirect_is_down_and_says_where_it_was_sent(node: FixtureNode) -> None:
+    # An auth proxy put in front of vLLM answers every path with its login page's address.
+    node.vllm.endpoint.faults = Faults(redirect_to="https://sso.example/oauth2/start?rd=%2Fhealth")
+    view = await _poll(_fleet(node), node)
+    instance = view.instances[0]
+    assert instance.status.state is State.DOWN
+    assert "/health HTTP 302 to https://sso.example/oauth2/start?rd=%2Fhealth, not followed" in instance.status.summary
+
+
 async def test_counter_reset_between_scrapes_is_handled(node: FixtureNode) -> None:
     from tests.support.fixture_fleet import scenario_scrapes
 

@@ -231,6 +231,49 @@ async def test_http_error_status_is_an_answer_not_ok(server: FixtureServer, kind
     assert result.problem() == "HTTP 503"
 
 
+async def test_a_redirect_is_an_answer_that_says_where_it_points_and_is_not_followed(kind: str) -> None:
+    # An auth proxy in front of the server sends every request to its login page, on the same server
+    # here: a client that followed it would ask for /login too.
+    async def to_login(conn: RawConnection) -> None:
+        while (head := await conn.request()) is not None:
+            if head.startswith(b"GET /login "):
+                await conn.send(answer(b"# HELP a login page, not metrics\n"))
+            else:
+                await conn.send(answer(b"", "302 Found", "Location: /login?rd=%2Fmetrics\r\n"))
+
+    async with RawServer(to_login) as srv, open_client(kind) as client:
+        result = await get(client, f"{srv.url}/metrics")
+    assert result.answered and not result.ok and result.status == 302
+    assert result.problem() == "HTTP 302 to /login?rd=%2Fmetrics, not followed"
+    assert [head.split(b" ")[1] for head in srv.requests] == [b"/metrics"]
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("", "nowhere (no Location header)"),
+        ("\x1b]2;pwned\x07https://evil.example/\x1b[2J" + "a" * 5000, "https://evil.example/aaa"),
+    ],
+    ids=["missing", "hostile"],
+)
+async def test_a_redirects_location_is_made_safe_to_print(kind: str, location: str, shown: str) -> None:
+    head = f"Location: {location}\r\n" if location else ""
+
+    async def redirect(conn: RawConnection) -> None:
+        while await conn.request() is not None:
+            await conn.send(answer(b"", "301 Moved Permanently", head))
+
+    async with RawServer(redirect) as srv, open_client(kind) as client:
+        result = await get(client, f"{srv.url}/metrics")
+    problem = result.problem()
+    assert problem.isprintable() and len(problem) < 300, problem
+    if result.answered:  # httpx may refuse the control bytes in the header: then a one-line error instead
+        assert result.location is not None and result.location.startswith(shown)
+        assert problem.startswith(f"HTTP 301 to {shown}") and problem.endswith(", not followed")
+    else:
+        assert kind == "httpx" and location, problem
+
+
 async def test_api_key_header_is_sent_and_401_is_an_answer(server: FixtureServer, kind: str) -> None:
     server.endpoint.api_key = "s3cret-key"
     async with open_client(kind) as client:

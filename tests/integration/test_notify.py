@@ -342,6 +342,16 @@ async def test_an_answer_that_retrying_cannot_change_is_not_retried(receiver: Re
     assert reports.lines[-1][1]["error"] == "HTTP 401: Unauthorized"
 
 
+async def test_a_redirect_is_a_failure_that_says_where_not_followed_nor_retried(receiver: Receiver) -> None:
+    # The hook moved, to a path of the same server here: a client that followed it would post there too.
+    receiver.behaviour = Behaviour(status=301, body=b"moved", headers={"Location": f"{receiver.url}/new-hook"})
+    reports = Reports()
+    await send([spec(kind="webhook", url=f"{receiver.url}/hook", retries=2)], event(), reports=reports)
+    assert [r.path for r in receiver.received()] == ["/hook"]
+    (error,) = [str(fields["error"]) for _, fields in reports.lines if "error" in fields]
+    assert error == f"HTTP 301 to {receiver.url}/new-hook, not followed"
+
+
 async def test_retry_after_is_honoured(receiver: Receiver) -> None:
     receiver.behaviour = Behaviour(status=429, body=b"slow down", headers={"Retry-After": "0.4"})
     hook = spec(kind="webhook", url=f"{receiver.url}/hook", retries=1, backoff_s=0.01)

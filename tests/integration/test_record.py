@@ -341,6 +341,19 @@ def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
         _encoded_round_trip(items, keyframe_s)
 
 
+def test_a_redirects_location_is_recorded_so_a_replay_gives_the_same_reason() -> None:
+    redirected = HttpResult(
+        url="http://10.0.0.1:8000/health", kind=FetchKind.OK, status=302, location="https://sso.example/login"
+    )
+    items: list[tuple[Kind, float, str, object]] = []
+    for second in range(3):
+        for obs in fixture_poll(T0 + second, WALL0 + second, second):
+            vllm = tuple(replace(v, health=redirected) for v in obs.vllm)
+            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
 def test_the_time_metrics_answered_is_recorded_with_its_observation() -> None:
     """A replay times rates as the live dashboard did: by each /metrics answer (issue 20)."""
     items: list[tuple[Kind, float, str, object]] = []

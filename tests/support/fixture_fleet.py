@@ -60,6 +60,7 @@ class Faults:
     models_status: int | None = None
     delay_s: float = 0.0
     drop_families: tuple[str, ...] = ()
+    redirect_to: str | None = None  # every path answers 302 to it (an auth proxy in front of the server)
 
 
 @dataclass
@@ -110,7 +111,12 @@ class _Handler(BaseHTTPRequestHandler):
         faults = ep.faults
         if faults.delay_s:
             time.sleep(faults.delay_s)
-        if url.path == "/health":
+        if faults.redirect_to is not None:
+            self.send_response(302)
+            self.send_header("Location", faults.redirect_to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif url.path == "/health":
             self._send(faults.health_status, b"")
         elif url.path == "/version":
             self._send(200, json.dumps({"version": ep.version}).encode())
