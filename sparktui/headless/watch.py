@@ -162,6 +162,10 @@ class Watcher:
             if problem not in self._problems_logged:
                 self._problems_logged.add(problem)
                 self.log("err", event="diagnosis-error", error=problem)
+        for problem in self.monitor.observer_problems():
+            if problem not in self._problems_logged:
+                self._problems_logged.add(problem)
+                self.log("err", event="recording-stopped", error=problem)
 
     # --- the run loop ---------------------------------------------------------------------------------
 

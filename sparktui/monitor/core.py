@@ -43,7 +43,11 @@ ONE_LINE_ERRORS = frozenset({"PrometheusError"})
 
 
 class MonitorObserver(Protocol):
-    """Told what the core derived at each tick (the recorder and the black box)."""
+    """Told what the core derived at each tick (the recorder and the black box). ``problem``: why it
+    stopped (a recording whose disk filled up), one line, or None while it works."""
+
+    @property
+    def problem(self) -> str | None: ...
 
     def tick(self, now: float) -> None: ...
     def findings(self, node: str, active: Sequence[Finding], now: float | None = None) -> None: ...
@@ -176,6 +180,11 @@ class Monitor:
             for reason, node in fired:
                 observer.alert(reason, node)
         return events
+
+    def observer_problems(self) -> tuple[str, ...]:
+        """Why an observer stopped (``MonitorObserver.problem``), for every consumer to show: a
+        recording that stopped is the operator's to know, not the log's alone."""
+        return tuple(problem for observer in self.observers if (problem := observer.problem) is not None)
 
     def wall_at(self, t: float | None) -> float | None:
         """The unix time of ``t`` on the tick's clock (a finding's ``opened_at``, ``cleared_at``): the

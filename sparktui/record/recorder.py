@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -227,7 +228,7 @@ class Recorder:
                 if closing:
                     return
         except Exception as exc:
-            self.problem = f"recording to {self.path} stopped: {type(exc).__name__}: {exc}"
+            self.problem = f"recording stopped: {_write_error(exc)} on {self.path}"
             self._drain()
         finally:
             self.store.close()
@@ -278,6 +279,13 @@ class Recorder:
     @property
     def records_written(self) -> int:
         return self.store.records_written
+
+
+def _write_error(exc: Exception) -> str:
+    """Why a write failed, one line: SQLite's words and its extended code ("disk I/O error
+    (SQLITE_IOERR_WRITE)", "database or disk is full (SQLITE_FULL)"), or the exception's."""
+    name = exc.sqlite_errorname if isinstance(exc, sqlite3.Error) else None
+    return f"{exc} ({name})" if name else f"{type(exc).__name__}: {exc}"
 
 
 class Tee:

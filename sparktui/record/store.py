@@ -171,7 +171,9 @@ class RecordingStore:
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk does): the first error is the one to tell.
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
 

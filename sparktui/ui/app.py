@@ -540,6 +540,11 @@ class SparkApp(App[None]):
             if self.alerts.silenced_until(a.key, now) is None
         ]
 
+    def own_problems(self) -> list[str]:
+        """What stopped working in sparktui itself, one line each for the banners: a recording whose
+        disk filled up (the dashboard goes on without it)."""
+        return list(self.monitor.observer_problems())
+
     def alert_banner(self) -> list[str]:
         """The firing, unsilenced alerts as one line each, worst first (for the screens' banners)."""
         return [line for _, line in self.firing_alerts()]

@@ -399,14 +399,15 @@ class FleetScreen(SparkScreen[None]):
         self._banner("#warn-banner", warn)
 
     def _banner_lines(self, views: Sequence[NodeView]) -> tuple[list[str], list[str]]:
-        """What is wrong now, by severity: down and stale nodes and critical alerts (red), warnings (amber)."""
+        """What is wrong now, by severity: down and stale nodes and critical alerts (red); a recording
+        that stopped and warnings (amber)."""
         down = [
             f"{STATUS_GLYPH[v.status.state]} {v.name} {v.status.state.value.upper()}: {node_reason(v)}"
             for v in views
             if v.status.state in (State.DOWN, State.STALE)
         ]
         crit: list[str] = []
-        warn: list[str] = []
+        warn = [f"{SEVERITY_GLYPH['warn']} {problem}" for problem in self.spark.own_problems()]
         for severity, line in self.spark.firing_alerts():
             (crit if severity == "crit" else warn).append(f"{SEVERITY_GLYPH.get(severity, '●')} {line}")
         crit = _capped(crit, BANNER_LINES - 1 if down else BANNER_LINES)

@@ -267,7 +267,8 @@ class KioskScreen(SparkScreen[None]):
         lines = (
             ["   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in map(kiosk_tile, bad))] if bad else []
         )
-        firing = app.firing_alerts()[:3]
+        # The alerts first: a recording that stopped matters less to whoever watches the kiosk.
+        firing = (app.firing_alerts() + [("warn", problem) for problem in app.own_problems()])[:3]
         lines += [line for _, line in firing]
         banner = self.query_one("#kiosk-banner", Static)
         banner.update("\n".join(lines))

@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.fixture_fleet import Faults, fleet_config, start_node
+
 TMUX = shutil.which("tmux")
 pytestmark = [
     pytest.mark.tmux,
@@ -121,3 +123,26 @@ def test_a_signal_ends_the_kiosk_and_gives_the_terminal_back(tmux: Tmux, tmp_pat
     assert tmux.run("display", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "0"
     assert tmux.run("display", "-p", "-t", tmux.session, "#{cursor_flag}").strip() == "1"
     assert "sparktui kiosk" not in tmux.screen()
+
+
+@pytest.mark.parametrize("mode", ["dashboard", "kiosk"])
+def test_a_recording_that_can_no_longer_be_written_is_on_the_screen_and_the_dashboard_goes_on(
+    tmux: Tmux, tmp_path: Path, mode: str
+) -> None:
+    # prlimit caps the size of the files the dashboard writes: past it the kernel refuses SQLite's
+    # writes (EFBIG), as a full disk would (tests/integration/test_record_write_failure.py for watch).
+    node = start_node("spark1", "mtp2-steady", "nvidia_gpu_exporter.prom", advance_every_s=0.5)
+    try:
+        config = tmp_path / "fleet.toml"
+        config.write_text(fleet_config([node], interval_s=0.25))
+        recording = tmp_path / "rec.db"
+        kiosk = " --kiosk" if mode == "kiosk" else ""
+        tmux.start(f"prlimit --fsize=120000 {sys.executable} -m sparktui --config {config}{kiosk} --record {recording}")
+        tmux.wait_for("recording stopped: disk I/O error", timeout_s=120)
+        # It goes on: the node going down after the recording stopped is on the screen too.
+        node.vllm.endpoint.faults = Faults(health_status=503)
+        tmux.wait_for("spark1 DOWN", timeout_s=60)
+        assert "recording stopped: disk I/O error" in tmux.screen()
+    finally:
+        for server in node.servers():
+            server.stop()

@@ -34,6 +34,7 @@ class Trace:
     ticks: list[float] = field(default_factory=list)
     seen: list[tuple[float, str, tuple[Finding, ...]]] = field(default_factory=list)  # (tick, node, active)
     fired: list[tuple[float, str, str | None]] = field(default_factory=list)  # (tick, reason, node)
+    problem: str | None = None  # it never stops
 
     def tick(self, now: float) -> None:
         self.ticks.append(now)

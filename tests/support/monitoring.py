@@ -13,6 +13,8 @@ from sparktui.monitor.core import WINDOW_S, Monitor
 class OnTick:
     """A ``MonitorObserver`` that calls ``call(now)`` after each tick (views, findings and alerts done)."""
 
+    problem: str | None = None  # it never stops
+
     def __init__(self, call: Callable[[float], None]) -> None:
         self.call = call
 

@@ -41,6 +41,7 @@ class Ticks:
     seen: list[tuple[float, frozenset[str]]] = field(default_factory=list)  # (demo elapsed, finding ids)
     wedge_shaped: list[float] = field(default_factory=list)  # app clock times
     action_running: bool = False
+    problem: str | None = None  # it never stops
 
     def tick(self, now: float) -> None:
         assert self.app is not None
