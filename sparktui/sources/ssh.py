@@ -473,6 +473,8 @@ class NodeSsh:
             problem = failure.problem
         except Exception as exc:
             problem = self._classify(exc, known)
+            if problem.kind is SshProblemKind.AUTH_REJECTED:
+                problem = await self._if_no_keys_at_all(problem)
         else:
             self._connect_task = None
             if self._closed:
@@ -485,6 +487,26 @@ class NodeSsh:
             return
         self._connect_task = None
         self._schedule_retry(problem)
+
+    async def _if_no_keys_at_all(self, rejected: SshProblem) -> SshProblem:
+        """A node that takes no keys at all (password or keyboard-interactive only) says so, not "add
+        the key": it is asked which methods it offers, on one more connection that sends the user name
+        and no credential. When that fails, or keys are among them, the rejection stands as it was."""
+        host, ssh = self.node.host, self.node.ssh
+        try:
+            async with asyncio.timeout(ssh.connect_timeout_s):
+                methods = await asyncssh.get_server_auth_methods(host, ssh.port, username=self.user, config=[])
+        except Exception:
+            return rejected
+        if "publickey" in methods:
+            return rejected
+        offered = " and ".join(safe_text(method, 40) for method in methods) or "no"
+        return SshProblem(
+            SshProblemKind.AUTH_REJECTED,
+            f"{self.where}: the node offers only {offered} login to user {self.user}, and sparktui logs in "
+            f"with keys; set PubkeyAuthentication yes in the node's sshd_config and add the public key to "
+            f"~{self.user}/.ssh/authorized_keys",
+        )
 
     def _read_key_files(self) -> tuple[asyncssh.SSHKnownHosts, Sequence[asyncssh.SSHKeyPair] | None]:
         """Read known_hosts and the key file (in a thread: file I/O)."""

@@ -247,6 +247,19 @@ async def test_rejected_key_is_auth_rejected(sshd: Sshd) -> None:
     assert "authorized_keys" in result.problem.message
 
 
+async def test_a_node_that_takes_no_keys_says_so_not_add_the_key(fresh_sshd: Sshd) -> None:
+    fresh_sshd.only_passwords()
+    async with ssh_for(fresh_sshd) as ssh:
+        result = await ssh.run("true", timeout_s=10)
+    problem = result.problem
+    assert problem is not None and problem.kind is SshProblemKind.AUTH_REJECTED
+    assert (
+        f"the node offers only password and keyboard-interactive login to user {fresh_sshd.user}, and sparktui "
+        "logs in with keys; set PubkeyAuthentication yes" in problem.message
+    ), problem.message
+    assert "rejected the key" not in problem.message
+
+
 async def test_missing_key_file_is_no_key(sshd: Sshd, tmp_path: Path) -> None:
     async with ssh_for(sshd, key_file=tmp_path / "id_missing") as ssh:
         result = await ssh.run("true", timeout_s=5)

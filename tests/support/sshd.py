@@ -329,6 +329,20 @@ class Sshd:
             (self.state_dir / sub).mkdir(parents=True)
         (self.state_dir / "calls.log").write_text("")
 
+    def only_passwords(self) -> None:
+        """From now on the server takes passwords and keyboard-interactive logins, no keys (restarted
+        on the same port when it runs)."""
+        text = self.config_file.read_text()
+        for old, new in (
+            ("PubkeyAuthentication yes", "PubkeyAuthentication no"),
+            ("PasswordAuthentication no", "PasswordAuthentication yes"),
+            ("KbdInteractiveAuthentication no", "KbdInteractiveAuthentication yes"),
+        ):
+            text = text.replace(old, new)
+        self.config_file.write_text(text)
+        if self.running:
+            self.restart()
+
     def _write_config(self) -> None:
         path = f"{self.stub_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         self.config_file.write_text(
