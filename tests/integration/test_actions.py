@@ -766,16 +766,17 @@ def test_cli_without_yes_and_without_a_terminal_prints_the_plan_and_refuses(
 
 
 def test_cli_read_only_refuses_and_audits(
-    sshd: Sshd,
+    fresh_sshd: Sshd,
     vllm_server: FixtureServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # A server of its own: on the shared one, a command an earlier test's host sampler had sent was
+    # seen to land during this test under load (an nvidia-smi call), though this one sent nothing.
     config = tmp_path / "config.toml"
-    config.write_text(config_for(sshd, vllm_server.url, "vllm-cli-ro.service"))
+    config.write_text(config_for(fresh_sshd, vllm_server.url, "vllm-cli-ro.service"))
     monkeypatch.setenv(AUDIT_ENV, str(tmp_path / "audit.log"))
-    before = len(sshd.calls())
     code = main(["--config", str(config), "--read-only", "action", "spark1", "drop-caches", "--yes"])
     _, err = capsys.readouterr()
     assert code == 2
@@ -783,7 +784,7 @@ def test_cli_read_only_refuses_and_audits(
         "sparktui action: drop-caches spark1: refused: read-only: drop-caches refused "
         "(sparktui runs with --read-only or --kiosk)"
     )
-    assert len(sshd.calls()) == before  # refused before anything was collected or sent
+    assert fresh_sshd.calls() == []  # refused before anything was collected or sent
     assert [r["event"] for r in AuditLog(tmp_path / "audit.log").records()] == ["refused"]
 
 
