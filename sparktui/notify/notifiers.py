@@ -31,7 +31,7 @@ from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import NotifierSpec
 from sparktui.model.units import fmt_duration
 from sparktui.sources._httpx import httpx
-from sparktui.sources.http import _refused, make_client  # _refused: the poller's own test
+from sparktui.sources.http import _refused, make_client, redirect_target  # _refused: the poller's own test
 
 QUEUE_SIZE = 100  # events waiting per notifier; past this the oldest is dropped (and reported)
 MAX_BACKOFF_S = 60.0
@@ -199,8 +199,8 @@ class Notifier:
         status = response.status_code
         if 200 <= status < 300:
             return
-        if 300 <= status < 400:  # not followed: the next hop may be another host, the token would go along
-            where = safe_text(response.headers.get("location") or "", MAX_QUOTED_CHARS) or "nowhere"
+        where = redirect_target(status, response.headers)
+        if where is not None:
             message = f"HTTP {status} to {where}, not followed"
         else:
             detail = self._detail(response)

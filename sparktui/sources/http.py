@@ -226,7 +226,7 @@ async def _exchange(
                     status=response.status_code,
                     body=b"".join(chunks),
                     content_type=response.headers.get("content-type"),
-                    location=_location(response.status_code, response.headers),
+                    location=redirect_target(response.status_code, response.headers),
                 )
     except (TimeoutError, httpx.TimeoutException):
         return result(FetchKind.TIMEOUT, f"no answer within {timeout_s:g} s")
@@ -280,16 +280,17 @@ async def _fetch_http1(
             body=response.body,
             elapsed_s=time.perf_counter() - started,
             content_type=safe_text(response.headers.get("content-type") or "", LABEL_LIMIT) or None,
-            location=_location(response.status, response.headers),
+            location=redirect_target(response.status, response.headers),
         )
     # The error may quote the server (a malformed status line, a header): made safe to print here.
     return HttpResult(url=url, kind=kind, elapsed_s=time.perf_counter() - started, error=safe_text(error))
 
 
-def _location(status: int, headers: Mapping[str, str]) -> str | None:
+def redirect_target(status: int, headers: Mapping[str, str]) -> str | None:
     """Where a redirect points, made safe to print (a remote's text); None for any other answer.
     Redirects are not followed: the next hop may be another host (a login page, a proxy), and the
-    node's API key would go with it."""
+    node's API key (or a notifier's token) would go with it. Both clients' answers and the notifiers
+    say it through this one function."""
     if not 300 <= status < 400:
         return None
     return safe_text(headers.get("location") or "", LABEL_LIMIT) or "nowhere (no Location header)"
