@@ -108,6 +108,9 @@ class Watcher:
         self.monitor.observation(observation)
         self._forward("observation", observation)
 
+    def preread(self, observation: NodeObservation) -> None:
+        self.monitor.preread(observation)  # in a worker thread: the parse leaves the event loop
+
     def host(self, update: HostUpdate) -> None:
         self.monitor.host(update)
         self._forward("host", update)

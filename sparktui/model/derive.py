@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.model.counters import Deltas, histogram_deltas
+from sparktui.model.numbers import label_int
 from sparktui.model.roofline import Achieved, achieved
 from sparktui.model.vllm import HistogramSample, ModelScrape
 
@@ -172,10 +173,35 @@ class VllmRates:
     prefill_computed_per_request: LatencySummary | None = None  # prompt tokens a finished request computed
     # FLOP/s and memory bytes/s per GPU from vLLM's estimated counters, or why not (model/roofline.py)
     mfu: Achieved | None = None
+    # Rates past what any engine can do (``MAX_RATES``), each "what, how much": shown as a reason on
+    # the instance, never charted; the rate itself is None.
+    implausible: tuple[str, ...] = ()
+
+
+# What no engine does, per second over a window: an 8-GPU server prefills about a million tokens a second
+# and finishes thousands of requests. A counter that jumps past these (a broken exporter, a hostile
+# endpoint, a counter written by hand) is flagged on its instance, not charted as a 21-digit rate.
+MAX_TOKENS_PER_S = 1e7
+MAX_EVENTS_PER_S = 1e6
 
 
 def _per_s(value: float | None, seconds: float) -> float | None:
     return ratio(value, seconds)
+
+
+class _Plausible:
+    """Per-second rates of one window, each checked against its bound; what failed is kept."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.failed: list[str] = []
+
+    def rate(self, what: str, value: float | None, bound: float) -> float | None:
+        per_s = _per_s(value, self.seconds)
+        if per_s is not None and per_s > bound:
+            self.failed.append(f"{what} {per_s:.3g}/s")
+            return None
+        return per_s
 
 
 def spec_decode_stats(deltas: Deltas) -> SpecDecodeStats | None:
@@ -185,7 +211,7 @@ def spec_decode_stats(deltas: Deltas) -> SpecDecodeStats | None:
     if drafts is None or draft_tokens is None or accepted is None:
         return None
     by_position = deltas.labelled("spec_accepted_pos")
-    positions = sorted(by_position, key=lambda p: int(p) if p.isdigit() else 0)
+    positions = sorted(by_position, key=lambda p: label_int(p) or 0)
     counts = [by_position[p] for p in positions]
     per_position = tuple(ratio(c, drafts) for c in counts)
     conditional = tuple(ratio(c, drafts if i == 0 else counts[i - 1]) for i, c in enumerate(counts))
@@ -253,18 +279,25 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
             histograms[key] = window
     preemptions = deltas.get("preemptions")
     rejections = deltas.labelled("admission_rejected")
+    check = _Plausible(seconds)
+    generation = check.rate("generation", deltas.get("generation_tokens"), MAX_TOKENS_PER_S)
+    prompt = check.rate("prompt", deltas.get("prompt_tokens"), MAX_TOKENS_PER_S)
+    prompt_computed = check.rate("prompt computed", computed, MAX_TOKENS_PER_S)
+    prompt_cached = check.rate("prompt cached", cached, MAX_TOKENS_PER_S)
+    requests = check.rate("requests", sum(finished.values()), MAX_EVENTS_PER_S) if finished else None
+    preemptions_per_s = check.rate("preemptions", preemptions, MAX_EVENTS_PER_S)
     return VllmRates(
         seconds=seconds,
         reset=deltas.reset,
-        generation_tokens_per_s=_per_s(deltas.get("generation_tokens"), seconds),
-        prompt_tokens_per_s=_per_s(deltas.get("prompt_tokens"), seconds),
-        prompt_tokens_computed_per_s=_per_s(computed, seconds),
-        prompt_tokens_cached_per_s=_per_s(cached, seconds),
-        requests_finished_per_s=_per_s(sum(finished.values()), seconds) if finished else None,
+        generation_tokens_per_s=generation,
+        prompt_tokens_per_s=prompt,
+        prompt_tokens_computed_per_s=prompt_computed,
+        prompt_tokens_cached_per_s=prompt_cached,
+        requests_finished_per_s=requests,
         finished_by_reason=finished,
         prefix_cache_hit_rate=_prefix_hit_rate(deltas, latest),
         preemptions=preemptions,
-        preemptions_per_s=_per_s(preemptions, seconds),
+        preemptions_per_s=preemptions_per_s,
         spec_decode=spec_decode_stats(deltas),
         latency=latency,
         histograms=histograms,
@@ -275,4 +308,5 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         tokens_per_step=_window_summary(deltas, latest, "iteration_tokens"),
         prefill_computed_per_request=_window_summary(deltas, latest, "prefill_kv_computed"),
         mfu=achieved(deltas, latest),
+        implausible=tuple(check.failed),
     )

@@ -6,12 +6,12 @@ the dashboard and the headless commands render. No I/O here.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, ParamSpec, TypeVar
 
+from sparktui.model import safe_json
 from sparktui.model.canary import CanaryClock, CanaryView, judge
 from sparktui.model.counters import CounterHistory
 from sparktui.model.derive import VllmRates
@@ -37,15 +37,16 @@ from sparktui.model.memory import (
     launch_readiness,
     pressure_from_exposition,
 )
+from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.promtext import ParseError, PromParser, decode, looks_truncated
+from sparktui.model.promtext import ParseError, PromParser, TooManySeries, decode, looks_truncated
 from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import fmt_count, fmt_duration
-from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, normalise
+from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, VllmScrape, normalise
 
 GIB = 1024**3
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
@@ -179,11 +180,30 @@ def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
     return f"{detail}, attempt {restarts + 1} running{age}, the port is not open"
 
 
-def _json_field(body: bytes) -> object:
+def read_metrics(parser: PromParser, result: HttpResult) -> tuple[VllmScrape | None, str | None]:
+    """A 2xx ``/metrics`` answer read: its normalised scrape, or the one-line reason it cannot be used
+    (not UTF-8, not Prometheus text, over the series budget, empty, a number not of its kind). Pure:
+    the live source calls it off the event loop (``InstanceState.preread``), a replay on it."""
+    text, truncated = "", False
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: arrays nested thousands deep
-        return None
+        text = decode(result.body)
+        truncated = looks_truncated(text)
+        expo = parser.parse(text)
+        if not truncated and expo.series == 0:
+            return None, "/metrics: the answer holds no series (an empty exposition)"
+        scrape = normalise(expo)
+    except TooManySeries as exc:
+        return None, f"/metrics: {exc}"
+    except ParseError as exc:
+        # A body cut mid-line fails on its last line; one that fails earlier is not Prometheus text.
+        if truncated and exc.line_no == text.count("\n") + 1:
+            return None, "/metrics: body truncated (no final newline)"
+        return None, f"/metrics is not Prometheus text: {safe_text(str(exc))}"
+    except ScrapeProblem as exc:
+        return None, f"/metrics: {safe_text(str(exc))}"
+    if truncated:
+        return None, "/metrics: body truncated (no final newline)"
+    return scrape, None
 
 
 class InstanceState:
@@ -202,6 +222,7 @@ class InstanceState:
         self.served_models: tuple[str, ...] = ()
         self.max_model_len: int | None = None
         self.last_progress_t: float | None = None
+        self._preread: tuple[bytes, tuple[VllmScrape | None, str | None]] | None = None
         self.service: ServiceState | None = None  # from the host sampler, when known
         self.service_age_s: float | None = None  # how long the service has been in its state
         wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None
@@ -216,7 +237,7 @@ class InstanceState:
             # Timed by its own answer, not the end of the node's poll (VllmObservation.metrics_t).
             self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t)
         if obs.version is not None and obs.version.ok:
-            found = _json_field(obs.version.body)
+            found = safe_json.loads(obs.version.body)
             if isinstance(found, dict) and isinstance(found.get("version"), str):
                 self.version = safe_text(found["version"], LABEL_LIMIT)
         if obs.models is not None:
@@ -237,32 +258,22 @@ class InstanceState:
         clock.send(t)
         return CanaryOrder(self.spec.name, self.served_models[0] if self.served_models else None)
 
+    def preread(self, result: HttpResult) -> None:
+        """Read ``result``'s ``/metrics`` body now (``read_metrics``), for ``apply`` to take when the same
+        answer arrives: the live source does this in a worker thread, so a large or hostile body's
+        parse never holds the event loop. Not thread-safe with ``apply`` of the same instance: the
+        node's polls never overlap, and its observation is applied after its preread returned."""
+        if result.ok:
+            self._preread = (result.body, read_metrics(self.parser, result))
+
     def _apply_metrics(self, result: HttpResult, t: float) -> None:
-        if not result.answered:
-            self.metrics_error = f"/metrics: {result.problem()}"
-            return
         if not result.ok:
             self.metrics_error = f"/metrics: {result.problem()}"
             return
-        text, truncated = "", False
-        try:
-            text = decode(result.body)
-            truncated = looks_truncated(text)
-            scrape = normalise(self.parser.parse(text))
-        except ParseError as exc:
-            # A body cut mid-line fails on its last line; one that fails earlier is not Prometheus text.
-            cut = truncated and exc.line_no == text.count("\n") + 1
-            self.metrics_error = (
-                "/metrics: body truncated (no final newline)"
-                if cut
-                else f"/metrics is not Prometheus text: {safe_text(str(exc))}"
-            )
-            return
-        except ScrapeProblem as exc:
-            self.metrics_error = f"/metrics: {safe_text(str(exc))}"
-            return
-        if truncated:
-            self.metrics_error = "/metrics: body truncated (no final newline)"
+        pre, self._preread = self._preread, None
+        scrape, problem = pre[1] if pre is not None and pre[0] is result.body else read_metrics(self.parser, result)
+        if scrape is None:
+            self.metrics_error = problem
             return
         self.metrics_error = None
         before = self.tracker.latest
@@ -302,7 +313,7 @@ class InstanceState:
         if not result.ok:
             self.models_problem = f"/v1/models: {result.problem()}" if result.answered else None
             return
-        found = _json_field(result.body)
+        found = safe_json.loads(result.body)
         data = found.get("data") if isinstance(found, dict) else None
         if not isinstance(data, list):
             self.models_problem = "/v1/models: answer is not the OpenAI model list"
@@ -310,8 +321,8 @@ class InstanceState:
         self.models_problem = None
         cards = [card for card in data if isinstance(card, dict)]
         self.served_models = tuple(safe_text(str(card.get("id")), LABEL_LIMIT) for card in cards if card.get("id"))
-        lengths = [card.get("max_model_len") for card in cards]
-        self.max_model_len = next((n for n in lengths if isinstance(n, int)), None)
+        lengths = [json_int(card.get("max_model_len"), 1, MAX_CONTEXT_TOKENS) for card in cards]
+        self.max_model_len = next((n for n in lengths if n is not None), None)
 
     def status(
         self, t: float, thresholds: Thresholds, rates: VllmRates | None, head: HeadStatus | None = None
@@ -390,6 +401,11 @@ class InstanceState:
             if model.waiting is not None and model.waiting >= thresholds.waiting_warn:
                 problems.append(f"{model.waiting:.0f} requests waiting (warn at {thresholds.waiting_warn})")
         if rates is not None:
+            if rates.implausible:
+                problems.append(
+                    f"a counter jumped past what any engine does ({', '.join(rates.implausible)} over "
+                    f"{rates.seconds:.0f} s); not shown"
+                )
             if rates.preemptions_per_s is not None and rates.preemptions_per_s > thresholds.preemptions_per_s_warn:
                 problems.append(f"{rates.preemptions_per_s:.2f} preemptions/s: KV pressure")
             ttft = rates.latency.get("ttft")
@@ -545,6 +561,9 @@ class NodeState:
         self._node_parser = PromParser()
         self.last_t: float | None = None
         self.last_wall: float | None = None
+        # Why this node's data could not be read (``FleetState``'s guard): a reason on the node until
+        # an observation is applied without one.
+        self.internal_error: str | None = None
         self.host: HostSample | None = None
         self.host_t: float | None = None
         self.host_problem: str | None = None
@@ -604,6 +623,7 @@ class NodeState:
         return self.pressure
 
     def apply(self, obs: NodeObservation) -> None:
+        self.internal_error = None
         self.last_t, self.last_wall = obs.t, obs.wall
         if any(result.ok for result in _results(obs)):
             self.good_t = obs.t
@@ -724,6 +744,8 @@ class NodeState:
         # everything it serves is down (or, with no vLLM configured, every service is).
         parts = [i.status for i in instances] + [_at_most_degraded(s.status) for s in services]
         parts.extend(self._host_statuses(thresholds))
+        if self.internal_error is not None:
+            parts.append(Status(State.DEGRADED, (self.internal_error,)))
         host = self.host
         stale_workers = self._stale_workers()
         if stale_workers:
@@ -861,7 +883,13 @@ COUNTER_WINDOWS_KEPT = 2
 
 
 class FleetState:
-    """Every node's state. ``max_age_s`` bounds the history kept for windows."""
+    """Every node's state. ``max_age_s`` bounds the history kept for windows.
+
+    One node's data never stops another's: an exception while applying or viewing a node (a bug that
+    some remote's data found) is caught here, at the one place every mode passes through (the
+    dashboard, the kiosk, ``watch``, ``snapshot``, ``check``, a replay), and becomes a reason on that
+    node (``NodeState.internal_error``) while the others go on.
+    """
 
     def __init__(self, spec: FleetSpec, max_age_s: float = 900.0) -> None:
         self.spec = spec
@@ -870,12 +898,22 @@ class FleetState:
     def apply(self, obs: NodeObservation) -> None:
         node = self.nodes.get(obs.node)
         if node is not None:
-            node.apply(obs)
+            _guarded(node, node.apply, obs)
+
+    def preread(self, obs: NodeObservation) -> None:
+        """Read the ``/metrics`` bodies of ``obs`` ahead of ``apply(obs)`` (``InstanceState.preread``)."""
+        node = self.nodes.get(obs.node)
+        if node is None:
+            return
+        for vobs in obs.vllm:
+            instance = node.instances.get(vobs.name)
+            if instance is not None and vobs.metrics is not None:
+                _guarded(node, instance.preread, vobs.metrics)
 
     def apply_host(self, update: HostUpdate) -> None:
         node = self.nodes.get(update.node)
         if node is not None:
-            node.apply_host(update)
+            _guarded(node, node.apply_host, update)
 
     def canaries_due(self, node: str, t: float, held: Callable[[str], bool] | None = None) -> tuple[CanaryOrder, ...]:
         """The canaries to send to ``node``'s instances at ``t``, each marked as sent: the caller sends
@@ -891,19 +929,19 @@ class FleetState:
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
         heads, jobs = self._heads(now, window_s), self.jobs(now)
-        return tuple(node.view(now, window_s, heads, jobs) for node in self.nodes.values())
+        return tuple(_node_view(node, now, window_s, heads, jobs) for node in self.nodes.values())
 
     def views_of(self, names: Iterable[str], now: float, window_s: float | None = 60.0) -> dict[str, NodeView]:
         """The views of some nodes (those just observed), as ``view`` would give them."""
         heads, jobs = self._heads(now, window_s), self.jobs(now)
-        return {name: self.nodes[name].view(now, window_s, heads, jobs) for name in names if name in self.nodes}
+        return {name: _node_view(self.nodes[name], now, window_s, heads, jobs) for name in names if name in self.nodes}
 
     def jobs(self, now: float) -> dict[str, JobView]:
         """Every multi-node job of the fleet with its ranks side by side, head first."""
         ranks: dict[str, list[RankView]] = {}
         activity: dict[str, tuple[float | None, float | None]] = {}
         for node in self.nodes.values():
-            for job, rank in node.ranks(now):
+            for job, rank in _guarded(node, node.ranks, now) or ():
                 ranks.setdefault(job, []).append(rank)
             for instance in node.instances.values():
                 if instance.spec.role == "head" and instance.spec.job is not None:
@@ -923,5 +961,48 @@ class FleetState:
     def _heads(self, now: float, window_s: float | None) -> dict[str, HeadStatus]:
         heads: dict[str, HeadStatus] = {}
         for node in self.nodes.values():
-            heads.update(node.head_statuses(now, window_s))
+            heads.update(_guarded(node, node.head_statuses, now, window_s) or {})
         return heads
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _guarded(node: NodeState, work: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R | None:
+    """``work(*args)``, or None when it raised: the exception is kept on ``node`` as its reason."""
+    try:
+        return work(*args, **kwargs)
+    except Exception as exc:  # a bug some remote's data found: that node's reason, not the fleet's end
+        node.internal_error = internal_error_text(exc)
+        return None
+
+
+def internal_error_text(exc: Exception) -> str:
+    """One line for an exception met while reading a node's data."""
+    return safe_text(f"sparktui could not read this node's data ({type(exc).__name__}: {exc}); the others go on")
+
+
+def _node_view(
+    node: NodeState,
+    now: float,
+    window_s: float | None,
+    heads: Mapping[str, HeadStatus],
+    jobs: Mapping[str, JobView],
+) -> NodeView:
+    """``node.view``, or a view that says why there is none when it raised (``FleetState``)."""
+    view = _guarded(node, node.view, now, window_s, heads, jobs)
+    if view is not None:
+        return view
+    assert node.internal_error is not None
+    return NodeView(
+        name=node.spec.name,
+        host=node.spec.host,
+        status=Status(State.DEGRADED, (node.internal_error,)),
+        instances=(),
+        services=(),
+        gpu=None,
+        host_memory=None,
+        pressure=None,
+        polled_wall=node.last_wall,
+    )

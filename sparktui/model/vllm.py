@@ -14,11 +14,18 @@ instance shows it as its reason, like a ``ParseError``, and no number from that 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
+from sparktui.model.numbers import (
+    count_problem,
+    counter_problem,
+    finite_problem,
+    fraction_problem,
+    label_int,
+)
 from sparktui.model.promtext import Exposition, Sample, parse_number
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 
@@ -79,6 +86,9 @@ GAUGES: Mapping[str, tuple[str, ...]] = {
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
 }
 
+# Labels of LABELLED_COUNTERS that hold a whole number (ASCII digits: ``model/numbers.py``).
+INTEGER_LABELS = frozenset({"position"})
+
 CACHE_CONFIG = "vllm:cache_config_info"
 WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"  # capacity | deferred, summing to waiting (<=0.20)
 SLEEP_STATE = "vllm:engine_sleep_state"  # 0/1 flags: awake | weights_offloaded | discard_all (0.12)
@@ -115,13 +125,23 @@ class ScrapeProblem(ValueError):
     """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
 
 
-def _finite(wire: str, series: list[Sample]) -> list[Sample]:
-    """``series`` when every value is a finite number, else ``ScrapeProblem`` naming ``wire``."""
+def _checked(
+    wire: str, series: list[Sample], problem_of: Callable[[float], str | None] = finite_problem
+) -> list[Sample]:
+    """``series`` when every value is a number of its kind (``problem_of``: ``model/numbers.py``), else
+    ``ScrapeProblem`` naming ``wire`` and the value."""
     for _labels, value in series:
-        if not math.isfinite(value):
-            shown = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
-            raise ScrapeProblem(f"{shown} in {wire}")
+        problem = problem_of(value)
+        if problem is not None:
+            raise ScrapeProblem(f"{problem} in {wire}" if problem in _NON_FINITE else f"{wire} is {problem}")
     return series
+
+
+_NON_FINITE = frozenset({"NaN", "+Inf", "-Inf"})
+
+
+def _counter(wire: str, series: list[Sample]) -> list[Sample]:
+    return _checked(wire, series, counter_problem)
 
 
 def _bucket_bound(wire: str, le: str) -> float:
@@ -273,7 +293,8 @@ class VllmScrape:
 
 def engine_order(engine: str) -> tuple[bool, int, str]:
     """Sort key of engine labels: "2" before "10", any label that is not a number after them."""
-    return (not engine.isdigit(), int(engine) if engine.isdigit() else 0, engine)
+    number = label_int(engine)
+    return (number is None, number or 0, engine)
 
 
 def _first_present(expo: Exposition, names: tuple[str, ...]) -> str | None:
@@ -355,9 +376,11 @@ def normalise(expo: Exposition) -> VllmScrape:
         acc = seen.get(raw)
         if acc is not None:
             return acc
-        name = safe_text(raw[0], LABEL_LIMIT)  # shown as is: from a remote
+        name = safe_text(raw[0], LABEL_LIMIT)  # cut to the length a screen shows
         parts = models.get(name)
         if parts is None:
+            if len(models) >= MAX_MODELS:
+                raise ScrapeProblem(f"more than {MAX_MODELS} model_name labels (a server serves one model)")
             parts = models[name] = {}
         engine = raw[1] if raw[1] is None else safe_text(raw[1], LABEL_LIMIT)
         acc = parts.get(engine)
@@ -371,11 +394,14 @@ def normalise(expo: Exposition) -> VllmScrape:
     for key, wires in COUNTERS.items():
         wire = _first_present(expo, wires)
         if wire is not None:
-            for labels, value in _finite(wire, expo.get(wire)):
+            for labels, value in _counter(wire, expo.get(wire)):
                 model(labels).add_counter(key, value)
     for key, (wire, label) in LABELLED_COUNTERS.items():
-        for labels, value in _finite(wire, expo.get(wire)):
-            model(labels).add_counter(f"{key}:{labels.get(label, '')}", value)
+        for labels, value in _counter(wire, expo.get(wire)):
+            split = labels.get(label, "")
+            if label in INTEGER_LABELS and label_int(split) is None:
+                raise ScrapeProblem(f"{wire} has {label}={split[:40]!r}, which is not a whole number")
+            model(labels).add_counter(f"{key}:{split}", value)
 
     for key, bases in HISTOGRAMS.items():
         base = _first_present(expo, tuple(f"{b}_count" for b in bases))
@@ -383,7 +409,7 @@ def normalise(expo: Exposition) -> VllmScrape:
             continue
         base = base[: -len("_count")]
         wire = f"{base}_bucket"
-        for labels, value in _finite(wire, expo.get(wire)):
+        for labels, value in _counter(wire, expo.get(wire)):
             le = labels.get("le")
             if le is None:
                 continue
@@ -395,29 +421,31 @@ def normalise(expo: Exposition) -> VllmScrape:
             bound = _bucket_bound(wire, le)
             buckets[bound] = buckets.get(bound, 0.0) + value
         for suffix, index in (("_sum", 0), ("_count", 1)):
-            for labels, value in _finite(f"{base}{suffix}", expo.get(f"{base}{suffix}")):
+            for labels, value in _counter(f"{base}{suffix}", expo.get(f"{base}{suffix}")):
                 _buckets, totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
                 totals[index] += value
+        for acc in seen.values():
+            _check_buckets(wire, acc.hist.get(key))
 
     running = _first_present(expo, GAUGES["running"])
-    for labels, value in _finite(running, expo.get(running)) if running else ():
+    for labels, value in _checked(running, expo.get(running), count_problem) if running else ():
         acc = model(labels)
         acc.running = _gauge_sum(acc.running, value)
     waiting = _first_present(expo, GAUGES["waiting"])
-    for labels, value in _finite(waiting, expo.get(waiting)) if waiting else ():
+    for labels, value in _checked(waiting, expo.get(waiting), count_problem) if waiting else ():
         acc = model(labels)
         acc.waiting = _gauge_sum(acc.waiting, value)
-    for labels, value in _finite(WAITING_BY_REASON, expo.get(WAITING_BY_REASON)):
+    for labels, value in _checked(WAITING_BY_REASON, expo.get(WAITING_BY_REASON), count_problem):
         reason = safe_text(labels.get("reason", ""), LABEL_LIMIT)
         by_reason = model(labels).waiting_by_reason
         by_reason[reason] = by_reason.get(reason, 0.0) + value
     kv = _first_present(expo, GAUGES["kv_usage"])
-    for labels, value in _finite(kv, expo.get(kv)) if kv else ():
+    for labels, value in _checked(kv, expo.get(kv), fraction_problem) if kv else ():
         model(labels).kv[_engine_key(labels)] = value
     hit_rate = _first_present(expo, GAUGES["prefix_hit_rate"])
-    for labels, value in _finite(hit_rate, expo.get(hit_rate)) if hit_rate else ():
+    for labels, value in _checked(hit_rate, expo.get(hit_rate), fraction_problem) if hit_rate else ():
         model(labels).prefix_hit_rate[_engine_key(labels)] = value
-    for labels, value in _finite(SLEEP_STATE, expo.get(SLEEP_STATE)):
+    for labels, value in _checked(SLEEP_STATE, expo.get(SLEEP_STATE)):
         flags = model(labels).sleep_flags.setdefault(_engine_key(labels), {})
         flags[labels.get("sleep_state", "")] = value
 
@@ -433,8 +461,23 @@ def normalise(expo: Exposition) -> VllmScrape:
     )
 
 
+def _check_buckets(wire: str, found: tuple[dict[float, float], list[float]] | None) -> None:
+    """A histogram's buckets as Prometheus requires them: a ``+Inf`` bucket, cumulative counts that
+    never decrease with the bound. Without them every quantile would be silently "–" or wrong."""
+    if found is None:
+        return
+    buckets = found[0]
+    if math.inf not in buckets:
+        raise ScrapeProblem(f"{wire} has no +Inf bucket")
+    before = 0.0
+    for bound in sorted(buckets):
+        if buckets[bound] < before:
+            raise ScrapeProblem(f"{wire} is not cumulative: the le={bound:g} bucket counts fewer than the one below")
+        before = buckets[bound]
+
+
 def _process_start(expo: Exposition) -> float | None:
-    series = _finite(PROCESS_START, expo.get(PROCESS_START))
+    series = _counter(PROCESS_START, expo.get(PROCESS_START))
     return series[0][1] if series else None
 
 
@@ -465,6 +508,9 @@ _SLEEP_DEPTH = {Sleep.AWAKE: 0, Sleep.KV_RELEASED: 1, Sleep.WEIGHTS_OFFLOADED: 2
 # Data-parallel engines of one model in one scrape: far more than a fleet of Sparks runs (one GPU each, up
 # to eight nodes). More is a broken or hostile exporter, refused in one line, not kept engine by engine.
 MAX_ENGINES = 64
+# Served models one scrape may name: vLLM serves one (LoRA adapters share its model_name). Every model
+# costs its own sums and history; thousands of names (a hostile endpoint) would cost the loop seconds.
+MAX_MODELS = 16
 
 
 def _freeze_model(name: str, parts: Mapping[str | None, _ModelAccumulator]) -> ModelScrape:

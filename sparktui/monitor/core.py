@@ -26,7 +26,7 @@ from typing import Protocol
 from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
-from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, CanaryOrder, FleetState, NodeView
+from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, CanaryOrder, FleetState, NodeView, internal_error_text
 from sparktui.model.history import History
 from sparktui.model.logbuffer import DEFAULT_MAX_LINES, LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -114,6 +114,11 @@ class Monitor:
         self.state.apply(observation)
         self._wall_offset = observation.wall - observation.t
 
+    def preread(self, observation: NodeObservation) -> None:
+        """Parse the bodies ``observation`` carries ahead of ``observation`` (``FleetState.preread``):
+        the live source calls this in a worker thread, then ``observation`` on the event loop."""
+        self.state.preread(observation)
+
     def host(self, update: HostUpdate) -> None:
         self.state.apply_host(update)
 
@@ -168,8 +173,11 @@ class Monitor:
         for view in self.views:
             buffers = self.log_buffers.get(view.name, {})
             lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
-            intervals = last_intervals(self.state.nodes[view.name])
-            self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals, self.wall_at(now))
+            try:
+                intervals = last_intervals(self.state.nodes[view.name])
+                self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals, self.wall_at(now))
+            except Exception as exc:  # one node's data never stops another's diagnosis (FleetState's rule)
+                self.errors.append(f"{view.name}: {internal_error_text(exc)}")
         events = self.alerts.evaluate(self.views, self.findings, now, wall)
         self.ticks += 1
         fired = [(f"{e.alert.severity.value} {e.alert.name}: {e.summary}", e.alert.node) for e in events if e.fired]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -31,6 +31,13 @@ class FleetSink(Protocol):
     def host(self, update: HostUpdate) -> None: ...
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None: ...
     def error(self, node: str, exc: Exception) -> None: ...
+
+
+@runtime_checkable
+class Prereader(Protocol):
+    """A sink that reads an observation's bodies ahead, in a worker thread (``Monitor.preread``)."""
+
+    def preread(self, observation: NodeObservation) -> None: ...
 
 
 class FleetSource(Protocol):
@@ -88,10 +95,11 @@ class LiveFleet:
         # A sink that plans canaries (the monitor core behind the dashboard or ``watch``) gets them sent.
         planner = sink if isinstance(sink, CanaryPlanner) else None
         canaries = CanarySender(self.fleet) if planner is not None else None
+        preread = sink.preread if isinstance(sink, Prereader) else None
         try:
             async with make_poll_client(fleet_origins(self.fleet), ca_file=self.fleet.ca_file) as client:
                 poller = FleetPoller(self.fleet, client, clock=self.clock, canaries=canaries)
-                await poller.run(sink.observation, sink.error, planner)
+                await poller.run(sink.observation, sink.error, planner, preread)
         finally:
             if canaries is not None:
                 await canaries.aclose()

@@ -68,11 +68,15 @@ class FleetPoller:
         on_observation: Callable[[NodeObservation], None],
         on_error: Callable[[str, Exception], None] | None = None,
         planner: CanaryPlanner | None = None,
+        preread: Callable[[NodeObservation], None] | None = None,
     ) -> None:
         """Poll every node forever, each in its own loop; cancel to stop.
 
         ``on_error`` hears of an exception from a poll or from ``on_observation`` (a bug); the loop
         goes on. ``planner`` (with ``canaries``) is asked after each observation which canaries to send.
+        ``preread`` is given each observation first, in a worker thread: it parses what the
+        observation carries (``Monitor.preread``), so a large or hostile body never holds the event
+        loop, and the other nodes' polls and the screen go on while it is read.
         """
         async with asyncio.TaskGroup() as group:
             count = len(self.collectors)
@@ -83,7 +87,9 @@ class FleetPoller:
                 # back together and are drawn in one frame (a frame per node costs more than the
                 # polls), while a large fleet's parsing does not all land at once.
                 offset = self.fleet.poll_interval_s * (index // POLL_GROUP) / groups
-                group.create_task(self._loop(collector, on_observation, on_error, offset, planner))
+                group.create_task(
+                    self._loop(collector, on_observation, on_error, offset, planner=planner, preread=preread)
+                )
 
     async def _loop(
         self,
@@ -91,13 +97,17 @@ class FleetPoller:
         on_observation: Callable[[NodeObservation], None],
         on_error: Callable[[str, Exception], None] | None,
         offset_s: float = 0.0,
+        *,
         planner: CanaryPlanner | None = None,
+        preread: Callable[[NodeObservation], None] | None = None,
     ) -> None:
         interval = self.fleet.poll_interval_s
         next_at = self.schedule_clock() + offset_s - interval  # the first poll now, then at offset + k × interval
         while True:
             try:
                 observation = await collector.poll(self.client)
+                if preread is not None:
+                    await asyncio.to_thread(preread, observation)
                 on_observation(observation)
                 if planner is not None:
                     self.send_canaries(planner, observation)

@@ -251,6 +251,9 @@ class SparkApp(App[None]):
                 self._arrival_pending = True
                 self.set_timer(ARRIVAL_DELAY_S, self._draw_arrivals, name="arrivals")
 
+    def preread(self, observation: NodeObservation) -> None:
+        self.monitor.preread(observation)  # in a worker thread: the parse leaves the event loop
+
     def host(self, update: HostUpdate) -> None:
         self.monitor.host(update)
 

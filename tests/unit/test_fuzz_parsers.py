@@ -12,6 +12,7 @@ two cores.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hypothesis import HealthCheck, example, given, settings
@@ -22,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sparktui.model.exporters import gpu_reading
 from sparktui.model.fleet import FleetState
 from sparktui.model.memory import host_memory_from_exposition, pressure_from_exposition
-from sparktui.model.promtext import Exposition, ParseError, PromParser, parse
+from sparktui.model.promtext import MAX_LABEL_VALUE, Exposition, ParseError, PromParser, parse
+from sparktui.model.safe_text import safe_text
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.vllm import WANTED, ScrapeProblem, VllmScrape, normalise
 from tests.conftest import DATA, VLLM_FIXTURES
@@ -184,7 +186,7 @@ def exposition(draw: st.DrawFn, openmetrics: bool) -> Case:
         label_sets = draw(st.lists(st.dictionaries(LABEL_NAMES, LABEL_VALUES, max_size=3), max_size=4))
         seen: set[frozenset[tuple[str, str]]] = set()
         for labels in label_sets:
-            key = frozenset(labels.items())
+            key = _safe_labels(labels)  # what the parser keeps: the values made safe to show
             if key in seen:
                 continue
             seen.add(key)
@@ -203,6 +205,12 @@ def exposition(draw: st.DrawFn, openmetrics: bool) -> Case:
     return "\n".join(lines) + "\n", expected
 
 
+def _safe_labels(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    """Labels as the parser gives them: each value made safe to show (``safe_text``), since the parser
+    is where an exposition's text becomes safe."""
+    return frozenset((k, safe_text(v, MAX_LABEL_VALUE)) for k, v in labels.items())
+
+
 def _same(ours: float, theirs: float) -> bool:
     return ours == theirs or (math.isnan(ours) and math.isnan(theirs))
 
@@ -219,9 +227,7 @@ def test_text_format_parses_to_the_same_samples_as_prometheus_client(
     case: Case,
 ) -> None:
     text, written = case
-    theirs = {
-        (s.name, frozenset(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples
-    }
+    theirs = {(s.name, _safe_labels(s.labels)): s.value for f in text_string_to_metric_families(text) for s in f.samples}
     ours = _ours(parse(text))
     assert ours.keys() == theirs.keys() == written.keys()
     assert all(_same(ours[key], theirs[key]) for key in theirs)
@@ -234,7 +240,7 @@ def test_openmetrics_parses_to_the_same_samples_as_prometheus_client(
 ) -> None:
     text, written = case
     families = om_families(text)  # type: ignore[no-untyped-call]
-    theirs = {(s.name, frozenset(s.labels.items())): s.value for f in families for s in f.samples}
+    theirs = {(s.name, _safe_labels(s.labels)): s.value for f in families for s in f.samples}
     ours = _ours(parse(text))
     assert ours.keys() == theirs.keys() == written.keys()
     assert all(_same(ours[key], theirs[key]) for key in theirs)
