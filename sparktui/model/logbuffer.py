@@ -167,6 +167,9 @@ class LogBuffer:
         return self._next_seq
 
     def append(self, timestamp: datetime | None, text: str, *, gap: bool = False) -> LogLine:
+        # The one door of every log line into the model, whatever brought it (a live stream parsed it
+        # safe already; a recording or a test may not have): nothing in a buffer can drive a terminal.
+        text = safe_text(text, LOG_LINE_LIMIT)
         if len(text) > self.max_line_chars:
             cut = len(text) - self.max_line_chars
             text = f"{text[: self.max_line_chars]} …[{cut} more characters]"

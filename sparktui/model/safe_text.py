@@ -24,10 +24,22 @@ _ESCAPE_SEQUENCE = re.compile(
     r"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
 )
+
+
+# Every format character (Unicode category Cf, as of Python 3.11's Unicode 14): the bidirectional
+# marks, overrides and isolates that reorder what is shown (U+202E), the zero-width ones that hide text
+# (U+200B, U+2060, U+FEFF), the soft hyphen, and the invisible tag characters (U+E0000–U+E007F) that
+# smuggle text. Written out, not scanned at import (a scan of every code point costs 0.3 s of start);
+# tests/unit/test_safe_text.py checks it against unicodedata.
+FORMAT_CHARACTERS = (
+    "\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
 # Breaks and tabs become a space (the text stays one line, its words apart); every other C0 control,
-# DEL and C1 control is dropped, and so are the bidirectional overrides that reorder what is shown.
+# DEL and C1 control is dropped, and so is every format character (bidirectional, zero-width, tags).
 _BREAKS = re.compile(r"[\t\n\v\f\r\x85\u2028\u2029]+")
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{FORMAT_CHARACTERS}]")
 
 
 def strip_escape_sequences(text: str) -> str:

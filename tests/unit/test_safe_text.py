@@ -46,3 +46,15 @@ def test_nothing_that_comes_out_can_drive_a_terminal() -> None:
 def test_many_lines_keep_their_breaks_and_tabs_and_lose_the_rest() -> None:
     sent = "vllm-a\tvllm/vllm-openai:v0.33\t\x1b]2;x\x07ok\r\nline two\x1b[2J\rstill two\n\x1b[31mred\x1b[0m\n"
     assert safe_lines(sent) == "vllm-a\tvllm/vllm-openai:v0.33\tok\nline two still two\nred\n"
+
+
+def test_every_format_character_is_dropped() -> None:
+    """The written-out class of format characters holds every one this Python's Unicode knows: bidi
+    marks and overrides, zero-width characters, the soft hyphen, the invisible tag characters."""
+    import sys
+    import unicodedata
+
+    format_characters = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(format_characters) > 150
+    assert safe_text("a" + "".join(format_characters) + "b", limit=10_000) == "ab"
+    assert safe_text("e\u0301 \U0001f600 中文 ✓") == "e\u0301 \U0001f600 中文 ✓"  # marks, emoji and CJK stay
