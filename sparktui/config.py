@@ -7,6 +7,10 @@ reported at once, one line each, naming the file, the key and what to do:
     fleet.toml: nodes[1].vllm[0].url: must start with http:// or https:// (got 'ftp://x')
 
 The keys themselves never appear in any message.
+
+A file others may read (any group or other permission) that holds a secret itself (``secrets_in_file``:
+a notifier URL with its token, a URL with a credential in it) gets one warning line, naming the file,
+the keys and ``chmod 600``; the commands print it on stderr (``load_config``'s ``warn``).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import functools
 import os
 import re
 import ssl
+import stat
 import tomllib
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
 
 from platformdirs import user_config_path
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -60,6 +66,14 @@ _SECRET_FIELDS = frozenset(
 )
 _TOML_POSITION = re.compile(r"^(?P<msg>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$", re.DOTALL)
 _TOML_AT_END = re.compile(r"^(?P<msg>.*?) \(at end of document\)$", re.DOTALL)
+# Keys whose value is a secret written in the file itself (the loader refuses most; ``*_env`` and
+# ``*_file`` only say where a secret is).
+_SECRET_VALUE_KEYS = frozenset({"token", "api_key", "password", "bearer_token", "secret"})
+# A query parameter that carries a credential: ?token=, ?access_token=, ?api_key=, ?sig= (Azure, Teams), ?pass=
+_CREDENTIAL_PARAM = re.compile(r"token|key|secret|sig|pass|pwd|auth|cred", re.IGNORECASE)
+# A path segment that looks generated, as the token in a Slack, Discord or Teams webhook URL does.
+_TOKEN_SEGMENT = re.compile(r"[A-Za-z0-9_-]{16,}")
+_GROUP_OR_OTHERS = stat.S_IRWXG | stat.S_IRWXO
 _BARE_VALUE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_.-]+)\s*=\s*(?P<value>[^\s\"'\[{#][^#]*?)\s*(?:#.*)?$")
 
 
@@ -83,8 +97,11 @@ def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
     return user_config_path(APP_NAME, appauthor=False) / CONFIG_NAME
 
 
-def load_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -> FleetSpec:
-    """Read and validate the config file (``default_config_path`` when ``path`` is None)."""
+def load_config(
+    path: Path | None = None, env: Mapping[str, str] = os.environ, *, warn: Callable[[str], None] | None = None
+) -> FleetSpec:
+    """Read and validate the config file (``default_config_path`` when ``path`` is None). ``warn`` gets
+    the line of ``exposed_secrets_warning`` when others may read a file that holds a secret."""
     path = default_config_path(env) if path is None else path
     try:
         raw = path.read_bytes()
@@ -103,7 +120,75 @@ def load_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError([f"{path}: line {line}: not UTF-8 text; save the file as UTF-8"]) from None
-    return parse_config(text, source=str(path), env=env, base_dir=path.parent)
+    fleet = parse_config(text, source=str(path), env=env, base_dir=path.parent)
+    if warn is not None:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            mode = 0  # it was just read: gone or moved since, there is nothing left to warn about
+        # Parsed again only for a file others may read: the spec no longer says which values were inline.
+        keys = secrets_in_file(tomllib.loads(text)) if mode & _GROUP_OR_OTHERS else []
+        warning = exposed_secrets_warning(path, mode, keys)
+        if warning is not None:
+            warn(warning)
+    return fleet
+
+
+def exposed_secrets_warning(path: Path, mode: int, keys: Sequence[str]) -> str | None:
+    """One line when a config file with permission bits ``mode`` is open to its group or others and
+    holds the secrets at ``keys``; None when it is not, or holds none."""
+    if not mode & _GROUP_OR_OTHERS or not keys:
+        return None
+    return (
+        f"sparktui: warning: {path} is readable by others (mode {stat.S_IMODE(mode):04o}) and holds a secret "
+        f"in {', '.join(keys)}; chmod 600 {path}"
+    )
+
+
+def secrets_in_file(data: Mapping[str, Any]) -> list[str]:
+    """Where a config's TOML data holds a secret itself, as ``notifiers[0].url``: a token, key or password
+    written in the file, a URL with a user or password or a credential in its query (``?token=``,
+    ``?sig=``...), a notifier URL with a generated-looking path segment (a Slack or Discord webhook's
+    token). ``*_env`` and ``*_file`` name where a secret is kept, and hold none."""
+    found: list[str] = []
+
+    def walk(value: object, where: str) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                path = f"{where}.{key}" if where else str(key)
+                if isinstance(item, str) and item.strip() and _holds_secret(str(key), item, path):
+                    found.append(path)
+                else:
+                    walk(item, path)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+
+    walk(data, "")
+    return found
+
+
+def _holds_secret(key: str, value: str, path: str) -> bool:
+    if key in _SECRET_VALUE_KEYS:
+        return True
+    if key != "url":
+        return False
+    try:
+        parts = urlsplit(value)
+        credential = any(_CREDENTIAL_PARAM.search(name) and item for name, item in parse_qsl(parts.query))
+    except ValueError:
+        return False  # not a URL: the validation says so
+    if "@" in parts.netloc or credential:
+        return True
+    return path.startswith("notifiers[") and any(_token_like(segment) for segment in parts.path.split("/"))
+
+
+def _token_like(segment: str) -> bool:
+    """Long, and of mixed kinds of characters: ``T0B1c2...``, a UUID; not ``sparktui-alerts-hook``."""
+    kinds = sum(
+        (any(c.islower() for c in segment), any(c.isupper() for c in segment), any(c.isdigit() for c in segment))
+    )
+    return _TOKEN_SEGMENT.fullmatch(segment) is not None and kinds >= 2
 
 
 def parse_config(

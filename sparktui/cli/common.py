@@ -13,6 +13,11 @@ if TYPE_CHECKING:
 EXIT_CONFIG = 2
 
 
+def print_warning(line: str) -> None:
+    """A warning the loader has (a config others can read that holds a secret): one line on stderr."""
+    print(line, file=sys.stderr)
+
+
 def load_fleet(path: Path | None) -> FleetSpec | None:
     """The fleet of the config at ``path`` (None: the configured one), or None after one line on stderr.
     With a [prometheus] table and no [[nodes]], the fleet is whatever Prometheus scrapes."""
@@ -21,7 +26,7 @@ def load_fleet(path: Path | None) -> FleetSpec | None:
     from sparktui.config import ConfigError, load_config
 
     try:
-        fleet = load_config(path)
+        fleet = load_config(path, warn=print_warning)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return None

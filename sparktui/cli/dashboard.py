@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparktui.cli.common import EXIT_CONFIG
+from sparktui.cli.common import EXIT_CONFIG, print_warning
 
 
 def run(args: argparse.Namespace) -> int:
@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
 
     path = args.config or default_config_path()
     try:  # no file at all: one line saying how to try the demo or write one (sparktui.config)
-        fleet = load_config(path)
+        fleet = load_config(path, warn=print_warning)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG

@@ -191,20 +191,30 @@ def _sampler(script: str) -> SamplerCommand | None:
     )
 
 
+def _unwrapped(words: list[str]) -> list[str]:
+    """The command without a leading ``exec`` and ``timeout -k KILL BOUND`` (``ssh.under_remote_timeout``)."""
+    if words[:1] == ["exec"]:
+        words = words[1:]
+    if words[:2] == ["timeout", "-k"] and len(words) > 4:
+        words = words[4:]
+    return words
+
+
 def parse_command(text: str) -> Command:
     """What a command line sparktui sends asks for; ``UnknownCommand`` for anything else."""
     try:
         words = shlex.split(text)
     except ValueError:
         words = text.split()
+    words = _unwrapped(words)
     if not words:
         return UnknownCommand("")
     unknown = UnknownCommand(words[0])
-    if words[:3] == ["exec", "sh", "-c"] and len(words) == 5 and words[4] == "sparktui-sampler":
-        return _sampler(words[3]) or unknown
-    if words[:3] == ["exec", "sh", "-c"] and len(words) >= 5 and words[4] == FABRIC_TAG:
-        given = tuple(int(w) for w in words[5:] if w.isdigit())
-        return FabricCommand(given, words[3].startswith("et=1;"))
+    if words[:2] == ["sh", "-c"] and len(words) == 4 and words[3] == "sparktui-sampler":
+        return _sampler(words[2]) or unknown
+    if words[:2] == ["sh", "-c"] and len(words) >= 4 and words[3] == FABRIC_TAG:
+        given = tuple(int(w) for w in words[4:] if w.isdigit())
+        return FabricCommand(given, words[2].startswith("et=1;"))
     if words[:2] == ["sha256sum", "--"] and len(words) == 3:
         return ChecksumCommand(words[2])
     match words:

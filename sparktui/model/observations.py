@@ -95,7 +95,8 @@ class HostUpdate:
     problem: str | None = None
     connection_lost: bool = False  # the problem is a lost SSH connection: what it said is no longer known
     # ``nvidia-smi -q`` as the node printed it (``exporters.NVIDIA_SMI_Q_COMMAND``), read over SSH where
-    # the node has no GPU exporter; the fleet state parses it.
+    # the node has no GPU exporter, or the collector's one line when it gave no answer in time; the
+    # fleet state parses it (a text that is no reading is the GPU's problem line).
     nvidia_smi: str | None = None
     # The fabric command's answer (``model.fabric.fabric_command``) with the NCCL libraries' ``sha256``
     # lines the source adds; the fleet state parses it.

@@ -15,6 +15,7 @@ request log lines are redacted too while a hub is open.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -38,6 +39,9 @@ MAX_BACKOFF_S = 60.0
 MAX_TEXT_CHARS = 3500  # under Telegram's 4096 and Slack's comfortable message size
 MAX_EVIDENCE_LINES = 8
 MAX_QUOTED_CHARS = 200  # of an error answer's body
+# Of any answer's body: only a prefix is ever looked at (a Telegram answer is ~300 bytes, an error page's
+# first words are its reason). The rest is not read; the connection is closed instead.
+MAX_REPLY_BYTES = 4096
 DEFAULT_DRAIN_S = 5.0
 NTFY_DEFAULT_URL = "https://ntfy.sh"
 TELEGRAM_DEFAULT_URL = "https://api.telegram.org"
@@ -59,6 +63,25 @@ class NotifyError(Exception):
         self.message = message
         self.retry = retry
         self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A notifier's answer as read: the status, the headers and at most ``MAX_REPLY_BYTES`` of the body
+    (``cut``: there was more, not read)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    body: bytes = b""
+    cut: bool = False
+
+    @property
+    def text(self) -> str:
+        # Webhook answers are UTF-8 (or ASCII) in practice; a character cut at the prefix's end is replaced.
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> object:
+        return json.loads(self.body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +217,7 @@ class Notifier:
             text = text.replace(secret, REDACTED)
         return text
 
-    def check_answer(self, response: httpx.Response) -> None:
+    def check_answer(self, response: Reply) -> None:
         """Raise NotifyError unless the answer says the message was taken."""
         status = response.status_code
         if 200 <= status < 300:
@@ -208,9 +231,11 @@ class Notifier:
         retry_after = _retry_after(response.headers.get("retry-after"))
         raise NotifyError(self.redact(message), retry=status in (408, 429) or status >= 500, retry_after_s=retry_after)
 
-    def _detail(self, response: httpx.Response) -> str:
-        # Quoted from the answer into the watch log and the status: made safe to print here.
-        return safe_text(" ".join(response.text.split()), MAX_QUOTED_CHARS)
+    def _detail(self, response: Reply) -> str:
+        # Quoted from the answer's prefix into the watch log and the status: made safe to print here,
+        # and redacted before it is cut (a secret cut in two would not be found whole afterwards).
+        words = " ".join(response.text.split()) + ("…" if response.cut else "")
+        return safe_text(self.redact(words), MAX_QUOTED_CHARS)
 
 
 class WebhookNotifier(Notifier):
@@ -275,7 +300,7 @@ class TelegramNotifier(Notifier):
     def auth_headers(self) -> dict[str, str]:
         return {}  # the bot token goes in the path, never in a header
 
-    def check_answer(self, response: httpx.Response) -> None:
+    def check_answer(self, response: Reply) -> None:
         answer = _json_object(response)
         if 200 <= response.status_code < 300 and answer.get("ok") is not False:
             return
@@ -283,7 +308,7 @@ class TelegramNotifier(Notifier):
             raise NotifyError(self.redact(f"Telegram refused: {self._detail(response)}"), retry=False)
         super().check_answer(response)
 
-    def _detail(self, response: httpx.Response) -> str:
+    def _detail(self, response: Reply) -> str:
         answer = _json_object(response)
         description = answer.get("description")
         if isinstance(description, str):
@@ -291,7 +316,7 @@ class TelegramNotifier(Notifier):
         return super()._detail(response)
 
 
-def _json_object(response: httpx.Response) -> dict[str, object]:
+def _json_object(response: Reply) -> dict[str, object]:
     try:
         found = response.json()
     except (ValueError, RecursionError):
@@ -391,6 +416,23 @@ def _describe(exc: httpx.HTTPError, timeout_s: float) -> NotifyError:
     if isinstance(exc, httpx.RemoteProtocolError):
         return NotifyError("the connection closed before an answer", retry=True)
     return NotifyError(f"request failed ({type(exc).__name__})", retry=True)
+
+
+async def _post(client: httpx.AsyncClient, outgoing: Outgoing, timeout_s: float) -> Reply:
+    """POST ``outgoing`` and read at most ``MAX_REPLY_BYTES`` of the answer's body, undecoded: a receiver
+    that answers with megabytes (an error page, a loop) costs a few KiB, and the connection is closed
+    (leaving the ``stream`` block unread closes it rather than keeping it alive)."""
+    # identity: the prefix read is the text itself, and no compressed answer is inflated here.
+    headers = {"Accept-Encoding": "identity", **outgoing.headers}
+    async with client.stream(
+        "POST", outgoing.url, headers=headers, json=outgoing.json, content=outgoing.content, timeout=timeout_s
+    ) as response:
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk[: MAX_REPLY_BYTES + 1 - len(body)]
+            if len(body) > MAX_REPLY_BYTES:
+                break
+        return Reply(response.status_code, response.headers, bytes(body[:MAX_REPLY_BYTES]), len(body) > MAX_REPLY_BYTES)
 
 
 def _no_report(_level: str, _fields: Mapping[str, object]) -> None:
@@ -540,13 +582,7 @@ class NotifierHub:
         assert client is not None
         try:
             async with asyncio.timeout(timeout_s):
-                response = await client.post(
-                    outgoing.url,
-                    headers=dict(outgoing.headers),
-                    json=outgoing.json,
-                    content=outgoing.content,
-                    timeout=httpx.Timeout(timeout_s),
-                )
+                response = await _post(client, outgoing, timeout_s)
         except TimeoutError:
             raise NotifyError(f"no answer within {timeout_s:g} s", retry=True) from None
         except httpx.HTTPError as exc:

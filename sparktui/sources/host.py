@@ -9,6 +9,11 @@ A node with no GPU exporter configured has its GPU read by ``nvidia-smi -q`` ove
 every ``NVIDIA_SMI_EVERY_S`` (clocks, power, temperature, utilisation and the clock-event reasons; the
 fleet state parses the text); a node without nvidia-smi (exit status 127) is not asked again.
 
+Every periodic command runs under the node's ``timeout`` (``NodeSsh.run_bounded``), bounded by its
+interval less the kill's grace (``bound_s``): one that hangs (nvidia-smi with a GPU off the bus) is
+stopped on the node before the next is due, and the next starts only once this one has ended. A hang
+is the node's GPU reason, one line: "nvidia-smi: gave no answer within 8 s (stopped on the node)".
+
 Every ``FABRIC_EVERY_S`` the fabric command (``model.fabric.fabric_command``) reads the node's RDMA NICs
 (link state, speed, ``ethtool -S`` counters) and the NCCL library each vLLM process of the last host
 frame has mapped; a library's sha256 is computed once per path, size and mtime and remembered here.
@@ -38,22 +43,28 @@ from sparktui.model.observations import HostUpdate
 from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.sources.sampler import LocalSampler, sampler_command, service_probes
-from sparktui.sources.ssh import NodeSsh
+from sparktui.sources.ssh import ANSWER_MARGIN_S, REMOTE_KILL_AFTER_S, REMOTE_TIMED_OUT, NodeSsh, SshProblemKind
 
 Clock = Callable[[], float]
 FRAME_LINE_LIMIT = 64 * 1024  # characters of one line of a host sample (a frame is bounded as a whole too)
 NVIDIA_SMI_EVERY_S = 10.0  # nvidia-smi -q costs the node tens of ms of CPU: not every poll
-NVIDIA_SMI_TIMEOUT_S = 10.0
+NVIDIA_SMI_MIN_BOUND_S = 1.0  # seconds it may run on the node at the least, however short its interval
 NVIDIA_SMI_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (a -q of one GPU's five sections is ~4 KiB)
 NOT_FOUND = 127
-FABRIC_TIMEOUT_S = 10.0
+FABRIC_MIN_BOUND_S = 5.0  # a shell, an ethtool and a grep per NIC, a grep over the vLLM processes' maps
 FABRIC_MAX_OUTPUT = 64 * 1024  # characters kept of its answer (8 NICs of 64 lines and 32 libraries: ~40 KiB)
 # A fabric answer that came more than this share of the reading interval after its command was sent is
 # read again, once: when its counters were read is not known closely enough to make rates from them.
 FABRIC_MAX_SPREAD = 0.25
-CHECKSUM_TIMEOUT_S = 60.0  # sha256 of a ~300 MB libnccl: about a second, once per file
+CHECKSUM_BOUND_S = 55.0  # sha256 of a ~300 MB libnccl: about a second, once per file
 MAX_CHECKSUMS = 64  # NCCL files remembered per node
 VLLM_KINDS = frozenset({"serve", "worker", "engine_core"})
+
+
+def bound_s(every_s: float, at_least_s: float) -> float:
+    """How long a command run every ``every_s`` may run on the node: stopped (and killed, if it must be)
+    before the next is due, but never given less than ``at_least_s``."""
+    return max(at_least_s, every_s - REMOTE_KILL_AFTER_S)
 
 
 def wants_host_state(node: NodeSpec) -> bool:
@@ -114,7 +125,9 @@ class HostCollector:
         while True:
             command = fabric_command(self._vllm_pids, ethtool=ethtool, net_dir=self.net_dir, interfaces=interfaces)
             sent_at = self.clock()
-            result = await self.ssh.run(command, timeout_s=FABRIC_TIMEOUT_S, max_output=FABRIC_MAX_OUTPUT)
+            result = await self.ssh.run_bounded(
+                command, bound_s=bound_s(self.fabric_every_s, FABRIC_MIN_BOUND_S), max_output=FABRIC_MAX_OUTPUT
+            )
             read_at = self.clock()  # the counters' moment, not after a checksum's second
             if result.exit_status == NOT_FOUND:
                 return  # no sh, or a node that answers only commands it knows
@@ -144,7 +157,7 @@ class HostCollector:
             if key not in self._checksums:
                 if len(self._checksums) >= MAX_CHECKSUMS:
                     self._checksums.clear()  # files that come and go (new venvs, upgrades): forget the old
-                result = await self.ssh.run(checksum_command(library.path), timeout_s=CHECKSUM_TIMEOUT_S)
+                result = await self.ssh.run_bounded(checksum_command(library.path), bound_s=CHECKSUM_BOUND_S)
                 word = result.stdout.split(" ", 1)[0] if result.ok else ""
                 self._checksums[key] = word if len(word) == 64 else None
             digest = self._checksums[key]
@@ -157,19 +170,32 @@ class HostCollector:
     async def _run_nvidia_smi(self, on_update: Callable[[HostUpdate], None]) -> None:
         """The GPU of a node without an exporter, from ``nvidia-smi -q``, every ``nvidia_smi_every_s``."""
         assert self.ssh is not None
+        bound = bound_s(self.nvidia_smi_every_s, NVIDIA_SMI_MIN_BOUND_S)
         next_at = time.monotonic()
         while True:
-            result = await self.ssh.run(
-                NVIDIA_SMI_Q_COMMAND, timeout_s=NVIDIA_SMI_TIMEOUT_S, max_output=NVIDIA_SMI_MAX_OUTPUT
-            )
+            result = await self.ssh.run_bounded(NVIDIA_SMI_Q_COMMAND, bound_s=bound, max_output=NVIDIA_SMI_MAX_OUTPUT)
             if result.exit_status == NOT_FOUND:
                 return  # no nvidia-smi on this node: no GPU to read
-            if result.problem is None:
+            if result.exit_status in REMOTE_TIMED_OUT:
+                on_update(self._nvidia_smi_hung(f"gave no answer within {bound:g} s (stopped on the node)"))
+            elif result.problem is not None and result.problem.kind is SshProblemKind.TIMEOUT:
+                # Not even the kill ended it (a process in the driver's uninterruptible sleep), or the
+                # answer got lost on the way: either way no reading, and the reason says so.
+                waited = bound + REMOTE_KILL_AFTER_S + ANSWER_MARGIN_S
+                on_update(
+                    self._nvidia_smi_hung(f"gave no answer within {waited:g} s, not even once stopped on the node")
+                )
+            elif result.problem is None:
                 # Its own complaint ("couldn't communicate with the NVIDIA driver") says why there is no reading.
                 text = result.stdout if result.ok else f"{result.stdout}\n{result.stderr}"
                 on_update(HostUpdate(self.node.name, self.clock(), nvidia_smi=text))
             next_at += self.nvidia_smi_every_s
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+    def _nvidia_smi_hung(self, reason: str) -> HostUpdate:
+        # As the text of its reading: the fleet state shows it as the GPU's reason ("nvidia-smi: ..."), a
+        # recording keeps it, and the last good reading ages as stale meanwhile.
+        return HostUpdate(self.node.name, self.clock(), nvidia_smi=reason)
 
     async def _run_sampler(self, on_update: Callable[[HostUpdate], None]) -> None:
         assert self.ssh is not None

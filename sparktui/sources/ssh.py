@@ -37,6 +37,9 @@ DEFAULT_MAX_COMMANDS = 4
 DEFAULT_KEEPALIVE_INTERVAL_S = 2.0
 DEFAULT_KEEPALIVE_COUNT_MAX = 2  # the link is declared dead after (count_max + 1) silent intervals
 BACKOFF_MIN_S = 0.2  # after the first failure; the first reconnect after a stable connection is at once
+REMOTE_KILL_AFTER_S = 2.0  # ``timeout -k``: a command that outlives its TERM is killed this long after
+REMOTE_TIMED_OUT = frozenset({124, 137})  # ``timeout``'s exit status when TERM ended the command, or KILL had to
+ANSWER_MARGIN_S = 3.0  # a bounded command's wait here, beyond its bound and kill on the node: the way back
 BACKOFF_MAX_S = 10.0
 BACKOFF_HUMAN_S = 30.0  # host key and authentication problems: retried slowly, a person has to act
 # AES-GCM first: asyncssh's chacha20-poly1305 builds two cipher objects per packet, AES-GCM reuses one
@@ -138,6 +141,12 @@ class _Failure(Exception):
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
+
+
+def under_remote_timeout(command: str, bound_s: float) -> str:
+    """``command`` under the node's ``timeout``: TERM after ``bound_s``, KILL ``REMOTE_KILL_AFTER_S``
+    later (exit status 124 or 137, ``REMOTE_TIMED_OUT``). A leading ``exec`` stays in front."""
+    return f"exec timeout -k {REMOTE_KILL_AFTER_S:g} {bound_s:g} {command.removeprefix('exec ')}"
 
 
 def _short(command: str, limit: int = 60) -> str:
@@ -297,6 +306,17 @@ class NodeSsh:
         except _Failure as failure:
             return failed(failure.problem)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def run_bounded(self, command: str, *, bound_s: float, max_output: int = MAX_COMMAND_OUTPUT) -> CommandResult:
+        """``run`` a command the node itself stops after ``bound_s`` (``under_remote_timeout``), waiting
+        here for that, its kill and the answer's way back. Closing the channel of a command given up on
+        here would not stop it: a hung one (nvidia-smi with a GPU off the bus) stays on the node, and a
+        periodic caller would start another beside it every interval."""
+        return await self.run(
+            under_remote_timeout(command, bound_s),
+            timeout_s=bound_s + REMOTE_KILL_AFTER_S + ANSWER_MARGIN_S,
+            max_output=max_output,
+        )
 
     async def stream(self, command: str, *, read_timeout_s: float | None) -> AsyncGenerator[StreamEvent, None]:
         """Run a long-lived ``command`` and yield its output lines, forever.

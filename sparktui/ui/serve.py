@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -547,7 +548,8 @@ def _config_path(args: argparse.Namespace) -> Path:
 
     path: Path = getattr(args, "config", None) or default_config_path()
     try:
-        load_config(path)  # errors here, in one sentence, rather than in every browser session
+        # Errors here, in one sentence, rather than in every browser session; so is a warning.
+        load_config(path, warn=functools.partial(print, file=sys.stderr))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return path

@@ -247,3 +247,24 @@ def test_the_dashboard_without_a_config_says_in_one_line_how_to_try_the_demo_or_
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(str(missing)) and "sparktui init" in line and "sparktui demo" in line
+
+
+def test_a_config_others_can_read_holding_a_secret_gets_one_warning_line(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    hook = "https://hooks.slack.com/services/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"
+    config.write_text(
+        '[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n[[nodes.vllm]]\nport = 8001\n'
+        f'[[notifiers]]\nkind = "slack"\nurl = "{hook}"\n',
+        encoding="utf-8",
+    )
+    config.chmod(0o644)
+    shared = _run(config, "config", "check")
+    config.chmod(0o600)
+    private = _run(config, "config", "check")
+    assert (shared.returncode, private.returncode) == (0, 0), shared.stderr + private.stderr
+    assert shared.stderr == (
+        f"sparktui: warning: {config} is readable by others (mode 0644) and holds a secret in notifiers[0].url; "
+        f"chmod 600 {config}\n"
+    )
+    assert hook not in shared.stderr + shared.stdout
+    assert private.stderr == ""

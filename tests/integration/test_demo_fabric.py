@@ -24,7 +24,7 @@ from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.observations import HostUpdate
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
-from sparktui.sources.ssh import CommandResult
+from sparktui.sources.ssh import CommandResult, under_remote_timeout
 from tests.integration.test_demo_ssh import HostFeed
 from tests.support.wait import wait_until
 
@@ -97,6 +97,9 @@ def test_the_demo_recognises_the_fabric_command() -> None:
     assert parse_command(fabric_command([4127, 4188])) == FabricCommand((4127, 4188), True)
     assert parse_command(fabric_command((), ethtool=False, interfaces=["enp1s0f0np0"])) == FabricCommand((), False)
     assert parse_command(checksum_command(PIP_NCCL.path)) == ChecksumCommand(PIP_NCCL.path)
+    # As the host collector sends them: under the node's `timeout`.
+    assert parse_command(under_remote_timeout(fabric_command([4127]), 8)) == FabricCommand((4127,), True)
+    assert parse_command(under_remote_timeout(checksum_command(PIP_NCCL.path), 55)) == ChecksumCommand(PIP_NCCL.path)
 
 
 async def test_the_fabric_scenario_opens_and_clears_its_findings(watch: FabricWatch) -> None:

@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -39,6 +40,8 @@ SLACK_SECRET = "xoxb1SLACKsecretPATH"
 NTFY_TOKEN = "tk_ntfysecret8d2e"
 SECRETS = (BOT_TOKEN, HOOK_SECRET, SLACK_SECRET, NTFY_TOKEN)
 WALL = 1780137000.0  # 2026-05-30 10:30:00 UTC
+FLOOD_CHUNK = 64 * 1024
+HUNDRED_MB = 100 * 1000 * 1000
 
 
 # --- the receiver ------------------------------------------------------------------------------------
@@ -64,6 +67,7 @@ class Behaviour:
     headers: dict[str, str] = field(default_factory=dict)
     echo_path: bool = False  # answer with the request path in the body, as a proxy's error page might
     echo_token_encoded: bool = False  # answer with the bearer token, URL-quoted in every common way
+    flood_bytes: int = 0  # after the body, this many more bytes, generated as they are sent (never held)
 
 
 class Receiver:
@@ -72,6 +76,7 @@ class Receiver:
     def __init__(self, port: int = 0) -> None:
         self.requests: list[Received] = []
         self.behaviour = Behaviour()
+        self.flood_sent: list[int] = []  # per flooding answer: the bytes the client took before it closed
         self._lock = threading.Lock()
         receiver = self
 
@@ -90,16 +95,27 @@ class Receiver:
                     token = headers.get("authorization", "").removeprefix("Bearer ")
                     forms = (quote(token, safe=""), quote(token), quote_plus(token), lower_hex(quote(token, safe="")))
                     answer += b" token=" + " ".join(forms).encode()
+                if behaviour.flood_bytes:
+                    # A small send buffer: what the kernel takes ahead of the client's reads stays small,
+                    # so the count below is close to what the client really read.
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, FLOOD_CHUNK)
+                sent = 0
                 try:
                     self.send_response(behaviour.status)
                     for name, value in behaviour.headers.items():
                         self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(answer)))
+                    self.send_header("Content-Length", str(len(answer) + behaviour.flood_bytes))
                     self.end_headers()
                     self.wfile.write(answer)
+                    chunk = b"x" * FLOOD_CHUNK
+                    while sent < behaviour.flood_bytes:
+                        sent += self.wfile.write(chunk[: behaviour.flood_bytes - sent]) or 0
                 except OSError:
-                    pass  # the client gave up (its timeout): nothing to answer
+                    pass  # the client gave up (its timeout, or it read enough): nothing to answer
+                if behaviour.flood_bytes:
+                    with receiver._lock:
+                        receiver.flood_sent.append(sent)
 
             def log_message(self, format: str, *args: object) -> None:
                 return
@@ -387,6 +403,30 @@ async def test_a_receiver_that_does_not_answer_times_out(receiver: Receiver) -> 
     reports = Reports()
     await send([spec(kind="webhook", url=f"{receiver.url}/hook", timeout_s=0.3)], event(), reports=reports)
     assert reports.lines[-1][1]["error"] == "no answer within 0.3 s"
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(500, f"HTTP 500: upstream broke {'x' * 184}…"), (200, None)],
+    ids=["error-500", "ok-200"],
+)
+async def test_a_huge_answer_is_read_only_a_few_kib_and_the_reason_comes_from_them(
+    receiver: Receiver, status: int, error: str | None
+) -> None:
+    receiver.behaviour = Behaviour(status=status, body=b"upstream broke ", flood_bytes=HUNDRED_MB)
+    reports = Reports()
+    hub = await send([spec(kind="webhook", name="hook", url=f"{receiver.url}/hook")], event(), reports=reports)
+    await wait_until(lambda: receiver.flood_sent, what="the server to stop sending")
+    (sent,) = receiver.flood_sent
+    # The client read at most a few KiB and closed: what the server got out is that, a chunk read at once
+    # and what the two kernels buffered (well under 8 MiB on loopback), not 100 MB.
+    assert sent < 8 * 1024 * 1024, sent
+    (status_now,) = hub.statuses()
+    errors = [str(fields["error"]) for _, fields in reports.lines if "error" in fields]
+    if error is None:
+        assert (status_now.healthy, status_now.sent, errors) == (True, 1, [])
+    else:
+        assert errors == [error] and status_now.last_error == error
 
 
 async def test_submit_never_waits_and_the_queue_is_bounded(receiver: Receiver) -> None:

@@ -16,10 +16,11 @@ in ``sshd_config`` puts ``bin/`` first on the PATH of every session (the account
 prepend directories of their own; a test checks that the stubs still win) and tells the stubs where their
 state is. The stubs append every call to ``state/calls.log`` and answer from files the test writes with
 ``set_unit``, ``set_container``, ``set_listeners``, ``append_journal``, ``append_kernel_log`` (and
-``remove_journal``), ``set_nvidia_smi``, ``set_ethtool`` and ``append_docker_log``. The ``sudo`` stub runs its command
-with the privileged paths redirected into ``state/`` (``/proc/sys/vm/drop_caches`` → ``drop_caches_file``,
-``/dev/shm/`` → ``shm_dir``), kills only PIDs allowed with ``sudo_may_kill``, and can be made to want a
-password (``sudo_needs_password``) or to wait first (``sudo_sleep``); see tests/stubs/sudo.
+``remove_journal``), ``set_nvidia_smi`` (and ``hang_nvidia_smi``), ``set_ethtool`` and
+``append_docker_log``. The ``sudo`` stub runs its command with the privileged paths redirected into
+``state/`` (``/proc/sys/vm/drop_caches`` → ``drop_caches_file``, ``/dev/shm/`` → ``shm_dir``), kills only
+PIDs allowed with ``sudo_may_kill``, and can be made to want a password (``sudo_needs_password``) or to
+wait first (``sudo_sleep``); see tests/stubs/sudo.
 
 Needs ``/usr/sbin/sshd`` (Debian: ``apt-get install -y openssh-server openssh-client``). Without it
 the fixtures skip, or fail when ``CI=true``.
@@ -527,6 +528,10 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
     def set_nvidia_smi(self, text: str) -> None:
         """What ``nvidia-smi`` prints from now on (without it, the node has no nvidia-smi)."""
         (self.state_dir / "nvidia-smi.txt").write_text(text)
+
+    def hang_nvidia_smi(self) -> None:
+        """From now on ``nvidia-smi`` never answers (a GPU off the bus) and runs until it is killed."""
+        (self.state_dir / "nvidia-smi.hang").write_text("")
 
     def set_ethtool(self, text: str) -> None:
         """What ``ethtool -S IF`` prints from now on (without it: "no stats available", status 94)."""

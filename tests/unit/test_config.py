@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from sparktui.config import ConfigError, default_config_path, load_config, parse_config
+from sparktui.config import (
+    ConfigError,
+    default_config_path,
+    exposed_secrets_warning,
+    load_config,
+    parse_config,
+    secrets_in_file,
+)
 from sparktui.model.specs import (
     AlertRuleSpec,
     CanarySpec,
@@ -602,6 +610,68 @@ def test_a_config_nested_thousands_deep_is_one_line_naming_the_file(tmp_path: Pa
         f"{path}: arrays or tables are nested too deeply to read; a sparktui config nests at most a few levels "
         "(docs/config.md)"
     ]
+
+
+# --- secrets at rest -------------------------------------------------------------------------------------
+
+SLACK_URL = "https://hooks.slack.com/services/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"
+
+
+def test_the_secrets_a_file_holds_itself_are_found_and_references_are_not() -> None:
+    data = tomllib.loads(
+        NODE
+        + '[nodes.gpu_exporter]\nurl = "http://ops:hunter22@192.168.1.11:9835/metrics"\n'
+        + '[[nodes.vllm]]\nurl = "http://192.168.1.11:8001"\napi_key = "sk-1"\n'
+        + '[[nodes.vllm]]\nname = "b"\nport = 8002\napi_key_env = "VLLM_KEY"\napi_key_file = "key.txt"\n'
+        + '[[nodes.services]]\nname = "asr"\nurl = "http://192.168.1.11:8765/health?verbose=1"\n'
+        + f'[[notifiers]]\nkind = "slack"\nurl = "{SLACK_URL}"\n'
+        + '[[notifiers]]\nkind = "webhook"\nname = "ops"\nurl = "https://alerts.example/hook?token=s3cr3t"\n'
+        + '[[notifiers]]\nkind = "webhook"\nname = "lan"\nurl = "http://192.168.1.10:9000/hooks/sparktui"\n'
+        + '[[notifiers]]\nkind = "telegram"\ntoken_env = "TG_TOKEN"\nchat_id = 42\ntoken = "7012:AAF"\n'
+        + '[[notifiers]]\nkind = "slack"\nname = "s2"\nurl_file = "slack.url"\ntoken_file = "t.txt"\n'
+        + '[[notifiers]]\nkind = "webhook"\nname = "teams"\nurl = "https://x.example/wf?api-version=1&sig=Ab9"\n'
+        + '[prometheus]\nurl = "https://mon.lab/prometheus?access_token=abc123"\npassword_env = "PROM_PW"\n'
+    )
+    assert secrets_in_file(data) == [
+        "nodes[0].gpu_exporter.url",
+        "nodes[0].vllm[0].api_key",
+        "notifiers[0].url",
+        "notifiers[1].url",
+        "notifiers[3].token",
+        "notifiers[5].url",
+        "prometheus.url",
+    ]
+
+
+def test_the_warning_is_for_a_file_others_may_read_that_holds_a_secret(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    keys = ["notifiers[0].url", "prometheus.url"]
+    assert exposed_secrets_warning(path, 0o100644, keys) == (
+        f"sparktui: warning: {path} is readable by others (mode 0644) and holds a secret in "
+        f"notifiers[0].url, prometheus.url; chmod 600 {path}"
+    )
+    assert exposed_secrets_warning(path, 0o100640, keys) is not None  # the group is others too
+    assert exposed_secrets_warning(path, 0o100600, keys) is None
+    assert exposed_secrets_warning(path, 0o100400, keys) is None
+    assert exposed_secrets_warning(path, 0o100644, []) is None
+
+
+def test_loading_a_file_others_may_read_warns_once_when_it_holds_a_secret(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(NODE + f'[[notifiers]]\nkind = "slack"\nurl = "{SLACK_URL}"\n', encoding="utf-8")
+    path.chmod(0o644)
+    warnings: list[str] = []
+    load_config(path, env={}, warn=warnings.append)
+    assert warnings == [
+        f"sparktui: warning: {path} is readable by others (mode 0644) and holds a secret in notifiers[0].url; "
+        f"chmod 600 {path}"
+    ]
+    path.chmod(0o600)
+    load_config(path, env={}, warn=warnings.append)
+    path.write_text(NODE + '[[notifiers]]\nkind = "slack"\nurl_env = "SLACK_URL"\n', encoding="utf-8")
+    path.chmod(0o644)
+    load_config(path, env={"SLACK_URL": SLACK_URL}, warn=warnings.append)
+    assert len(warnings) == 1  # not for 0600, nor for a secret kept elsewhere
 
 
 def test_ca_file_is_read_relative_to_the_config_and_must_hold_a_certificate(tmp_path: Path) -> None:
