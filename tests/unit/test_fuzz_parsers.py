@@ -227,7 +227,9 @@ def test_text_format_parses_to_the_same_samples_as_prometheus_client(
     case: Case,
 ) -> None:
     text, written = case
-    theirs = {(s.name, _safe_labels(s.labels)): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    theirs = {
+        (s.name, _safe_labels(s.labels)): s.value for f in text_string_to_metric_families(text) for s in f.samples
+    }
     ours = _ours(parse(text))
     assert ours.keys() == theirs.keys() == written.keys()
     assert all(_same(ours[key], theirs[key]) for key in theirs)
