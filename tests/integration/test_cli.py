@@ -151,6 +151,36 @@ def test_one_node_with_a_bad_bucket_bound_is_degraded_and_every_other_node_is_re
     assert any(line.startswith(f"{unreadable} ({evidence})") for line in alerts.stdout.splitlines())
 
 
+def test_a_position_label_int_refuses_and_a_huge_context_length_crash_no_mode_and_stop_no_other_node(
+    fleet: tuple[list[FixtureNode], Path],
+) -> None:
+    """Issue 32: a spec-decode ``position`` of "²" (``str.isdigit()`` says yes, ``int()`` no) was a
+    traceback in ``snapshot`` and ``check``, and a ``max_model_len`` of 10**400 killed the dashboard."""
+    nodes, config = fleet
+    endpoint = nodes[1].vllm.endpoint
+    scrapes, endpoint.scrapes = endpoint.scrapes, [s.replace('position="1"', 'position="²"') for s in endpoint.scrapes]
+    endpoint.max_model_len = 10**400
+    try:
+        check = _run(config, "check", "--interval", "0.1")
+        snapshot = _run(config, "snapshot", "--json", "--interval", "0.1")
+        alerts = _run(config, "check", "--alerts", "--interval", "0.1")
+    finally:
+        endpoint.scrapes, endpoint.max_model_len = scrapes, 131072
+    wire = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    reason = f"vllm: /metrics: {wire} has position='²', which is not a whole number"
+    for run in (check, snapshot, alerts):
+        assert "Traceback" not in run.stderr, run.stderr
+    assert check.returncode == 1
+    assert check.stdout.strip().splitlines() == [f"spark2: degraded: {reason}", "3 nodes: 1 degraded, 2 up"]
+    payload = json.loads(snapshot.stdout)
+    by_name = {n["name"]: n for n in payload["nodes"]}
+    assert by_name["spark2"]["status"] == {"state": "degraded", "reasons": [reason]}
+    assert by_name["spark2"]["instances"][0]["max_model_len"] is None
+    assert by_name["spark1"]["status"]["state"] == by_name["spark3"]["status"]["state"] == "up"
+    assert alerts.returncode == 1
+    assert any(line.startswith("warn spark2/vllm metrics-unreadable") for line in alerts.stdout.splitlines())
+
+
 def test_check_exits_two_when_a_node_is_down(fleet: tuple[list[FixtureNode], Path], tmp_path: Path) -> None:
     nodes, _config = fleet
     dead = fleet_config(nodes).replace(nodes[0].vllm.url, f"http://127.0.0.1:{free_port()}")

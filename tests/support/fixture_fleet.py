@@ -74,6 +74,7 @@ class Endpoint:
     version: str = "0.33.0"
     api_key: str | None = None
     model_id: str = "RedHatAI/Qwen3.6-35B-A3B-NVFP4"
+    max_model_len: int = 131072  # any integer JSON can write (a hostile one: 10**400)
     index: int = 0
     advance_every_s: float | None = None  # None: tests move ``index`` themselves
     started: float = field(default_factory=time.monotonic)
@@ -142,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
             "owned_by": "vllm",
             "root": ep.model_id,
             "parent": None,
-            "max_model_len": 131072,
+            "max_model_len": ep.max_model_len,
         }
         self._send(200, json.dumps({"object": "list", "data": [card]}).encode())
 
