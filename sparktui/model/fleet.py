@@ -39,7 +39,7 @@ from sparktui.model.memory import (
 )
 from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.promtext import ParseError, PromParser, TooManySeries, decode, looks_truncated
+from sparktui.model.promtext import Exposition, ParseError, PromParser, TooManySeries, decode, looks_truncated
 from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
@@ -178,6 +178,21 @@ def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
         return detail + status
     age = f" for {fmt_duration(age_s)}" if age_s is not None else ""
     return f"{detail}, attempt {restarts + 1} running{age}, the port is not open"
+
+
+def _parsed(parser: PromParser, result: HttpResult) -> Exposition | ParseError:
+    """An exporter's answer parsed, or the ``ParseError`` that says why it is not Prometheus text."""
+    try:
+        return parser.parse(result.text())
+    except ParseError as exc:
+        return exc
+
+
+def _unreadable(what: str, exc: ParseError) -> str:
+    """The reason an exporter's answer cannot be read, in one line."""
+    if isinstance(exc, TooManySeries):
+        return f"{what}: {exc}"
+    return f"{what} is not Prometheus text: {safe_text(str(exc))}"
 
 
 def read_metrics(parser: PromParser, result: HttpResult) -> tuple[VllmScrape | None, str | None]:
@@ -559,6 +574,7 @@ class NodeState:
         self.host_error: str | None = None
         self._gpu_parser = PromParser()
         self._node_parser = PromParser()
+        self._preparsed: dict[str, tuple[bytes, Exposition | ParseError]] = {}  # by ``preread``
         self.last_t: float | None = None
         self.last_wall: float | None = None
         # Why this node's data could not be read (``FleetState``'s guard): a reason on the node until
@@ -640,14 +656,32 @@ class NodeState:
             self.gpu_result = obs.gpu_exporter
             self._apply_gpu(obs.gpu_exporter, obs.t)
 
+    def preread(self, obs: NodeObservation) -> None:
+        """Parse the exporters' answers of ``obs`` ahead of ``apply(obs)``, as ``InstanceState.preread``
+        does its ``/metrics`` (in the live source's worker thread)."""
+        for kind, result, parser in (
+            ("node", obs.node_exporter, self._node_parser),
+            ("gpu", obs.gpu_exporter, self._gpu_parser),
+        ):
+            if result is not None and result.ok:
+                self._preparsed[kind] = (result.body, _parsed(parser, result))
+        for vobs in obs.vllm:
+            instance = self.instances.get(vobs.name)
+            if instance is not None and vobs.metrics is not None:
+                instance.preread(vobs.metrics)
+
+    def _exposition(self, kind: str, parser: PromParser, result: HttpResult) -> Exposition | ParseError:
+        """``result`` parsed: by ``preread`` when it read this very answer, else now."""
+        pre = self._preparsed.pop(kind, None)
+        return pre[1] if pre is not None and pre[0] is result.body else _parsed(parser, result)
+
     def _apply_node_exporter(self, result: HttpResult, t: float) -> None:
         if not result.ok:
             self.host_error = f"node_exporter: {result.problem()}"
             return
-        try:
-            expo = self._node_parser.parse(result.text())
-        except ParseError as exc:
-            self.host_error = f"node_exporter is not Prometheus text: {exc}"
+        expo = self._exposition("node", self._node_parser, result)
+        if isinstance(expo, ParseError):
+            self.host_error = _unreadable("node_exporter", expo)
             return
         self.host_error = None
         self.host_memory = host_memory_from_exposition(expo)
@@ -688,10 +722,9 @@ class NodeState:
         if not result.ok:
             self.gpu_error = f"GPU exporter: {result.problem()}"
             return
-        try:
-            expo = self._gpu_parser.parse(result.text())
-        except ParseError as exc:
-            self.gpu_error = f"GPU exporter is not Prometheus text: {exc}"
+        expo = self._exposition("gpu", self._gpu_parser, result)
+        if isinstance(expo, ParseError):
+            self.gpu_error = _unreadable("GPU exporter", expo)
             return
         memory = self.memory
         reading = gpu_reading(expo, host_mem_total_bytes=memory.mem_total if memory else None)
@@ -903,12 +936,8 @@ class FleetState:
     def preread(self, obs: NodeObservation) -> None:
         """Read the ``/metrics`` bodies of ``obs`` ahead of ``apply(obs)`` (``InstanceState.preread``)."""
         node = self.nodes.get(obs.node)
-        if node is None:
-            return
-        for vobs in obs.vllm:
-            instance = node.instances.get(vobs.name)
-            if instance is not None and vobs.metrics is not None:
-                _guarded(node, instance.preread, vobs.metrics)
+        if node is not None:
+            _guarded(node, node.preread, obs)
 
     def apply_host(self, update: HostUpdate) -> None:
         node = self.nodes.get(update.node)

@@ -20,6 +20,7 @@ from sparktui.model.numbers import count_problem, counter_problem, fraction_prob
 from sparktui.model.observations import NodeObservation, VllmObservation
 from sparktui.model.promtext import MAX_SERIES, TooManySeries, parse
 from sparktui.model.status import State
+from tests.support.fixture_fleet import gb10_nvidia_exporter_page
 from tests.unit.test_status import FLEET, SCRAPES, observe, ok, view
 
 MODEL = 'model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4"'
@@ -33,6 +34,20 @@ TTFT = "vllm:time_to_first_token_seconds"
 HOSTILE = "\x1b]2;owned\x1b\\\x1b]52;c;ZWNobyBoaQ==\x07\x1b[2J\u009b31m\u0085\u202edcba\x1bP1$r\x1b\\ok"
 TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
+GPU_PAGE = gb10_nvidia_exporter_page()
+GPU_FLEET = parse_config(
+    """
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "qwen"
+port = 8001
+[nodes.gpu_exporter]
+port = 9835
+""",
+    source="test.toml",
+)
 TWO_NODES = parse_config(
     """
 [[nodes]]
@@ -271,3 +286,36 @@ def test_safe_json_bounds_depth_numbers_and_strings() -> None:
     assert safe_json.loads(b'{"n": 12345}') == {"n": 12345}
     assert safe_json.loads(b'{"\\u001b]2;x\\u0007k": "\\u001b[31mv\\u202e"}') == {"k": "v"}
     assert safe_json.loads(b"\xff") is None
+
+
+def _observation(t: float, metrics: str, gpu: str) -> NodeObservation:
+    return NodeObservation(
+        node="spark1",
+        t=t,
+        wall=1e9 + t,
+        vllm=(VllmObservation(name="qwen", health=ok(), metrics=ok(metrics)),),
+        gpu_exporter=ok(gpu),
+    )
+
+
+@pytest.mark.parametrize("hostile", [False, True])
+def test_an_observation_read_ahead_gives_the_view_of_one_read_on_arrival(hostile: bool) -> None:
+    """The live source parses each observation in a worker thread (``FleetState.preread``) before it
+    is applied on the event loop: the same view as a replay, which reads it on arrival."""
+    gpu = "".join(f'g{{i="{i}"}} 1\n' for i in range(MAX_SERIES + 1)) if hostile else GPU_PAGE
+    metrics = [_edited('position="1"', 'position="²"', s) if hostile else s for s in SCRAPES[:2]]
+    ahead, on_arrival = FleetState(GPU_FLEET), FleetState(GPU_FLEET)
+    for t, body in enumerate(metrics):
+        observation = _observation(float(t), body, gpu)
+        ahead.preread(observation)
+        ahead.apply(observation)
+        on_arrival.apply(observation)
+    assert ahead.view(1.0, window_s=None) == on_arrival.view(1.0, window_s=None)
+    (node,) = ahead.view(1.0, window_s=None)
+    if hostile:
+        assert node.status.reasons[0].startswith("qwen: /metrics: vllm:spec_decode_num_accepted_tokens_per_pos_total")
+        assert f"GPU exporter: {MAX_SERIES + 1:,} series, over the budget of {MAX_SERIES:,} a scrape; not read" in (
+            node.status.reasons
+        )
+    else:
+        assert node.status.state is State.UP and node.gpu is not None
