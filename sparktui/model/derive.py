@@ -183,6 +183,9 @@ class VllmRates:
 # endpoint, a counter written by hand) is flagged on its instance, not charted as a 21-digit rate.
 MAX_TOKENS_PER_S = 1e7
 MAX_EVENTS_PER_S = 1e6
+# One GPU: the fastest memory reads about 8 TB/s and the fastest tensor cores do about 10 PFLOP/s at FP4.
+MAX_BYTES_PER_S = 1e14
+MAX_FLOPS_PER_S = 1e17
 
 
 def _per_s(value: float | None, seconds: float) -> float | None:
@@ -203,8 +206,20 @@ class _Plausible:
             return None
         return per_s
 
+    def achieved(self, found: Achieved) -> Achieved:
+        """``found`` (vLLM's per-GPU estimates), or none with the reason when past any GPU."""
+        memory, flops = found.memory_bytes_per_s, found.flops_per_s
+        if (memory or 0.0) > MAX_BYTES_PER_S or (flops or 0.0) > MAX_FLOPS_PER_S:
+            self.failed.append(f"estimated {memory or 0:.3g} B/s, {flops or 0:.3g} FLOP/s a GPU")
+            return Achieved(None, None, "vLLM's estimated counters jumped past what any GPU does")
+        return found
 
-def spec_decode_stats(deltas: Deltas) -> SpecDecodeStats | None:
+
+def spec_decode_stats(deltas: Deltas, check: _Plausible | None = None) -> SpecDecodeStats | None:
+    """Speculative decoding over the window; None without its counters, and None with what failed
+    noted on ``check`` when the counters say what no drafter can do: more accepted than drafted at a
+    position or overall (each verify step accepts at most one token per position), or a token rate
+    past ``MAX_TOKENS_PER_S``."""
     drafts = deltas.get("spec_drafts")
     draft_tokens = deltas.get("spec_draft_tokens")
     accepted = deltas.get("spec_accepted_tokens")
@@ -217,6 +232,14 @@ def spec_decode_stats(deltas: Deltas) -> SpecDecodeStats | None:
     conditional = tuple(ratio(c, drafts if i == 0 else counts[i - 1]) for i, c in enumerate(counts))
     mean_length = ratio(accepted, drafts)
     seconds = deltas.seconds
+    if check is not None:
+        shares = [*per_position, ratio(accepted, draft_tokens)]
+        over = max((share for share in shares if share is not None), default=0.0)
+        if over > 1.0 + 1e-9:
+            check.failed.append(f"spec decode accepted {over:.3g} tokens a drafted one")
+            return None
+        if check.rate("spec decode drafted", draft_tokens, MAX_TOKENS_PER_S) is None and draft_tokens:
+            return None
     return SpecDecodeStats(
         num_speculative_tokens=len(counts),
         drafts=drafts,
@@ -298,7 +321,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         prefix_cache_hit_rate=_prefix_hit_rate(deltas, latest),
         preemptions=preemptions,
         preemptions_per_s=preemptions_per_s,
-        spec_decode=spec_decode_stats(deltas),
+        spec_decode=spec_decode_stats(deltas, check),
         latency=latency,
         histograms=histograms,
         admission_rejections=rejections,
@@ -307,6 +330,6 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         cached_tiers=PromptShares.of(deltas.labelled("cached_by_tier")),
         tokens_per_step=_window_summary(deltas, latest, "iteration_tokens"),
         prefill_computed_per_request=_window_summary(deltas, latest, "prefill_kv_computed"),
-        mfu=achieved(deltas, latest),
+        mfu=check.achieved(achieved(deltas, latest)),
         implausible=tuple(check.failed),
     )

@@ -319,3 +319,29 @@ def test_an_observation_read_ahead_gives_the_view_of_one_read_on_arrival(hostile
         )
     else:
         assert node.status.state is State.UP and node.gpu is not None
+
+
+@pytest.mark.parametrize(
+    ("wire", "flagged"),
+    [
+        (
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",{MODEL},position="1"}}',
+            "spec decode accepted",
+        ),
+        (f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",{MODEL}}}', "spec decode accepted"),
+        (f'vllm:estimated_read_bytes_per_gpu_total{{engine="0",{MODEL}}}', "estimated 1e+30 B/s"),
+    ],
+)
+def test_spec_decode_and_bandwidth_counters_past_any_drafter_or_gpu_are_flagged(wire: str, flagged: str) -> None:
+    state = FleetState(FLEET)
+    observe(state, 0.0, ok(), ok(SCRAPES[0]))
+    observe(state, 1.0, ok(), ok(_with_value(wire, "1e30", SCRAPES[1])))
+    node = view(state, 1.0)
+    rates = node.instances[0].rates
+    assert rates is not None
+    if "spec" in flagged:
+        assert rates.spec_decode is None
+    else:
+        assert rates.mfu is not None and rates.mfu.memory_bytes_per_s is None
+    (reason,) = node.status.reasons
+    assert reason.startswith(f"qwen: a counter jumped past what any engine does ({flagged}")
