@@ -60,6 +60,7 @@ def _many_unread(count: int) -> Callable[[int], bytes]:
 
 
 CASES: dict[str, Callable[[int], bytes]] = {
+    "none (a second good node, the reference)": lambda poll: SCRAPE,
     "100,000 series (6 MB), over the budget": _many_series(100_000),
     f"{MAX_SERIES - 100:,} series of a family read, inside the budget": _many_series(MAX_SERIES - 100),
     f"{MAX_SERIES - 100:,} series of families not read": _many_unread(MAX_SERIES - 100),
@@ -75,8 +76,10 @@ class _Handler(BaseHTTPRequestHandler):
             cls = type(self)
             cls.polls += 1
             body = cls.body_of(cls.polls)
+        elif self.path == "/v1/models":
+            body = b'{"object": "list", "data": [{"id": "m", "max_model_len": 4096}]}'
         else:
-            body = b"" if self.path == "/health" else b"{}"
+            body = b"" if self.path == "/health" else b'{"version": "0.33.0"}'
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -143,7 +146,7 @@ async def _run(case: str, seconds: float, preread: bool) -> dict[str, float | st
     good.shutdown()
     hostile.shutdown()
     gaps = [b - a for a, b in zip(sink.arrivals[2:], sink.arrivals[3:], strict=False)]  # after the first polls
-    reason = next((r for v in sink.views if v.name == "hostile" for r in v.status.reasons), "")
+    reason = next((r for v in sink.views if v.name == "hostile" for r in v.status.reasons if "/metrics" in r), "")
     return {
         "max_gap_s": max(gaps, default=float("nan")),
         "max_stall_ms": 1000 * max(stalls[100:], default=float("nan")),
