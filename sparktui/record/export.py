@@ -104,8 +104,9 @@ def export(
     """Write the derived numbers of the recording at ``path`` to ``out`` (default stdout).
 
     Each row: ``time`` (ISO 8601, local time with its offset), ``t`` (seconds since the recording
-    starts), ``node``, then ``metrics`` (all of ``METRICS`` when None). Returns (rows written, the
-    recording's damage message or None). Raises ``RecordingError`` or ValueError with one line.
+    starts), ``node``, then ``metrics`` (all of ``METRICS`` when None). Returns (rows written, one line
+    on the recording's damage and the records it skipped, or None). Raises ``RecordingError`` or
+    ValueError with one line; what writing ``out`` raises goes through.
     """
     if to not in ("jsonl", "csv"):
         raise ValueError(f"unknown export format {to!r}; choose jsonl or csv")
@@ -140,7 +141,8 @@ def export(
             feeder.feed(record)
     finally:
         reader.close()
-    return rows, reader.problem
+    problems = [p for p in (reader.problem, reader.skipped_note) if p is not None]
+    return rows, "; ".join(problems) if problems else None
 
 
 def open_output(path: Path) -> TextIO:
