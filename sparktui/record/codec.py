@@ -7,27 +7,43 @@ vLLM instance; everything else stands alone. A payload is a list of *parts*, eac
 and a four-byte length: part 0 is JSON (``LITERAL``); an observation's HTTP bodies follow, each
 ``LITERAL`` or ``LINES``: a line delta (``sparktui.record.delta``) against the same body in the
 stream's previous record. Every ``KEYFRAME_S`` seconds (an *epoch*) every stream starts afresh.
+
+A recording may come from another machine, so reading one trusts nothing in it: every inflation
+stops at ``MAX_RECORD_BYTES``, JSON is bounded in size and depth, and every field is read through
+``_Fields`` (its type checked, a number finite and in range, text made safe by ``safe_text``). A blob
+that does not decode raises ``DamagedRecord``; a record whose fields cannot be, ``RefusedRecord``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sparktui.diagnosis.catalogue import Severity
-from sparktui.diagnosis.engine import Finding
+from sparktui.diagnosis.engine import MAX_EVIDENCE_CHARS, Finding
 from sparktui.model.host import CpuFrequency, HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.safe_text import DEFAULT_LIMIT, LABEL_LIMIT, LOG_LINE_LIMIT, safe_text
 from sparktui.model.specs import REDACTED_URL, FleetSpec
 from sparktui.record.delta import decode_lines, encode_lines, line_index
-from sparktui.record.types import ActionEvent, CollectError, DamagedRecord, Kind, LogBatch, Payload, Tick
+from sparktui.record.types import (
+    ActionEvent,
+    CollectError,
+    DamagedRecord,
+    Kind,
+    LogBatch,
+    Payload,
+    RefusedRecord,
+    Tick,
+)
 
 KEYFRAME_S = 300.0  # a new epoch (every stream starts afresh) this often
 DEFAULT_MAX_EPOCH_BYTES = 8 * 1024 * 1024
@@ -37,21 +53,187 @@ RAW, Z_PLAIN, Z_CHAINED = 0, 1, 2  # blob flags
 LITERAL, LINES = 0, 1  # part codecs
 _PART = struct.Struct(">BI")
 
+# What reading one record may take (a recording is untrusted input; docs/record.md lists these).
+MiB = 1024 * 1024
+MAX_RECORD_BYTES = 32 * MiB  # a payload, inflated; and the HTTP bodies of one record, rebuilt
+MAX_RECORD_LINES = 1_000_000  # lines of one record's bodies (the reader keeps each as an object)
+MAX_HELD_BYTES = 512 * MiB  # what the reader keeps of every stream's last payload and bodies, at once
+LINE_COST = 48  # bytes a kept line costs beyond its text (a bytes object and its list slot)
+MAX_JSON_BYTES = 8 * MiB  # a record's JSON part, and the fleet in a recording's header
+MAX_JSON_DEPTH = 32  # nesting of arrays and objects
+MAX_CLOCK_S = 1e10  # any time on a recorder's monotonic clock: centuries either side of its start
+MAX_UNIX_TIME = 1e11  # a unix time (the year 5138): dates and clocks can still be formatted
+MAX_NUMBER = 1e18  # any other number
+MAX_INT = 2**63 - 1
+MAX_FIELD_CHARS = 4096  # a text field that is not a name, a reason or a log line (a process's arguments)
+
 
 # --- JSON of the model's dataclasses ----------------------------------------------------------------
 
 T = TypeVar("T")
 
 
-def _build(cls: type[T], data: Mapping[str, Any]) -> T:
-    """A flat dataclass from a JSON object: unknown keys ignored (a newer writer), missing keys left
-    to the defaults."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in data.items() if k in names})
+def _shown(value: object) -> str:
+    """A value named in a refusal: short, and safe to print."""
+    if isinstance(value, str):
+        return repr(safe_text(value, 24))
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "null" if value is None else safe_text(repr(value), 24)
 
 
-def _floats(values: Sequence[Any] | None) -> tuple[float, ...] | None:
-    return None if values is None else tuple(float(v) for v in values)
+def checked_text(value: object, where: str, limit: int = DEFAULT_LIMIT) -> str:
+    """A string of a recording, made safe to show (``safe_text``: one line, at most ``limit``)."""
+    if not isinstance(value, str):
+        raise RefusedRecord(f"{where} is {_shown(value)}, not a string")
+    return safe_text(value, limit)
+
+
+def checked_number(value: object, where: str, low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> float:
+    """A number of a recording: finite and within [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RefusedRecord(f"{where} is {_shown(value)}, not a number")
+    number = float(value) if isinstance(value, float) or abs(value) <= MAX_INT else math.inf
+    if not low <= number <= high:  # NaN too
+        raise RefusedRecord(f"{where} is {_shown(value)}, outside {low:g} to {high:g}")
+    return number
+
+
+def checked_int(value: object, where: str, low: int = -MAX_INT, high: int = MAX_INT) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RefusedRecord(f"{where} is {_shown(value)}, not an integer")
+    if not low <= value <= high:
+        raise RefusedRecord(f"{where} is {_shown(value)}, outside {low} to {high}")
+    return value
+
+
+def clock_time(value: object, where: str) -> float:
+    """A time on a recorder's monotonic clock (a record's ``t``, a session's ``t0``, a finding's times)."""
+    return checked_number(value, where, -MAX_CLOCK_S, MAX_CLOCK_S)
+
+
+def unix_time(value: object, where: str) -> float:
+    """A unix time (a session's ``wall0``, a poll's ``wall``, a process's start)."""
+    return checked_number(value, where, 0.0, MAX_UNIX_TIME)
+
+
+def _checked_flag(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise RefusedRecord(f"{where} is {_shown(value)}, not true or false")
+    return value
+
+
+_MISSING: Any = object()
+
+
+class _Fields:
+    """A JSON object of a record, read one checked field at a time (the one place a recording's fields
+    are typed): each read raises ``RefusedRecord`` naming the field when it is missing, of the wrong
+    type, or out of range. Unknown keys are ignored (a newer writer)."""
+
+    __slots__ = ("data", "where")
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, dict):
+            raise RefusedRecord(f"{where} is {_shown(data)}, not an object")
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def _at(self, key: str) -> str:
+        return f"{self.where}.{key}"
+
+    def _get(self, key: str, default: Any) -> Any:
+        value = self.data.get(key, default)
+        if value is _MISSING:
+            raise RefusedRecord(f"{self._at(key)} is missing")
+        return value
+
+    def text(self, key: str, limit: int = DEFAULT_LIMIT, default: str = _MISSING) -> str:
+        return checked_text(self._get(key, default), self._at(key), limit)
+
+    def opt_text(self, key: str, limit: int = DEFAULT_LIMIT) -> str | None:
+        value = self.data.get(key)
+        return None if value is None else checked_text(value, self._at(key), limit)
+
+    def raw_text(self, key: str) -> str | None:
+        """A text the model parses (and makes safe) itself: its type checked, its lines kept."""
+        value = self.data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise RefusedRecord(f"{self._at(key)} is {_shown(value)}, not a string")
+        return value
+
+    def number(self, key: str, low: float = -MAX_NUMBER, high: float = MAX_NUMBER, default: float = _MISSING) -> float:
+        return checked_number(self._get(key, default), self._at(key), low, high)
+
+    def opt_number(self, key: str, low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> float | None:
+        value = self.data.get(key)
+        return None if value is None else checked_number(value, self._at(key), low, high)
+
+    def integer(self, key: str, low: int = -MAX_INT, high: int = MAX_INT, default: int = _MISSING) -> int:
+        return checked_int(self._get(key, default), self._at(key), low, high)
+
+    def opt_integer(self, key: str, low: int = -MAX_INT, high: int = MAX_INT) -> int | None:
+        value = self.data.get(key)
+        return None if value is None else checked_int(value, self._at(key), low, high)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        return _checked_flag(self.data.get(key, default), self._at(key))
+
+    def obj(self, key: str) -> _Fields:
+        return _Fields(self._get(key, _MISSING), self._at(key))
+
+    def opt_obj(self, key: str) -> _Fields | None:
+        value = self.data.get(key)
+        return None if value is None else _Fields(value, self._at(key))
+
+    def items(self, key: str, default: Any = _MISSING) -> list[Any]:
+        """A JSON array (``default`` when it is missing)."""
+        value = self._get(key, default)
+        if not isinstance(value, list | tuple):
+            raise RefusedRecord(f"{self._at(key)} is {_shown(value)}, not a list")
+        return list(value)
+
+    def opt_items(self, key: str) -> list[Any] | None:
+        return None if self.data.get(key) is None else self.items(key)
+
+    def mapping(self, key: str, default: Any = _MISSING) -> dict[str, Any]:
+        value = self._get(key, default)
+        if not isinstance(value, dict):
+            raise RefusedRecord(f"{self._at(key)} is {_shown(value)}, not an object")
+        return value
+
+
+# The field types of the flat dataclasses ``_build`` makes, and how each is read: a name ending in
+# ``_epoch`` is a unix time (the model formats it as a date).
+_SCALARS: dict[str, Callable[[object, str, str], object]] = {
+    "str": lambda value, where, _name: checked_text(value, where, MAX_FIELD_CHARS),
+    "int": lambda value, where, _name: checked_int(value, where),
+    "float": lambda value, where, name: (
+        unix_time(value, where) if name.endswith("_epoch") else checked_number(value, where)
+    ),
+    "bool": lambda value, where, _name: _checked_flag(value, where),
+}
+
+
+def _build(cls: type[T], data: _Fields) -> T:
+    """A flat dataclass from a JSON object, each field read by its type (``_SCALARS``): unknown keys
+    ignored (a newer writer), missing keys left to the defaults."""
+    values: dict[str, object] = {}
+    for field in fields(cls):  # type: ignore[arg-type]
+        if field.name not in data.data:
+            continue
+        value = data.data[field.name]
+        kind = str(field.type)
+        if value is None and kind.endswith(" | None"):
+            values[field.name] = None
+            continue
+        values[field.name] = _SCALARS[kind.removesuffix(" | None")](value, data._at(field.name), field.name)
+    try:
+        return cls(**values)
+    except TypeError:
+        raise RefusedRecord(f"{data.where} lacks a field of {cls.__name__}") from None
 
 
 def host_sample_to_json(sample: HostSample) -> dict[str, Any]:
@@ -74,29 +256,53 @@ def host_sample_to_json(sample: HostSample) -> dict[str, Any]:
     }
 
 
-def host_sample_from_json(data: Mapping[str, Any]) -> HostSample:
-    load = _floats(data.get("load"))
-    services = data.get("services")
-    shm = data.get("shm")
-    processes = data.get("processes")
-    pressure = data.get("pressure")
-    cpu_freq = data.get("cpu_freq")
+def host_sample_from_json(data: object, where: str = "sample") -> HostSample:
+    """The reverse of ``host_sample_to_json``; ``RefusedRecord`` names a field that cannot be."""
+    f = _Fields(data, where)
+    load = f.opt_items("load")
+    if load is not None and len(load) != 3:
+        raise RefusedRecord(f"{where}.load has {len(load)} values, not 3")
+    services = f.opt_obj("services")
+    shm = f.opt_items("shm")
+    processes = f.opt_items("processes")
+    pressure = f.opt_obj("pressure")
+    cpu_freq = f.opt_obj("cpu_freq")
     return HostSample(
-        remote_epoch=float(data["remote_epoch"]),
-        memory=_build(HostMemory, data["memory"]),
+        remote_epoch=unix_time(f.data.get("remote_epoch"), f"{where}.remote_epoch"),
+        memory=_build(HostMemory, f.obj("memory")),
         pressure=None if pressure is None else _build(MemoryPressure, pressure),
-        pressure_problem=data.get("pressure_problem"),
-        shm=None if shm is None else tuple(_build(ShmEntry, e) for e in shm),
-        processes=None if processes is None else tuple(_build(HostProcess, p) for p in processes),
-        load=None if load is None else (load[0], load[1], load[2]),
-        uptime_s=data.get("uptime_s"),
-        services=None if services is None else {k: _build(ServiceState, v) for k, v in services.items()},
-        problems=tuple(data.get("problems", ())),
-        seq=int(data.get("seq", 0)),
-        refreshed={k: float(v) for k, v in data.get("refreshed", {}).items()},
-        section_problems=dict(data.get("section_problems", {})),
+        pressure_problem=f.opt_text("pressure_problem"),
+        shm=None if shm is None else tuple(_build(ShmEntry, _Fields(e, f"{where}.shm[]")) for e in shm),
+        processes=None
+        if processes is None
+        else tuple(_build(HostProcess, _Fields(p, f"{where}.processes[]")) for p in processes),
+        load=None if load is None else _load(load, f"{where}.load[]"),
+        uptime_s=f.opt_number("uptime_s", 0.0),
+        services=None if services is None else _services(services),
+        problems=tuple(checked_text(p, f"{where}.problems[]") for p in f.items("problems", ())),
+        seq=f.integer("seq", 0, default=0),
+        refreshed={
+            checked_text(k, f"{where}.refreshed key", LABEL_LIMIT): checked_number(v, f"{where}.refreshed[]")
+            for k, v in f.mapping("refreshed", {}).items()
+        },
+        section_problems={
+            checked_text(k, f"{where}.section_problems key", LABEL_LIMIT): checked_text(v, f"{where}.section_problems")
+            for k, v in f.mapping("section_problems", {}).items()
+        },
         cpu_freq=None if cpu_freq is None else _build(CpuFrequency, cpu_freq),
     )
+
+
+def _services(services: _Fields) -> dict[str, ServiceState]:
+    return {
+        checked_text(name, f"{services.where} key", LABEL_LIMIT): _build(ServiceState, _Fields(state, services.where))
+        for name, state in services.data.items()
+    }
+
+
+def _load(values: list[Any], where: str) -> tuple[float, float, float]:
+    one, five, fifteen = (checked_number(v, where, 0.0) for v in values)
+    return one, five, fifteen
 
 
 def host_update_to_json(update: HostUpdate) -> dict[str, Any]:
@@ -110,16 +316,18 @@ def host_update_to_json(update: HostUpdate) -> dict[str, Any]:
     }
 
 
-def host_update_from_json(node: str, t: float, data: Mapping[str, Any]) -> HostUpdate:
-    sample = data.get("sample")
+def host_update_from_json(node: str, t: float, data: object) -> HostUpdate:
+    f = _Fields(data, "host")
+    sample = f.data.get("sample")
     return HostUpdate(
         node=node,
         t=t,
-        sample=None if sample is None else host_sample_from_json(sample),
-        problem=data.get("problem"),
-        connection_lost=bool(data.get("connection_lost", False)),
-        nvidia_smi=data.get("nvidia_smi"),
-        fabric=data.get("fabric"),
+        sample=None if sample is None else host_sample_from_json(sample, "host.sample"),
+        problem=f.opt_text("problem"),
+        connection_lost=f.flag("connection_lost"),
+        # The model parses these answers (and makes what it shows of them safe) as it does live.
+        nvidia_smi=f.raw_text("nvidia_smi"),
+        fabric=f.raw_text("fabric"),
     )
 
 
@@ -128,9 +336,20 @@ def log_line_to_json(line: LogLine) -> list[Any]:
     return [line.seq, stamp, line.text, 1] if line.gap else [line.seq, stamp, line.text]
 
 
-def log_line_from_json(data: Sequence[Any]) -> LogLine:
-    stamp = None if data[1] is None else datetime.fromisoformat(data[1])
-    return LogLine(int(data[0]), stamp, str(data[2]), len(data) > 3 and bool(data[3]))
+def log_line_from_json(data: object, where: str = "line") -> LogLine:
+    """``[seq, ISO time or null, text]`` and a 1 after a gap marker; the text made safe as the log
+    sources make it (``safe_text``, up to ``LOG_LINE_LIMIT``)."""
+    if not isinstance(data, list) or len(data) not in (3, 4):
+        raise RefusedRecord(f"{where} is {_shown(data)}, not [seq, time, text]")
+    stamp: datetime | None = None
+    if data[1] is not None:
+        text = checked_text(data[1], f"{where} time", 64)
+        try:
+            stamp = datetime.fromisoformat(text)
+        except ValueError:
+            raise RefusedRecord(f"{where} time is {_shown(text)}, not an ISO 8601 time") from None
+    gap = len(data) > 3 and data[3] not in (0, False, None)
+    return LogLine(checked_int(data[0], f"{where} seq", 0), stamp, checked_text(data[2], where, LOG_LINE_LIMIT), gap)
 
 
 def finding_to_json(finding: Finding) -> dict[str, Any]:
@@ -151,22 +370,28 @@ def finding_to_json(finding: Finding) -> dict[str, Any]:
     }
 
 
-def finding_from_json(data: Mapping[str, Any]) -> Finding:
-    cleared = data.get("cleared_at")
+def finding_from_json(data: object) -> Finding:
+    f = _Fields(data, "finding")
+    severity = f.text("severity", LABEL_LIMIT)
+    try:
+        level = Severity(severity)
+    except ValueError:
+        raise RefusedRecord(f"finding.severity is {_shown(severity)}, not a severity") from None
+    cleared = f.data.get("cleared_at")
     return Finding(
-        id=str(data["id"]),
-        node=str(data["node"]),
-        instance=data.get("instance"),
-        severity=Severity(data["severity"]),
-        title=str(data.get("title", "")),
-        evidence=tuple(data.get("evidence", ())),
-        explanation=str(data.get("explanation", "")),
-        fix=str(data.get("fix", "")),
-        action=data.get("action"),
-        opened_at=float(data["opened_at"]),
-        last_seen=float(data["last_seen"]),
-        cleared_at=None if cleared is None else float(cleared),
-        lines=tuple(log_line_from_json(line) for line in data.get("lines", ())),
+        id=f.text("id", LABEL_LIMIT),
+        node=f.text("node", LABEL_LIMIT),
+        instance=f.opt_text("instance", LABEL_LIMIT),
+        severity=level,
+        title=f.text("title", default=""),
+        evidence=tuple(checked_text(e, "finding.evidence[]", MAX_EVIDENCE_CHARS) for e in f.items("evidence", ())),
+        explanation=f.text("explanation", MAX_FIELD_CHARS, default=""),
+        fix=f.text("fix", MAX_FIELD_CHARS, default=""),
+        action=f.opt_text("action", LABEL_LIMIT),
+        opened_at=clock_time(f.data.get("opened_at"), "finding.opened_at"),
+        last_seen=clock_time(f.data.get("last_seen"), "finding.last_seen"),
+        cleared_at=None if cleared is None else clock_time(cleared, "finding.cleared_at"),
+        lines=tuple(log_line_from_json(line, "finding.lines[]") for line in f.items("lines", ())),
     )
 
 
@@ -180,10 +405,12 @@ def fleet_json(fleet: FleetSpec) -> str:
     return json.dumps(_notifier_urls_redacted(data), separators=(",", ":"), sort_keys=True)
 
 
-def fleet_from_json(text: str) -> FleetSpec:
+def fleet_from_json(text: str | bytes) -> FleetSpec:
     """The fleet of a recording's header. A replay or an export sends no notification: a notifier's URL
-    reads back as ``REDACTED_URL``, also from files that stored pydantic's ``**********`` for it."""
-    return FleetSpec.model_validate(_notifier_urls_redacted(json.loads(text)))
+    reads back as ``REDACTED_URL``, also from files that stored pydantic's ``**********`` for it.
+    ``DamagedRecord`` when it is not JSON within ``load_json``'s bounds; pydantic's ``ValidationError``
+    when it is not a fleet."""
+    return FleetSpec.model_validate(_notifier_urls_redacted(load_json(text)))
 
 
 def _notifier_urls_redacted(data: Any) -> Any:
@@ -205,6 +432,27 @@ def config_text_without_secrets(fleet: FleetSpec, text: str) -> str:
 
 def _dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), default=str).encode()
+
+
+def load_json(text: str | bytes) -> Any:
+    """JSON of a recording, at most ``MAX_JSON_BYTES`` and ``MAX_JSON_DEPTH`` deep; ``DamagedRecord``
+    (one line) when it is not."""
+    if len(text) > MAX_JSON_BYTES:
+        raise DamagedRecord(f"its JSON is {len(text):,} bytes, more than the {MAX_JSON_BYTES // MiB} MiB allowed")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise DamagedRecord(f"its JSON is nested more than {MAX_JSON_DEPTH} deep") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of thousands of digits
+        raise DamagedRecord(f"its JSON does not parse ({safe_text(str(exc), 120)})") from None
+    containers = [(value, 1)] if isinstance(value, dict | list) else []
+    while containers:
+        item, depth = containers.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise DamagedRecord(f"its JSON is nested more than {MAX_JSON_DEPTH} deep")
+        inner = item.values() if isinstance(item, dict) else item
+        containers.extend((v, depth + 1) for v in inner if isinstance(v, dict | list))
+    return value
 
 
 # --- payloads and blobs -----------------------------------------------------------------------------
@@ -233,12 +481,19 @@ def _unpack(payload: bytes) -> list[tuple[int, bytes]]:
 class _Body:
     lines: list[bytes]
     index: dict[bytes, int] | None = None  # the writer's lookahead; the reader does not need it
+    cost: int = 0  # what the reader's copy holds, in bytes (its text and ``LINE_COST`` a line)
 
 
 @dataclass(slots=True)
 class _Stream:
     payload: bytes | None = None
     bodies: dict[str, _Body] | None = None
+    held: int = 0  # what the reader keeps of it, in bytes (``_held_bytes``)
+
+
+def _held_bytes(stream: _Stream) -> int:
+    """What the reader keeps of a stream: its last payload (the next one's dictionary) and bodies."""
+    return len(stream.payload or b"") + sum(body.cost for body in (stream.bodies or {}).values())
 
 
 _STREAM_PREFIX = {Kind.OBSERVATION: "o:", Kind.HOST: "h:", Kind.LOG: "l:"}
@@ -260,22 +515,30 @@ def _compress(payload: bytes, dictionary: bytes | None) -> bytes:
 
 
 def _decompress(blob: bytes, dictionary: bytes | None) -> bytes:
+    """The payload of a blob, inflated to at most ``MAX_RECORD_BYTES``: a blob that would inflate to
+    more is refused when the inflater gets there, before more is held."""
     if not blob:
         raise DamagedRecord("empty blob")
-    flag, data = blob[0], blob[1:]
+    flag, data = blob[0], memoryview(blob)[1:]
     if flag == RAW:
-        return data
+        return bytes(data)
     if flag == Z_PLAIN:
-        return zlib.decompress(data)
-    if flag == Z_CHAINED:
+        unpacker = zlib.decompressobj()
+    elif flag == Z_CHAINED:
         if dictionary is None:
             raise DamagedRecord("a chained record without the record before it")
         unpacker = zlib.decompressobj(zdict=dictionary)
-        out = unpacker.decompress(data) + unpacker.flush()
-        if not unpacker.eof:
-            raise DamagedRecord("compressed data ends early")
-        return out
-    raise DamagedRecord(f"unknown blob flag {flag}")
+    else:
+        raise DamagedRecord(f"unknown blob flag {flag}")
+    try:
+        out = unpacker.decompress(data, MAX_RECORD_BYTES + 1)
+    except zlib.error as exc:
+        raise DamagedRecord(f"its compressed data is corrupt ({exc})") from None
+    if len(out) > MAX_RECORD_BYTES:
+        raise DamagedRecord(f"it inflates to more than the {MAX_RECORD_BYTES // MiB} MiB a record may hold")
+    if not unpacker.eof:
+        raise DamagedRecord("compressed data ends early")
+    return out
 
 
 def _result_json(result: HttpResult | None, slot: str, bodies: list[tuple[str, bytes]]) -> dict[str, Any] | None:
@@ -298,19 +561,25 @@ def _result_json(result: HttpResult | None, slot: str, bodies: list[tuple[str, b
     return out
 
 
-def _result_from_json(data: Mapping[str, Any] | None, bodies: Sequence[bytes]) -> HttpResult | None:
+def _result_from_json(data: object, bodies: Sequence[bytes], where: str) -> HttpResult | None:
     if data is None:
         return None
-    at = data.get("body")
+    f = _Fields(data, where)
+    kind = f.text("kind", LABEL_LIMIT)
+    try:
+        fetch = FetchKind(kind)
+    except ValueError:
+        raise RefusedRecord(f"{where}.kind is {_shown(kind)}, not a kind of answer") from None
+    at = f.opt_integer("body", 1, len(bodies) - 1)
     return HttpResult(
-        url=data["url"],
-        kind=FetchKind(data["kind"]),
-        status=data.get("status"),
+        url=f.text("url", MAX_FIELD_CHARS),
+        kind=fetch,
+        status=f.opt_integer("status", 0, 999),
         body=b"" if at is None else bodies[at],
-        elapsed_s=float(data.get("elapsed_s", 0.0)),
-        error=data.get("error"),
-        content_type=data.get("content_type"),
-        location=data.get("location"),
+        elapsed_s=f.number("elapsed_s", 0.0, MAX_CLOCK_S, default=0.0),
+        error=f.opt_text("error"),
+        content_type=f.opt_text("content_type", LABEL_LIMIT),
+        location=f.opt_text("location", LABEL_LIMIT),
     )
 
 
@@ -339,31 +608,41 @@ def _observation_parts(obs: NodeObservation) -> tuple[dict[str, Any], list[tuple
     return meta, bodies
 
 
-def _observation_from_parts(node: str, t: float, meta: Mapping[str, Any], bodies: Sequence[bytes]) -> NodeObservation:
-    vllm = tuple(
-        VllmObservation(
-            name=v["name"],
-            health=_result_from_json(v.get("health"), bodies),
-            metrics=_result_from_json(v.get("metrics"), bodies),
-            version=_result_from_json(v.get("version"), bodies),
-            models=_result_from_json(v.get("models"), bodies),
-            canary=_result_from_json(v.get("canary"), bodies),
-            metrics_t=t - float(v["metrics_before_s"]) if "metrics_before_s" in v else None,
-        )
-        for v in meta["vllm"]
+def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> VllmObservation:
+    v = _Fields(data, "observation.vllm[]")
+    name = v.text("name", LABEL_LIMIT)
+    before = v.opt_number("metrics_before_s", -MAX_CLOCK_S, MAX_CLOCK_S)
+
+    def part(key: str) -> HttpResult | None:
+        return _result_from_json(v.data.get(key), bodies, f"observation.vllm[{name}].{key}")
+
+    return VllmObservation(
+        name=name,
+        health=part("health"),
+        metrics=part("metrics"),
+        version=part("version"),
+        models=part("models"),
+        canary=part("canary"),
+        metrics_t=None if before is None else t - before,
     )
+
+
+def _observation_from_parts(node: str, t: float, meta: _Fields, bodies: Sequence[bytes]) -> NodeObservation:
     services = []
-    for name, data in meta.get("services", ()):
-        result = _result_from_json(data, bodies)
+    for entry in meta.items("services", ()):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise RefusedRecord(f"observation.services[] is {_shown(entry)}, not [name, answer]")
+        name = checked_text(entry[0], "observation.services[] name", LABEL_LIMIT)
+        result = _result_from_json(entry[1], bodies, f"observation.services[{name}]")
         if result is not None:
-            services.append((str(name), result))
+            services.append((name, result))
     return NodeObservation(
         node=node,
         t=t,
-        wall=float(meta["wall"]),
-        vllm=vllm,
-        gpu_exporter=_result_from_json(meta.get("gpu_exporter"), bodies),
-        node_exporter=_result_from_json(meta.get("node_exporter"), bodies),
+        wall=unix_time(meta.data.get("wall"), "observation.wall"),
+        vllm=tuple(_vllm_from_json(v, t, bodies) for v in meta.items("vllm")),
+        gpu_exporter=_result_from_json(meta.data.get("gpu_exporter"), bodies, "observation.gpu_exporter"),
+        node_exporter=_result_from_json(meta.data.get("node_exporter"), bodies, "observation.node_exporter"),
         services=tuple(services),
     )
 
@@ -454,70 +733,131 @@ def _json_of(kind: Kind, payload: Payload) -> object:
 
 
 class Decoder:
-    """The reverse of ``Encoder``; ``new_epoch()`` at every epoch change, in the writer's order."""
+    """The reverse of ``Encoder``; ``new_epoch()`` at every epoch change, in the writer's order.
+
+    ``decode`` raises ``DamagedRecord`` when the blob cannot be decoded, or would take more than a
+    record may (``MAX_RECORD_BYTES``, ``MAX_RECORD_LINES``, ``MAX_HELD_BYTES``): what follows in its
+    stream cannot be decoded either. It raises ``RefusedRecord`` (a ``DamagedRecord``) when the blob
+    decodes to fields that cannot be: the stream is kept, and the next record decodes.
+    """
 
     def __init__(self) -> None:
         self._streams: dict[str, _Stream] = {}
+        self._held = 0
 
     def new_epoch(self) -> None:
         self._streams = {}
+        self._held = 0
 
-    def decode(self, kind: Kind, t: float, node: str, data: bytes) -> Payload:
+    def decode(self, kind: Kind, t: object, node: object, data: bytes) -> Payload:
+        if not isinstance(node, str) or not node.isprintable() or len(node) > LABEL_LIMIT:
+            raise RefusedRecord(f"its node is {_shown(node)}, not a node's name")
         key = _stream_key(kind, node)
         stream = None if key is None else self._streams.setdefault(key, _Stream())
         plain = _decompress(data, stream.payload if stream is not None else None)
-        if stream is not None:
-            stream.payload = plain
         parts = _unpack(plain)
         if not parts or parts[0][0] != LITERAL:
             raise DamagedRecord("a payload without its JSON part")
-        meta = json.loads(parts[0][1])
+        bodies: list[bytes] = []
+        if stream is not None:
+            stream.payload = plain  # the next record's dictionary, whatever its JSON holds
         if kind is Kind.OBSERVATION:
             assert stream is not None
-            return self._observation(stream, node, t, meta, parts[1:])
-        return _payload_of(kind, node, t, meta)
+            meta = load_json(parts[0][1])  # its slots say which bodies the next record's deltas apply to
+            bodies = self._bodies(stream, meta, parts[1:])
+        if stream is not None:
+            self._hold(stream)
+        # The stream is up to date: a refusal from here on skips this record only.
+        if kind is not Kind.OBSERVATION:
+            try:
+                meta = load_json(parts[0][1])
+            except DamagedRecord as exc:
+                raise RefusedRecord(str(exc)) from None
+        at = clock_time(t, "its time")
+        if kind is Kind.OBSERVATION:
+            return _observation_from_parts(node, at, _Fields(meta, "observation"), bodies)
+        return _payload_of(kind, node, at, meta)
+
+    def _hold(self, stream: _Stream) -> None:
+        held = _held_bytes(stream)
+        self._held += held - stream.held
+        stream.held = held
+        if self._held > MAX_HELD_BYTES:
+            raise DamagedRecord(
+                f"its epoch's streams hold more than the {MAX_HELD_BYTES // MiB} MiB a reader keeps at once"
+            )
 
     @staticmethod
-    def _observation(
-        stream: _Stream, node: str, t: float, meta: Mapping[str, Any], parts: Sequence[tuple[int, bytes]]
-    ) -> NodeObservation:
-        slots = meta.get("slots", [])
+    def _bodies(stream: _Stream, meta: object, parts: Sequence[tuple[int, bytes]]) -> list[bytes]:
+        """The observation's HTTP bodies (``bodies[i]`` is its part ``i``), and the stream's bodies
+        updated for the next record's line deltas."""
+        slots = meta.get("slots", []) if isinstance(meta, dict) else None
+        if not isinstance(slots, list) or not all(isinstance(slot, str) for slot in slots):
+            raise DamagedRecord("an observation whose slots are not a list of names")
         if len(slots) != len(parts):
             raise DamagedRecord("an observation whose bodies do not match its slots")
         previous = stream.bodies or {}
         current: dict[str, _Body] = {}
         bodies: list[bytes] = [b""]
+        size = lines_held = 0
         for slot, (codec, data) in zip(slots, parts, strict=True):
             if codec == LITERAL:
+                if data.count(b"\n") >= MAX_RECORD_LINES - lines_held:
+                    raise DamagedRecord(f"its bodies have more than the {MAX_RECORD_LINES:,} lines a record may")
                 lines = data.split(b"\n")
                 body = data
             elif codec == LINES:
                 before = previous.get(slot)
                 if before is None:
-                    raise DamagedRecord(f"a line delta of {slot} without the body before it")
-                lines = decode_lines(before.lines, data)
+                    raise DamagedRecord(f"a line delta of {safe_text(slot, 40)} without the body before it")
+                lines = decode_lines(before.lines, data, MAX_RECORD_LINES - lines_held)
                 body = b"\n".join(lines)
             else:
                 raise DamagedRecord(f"unknown part codec {codec}")
-            current[slot] = _Body(lines)
+            size += len(body)
+            lines_held += len(lines)
+            if size > MAX_RECORD_BYTES:
+                raise DamagedRecord(f"its bodies are more than the {MAX_RECORD_BYTES // MiB} MiB a record may hold")
+            current[slot] = _Body(lines, cost=len(body) + LINE_COST * len(lines))
             bodies.append(body)
         stream.bodies = {**previous, **current}
-        return _observation_from_parts(node, t, meta, bodies)
+        return bodies
 
 
-def _payload_of(kind: Kind, node: str, t: float, meta: Any) -> Payload:
+def _action_value(value: object, where: str) -> object:
+    """A value of an action's JSON, its text made safe (``load_json`` bounded its depth)."""
+    if isinstance(value, str):
+        return checked_text(value, where)
+    if isinstance(value, dict):
+        return {checked_text(k, f"{where} key", LABEL_LIMIT): _action_value(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_action_value(v, f"{where}[]") for v in value]
+    if isinstance(value, float):
+        return checked_number(value, where)
+    return value  # an int, a bool or null
+
+
+def _payload_of(kind: Kind, node: str, t: float, meta: object) -> Payload:
     if kind is Kind.HOST:
         return host_update_from_json(node, t, meta)
     if kind is Kind.LOG:
-        return LogBatch(node, str(meta["instance"]), tuple(log_line_from_json(line) for line in meta["lines"]))
+        f = _Fields(meta, "log")
+        return LogBatch(
+            node,
+            f.text("instance", LABEL_LIMIT),
+            tuple(log_line_from_json(line, "log.lines[]") for line in f.items("lines")),
+        )
     if kind is Kind.ERROR:
-        return CollectError(node, str(meta.get("kind", "Exception")), str(meta.get("message", "")))
+        f = _Fields(meta, "error")
+        return CollectError(node, f.text("kind", LABEL_LIMIT, default="Exception"), f.text("message", default=""))
     if kind is Kind.TICK:
         return Tick()
     if kind is Kind.FINDING:
         return finding_from_json(meta)
     if kind is Kind.ACTION:
         if not isinstance(meta, dict):
-            raise DamagedRecord("an action that is not a JSON object")
-        return ActionEvent(meta)
+            raise RefusedRecord("an action that is not a JSON object")
+        event = _action_value(meta, "action")
+        assert isinstance(event, dict)
+        return ActionEvent(event)
     raise DamagedRecord(f"unknown record kind {kind}")

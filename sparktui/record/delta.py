@@ -6,6 +6,7 @@ the delta holds the changed values and counts of lines copied (docs/record.md ha
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 
 from sparktui.record.types import DamagedRecord
@@ -62,20 +63,37 @@ def encode_lines(previous: Sequence[bytes], index: Mapping[bytes, int], new: Seq
     return b"\n".join(ops)
 
 
-def decode_lines(previous: Sequence[bytes], delta: bytes) -> list[bytes]:
+def _count(rest: bytes) -> int:
+    # ASCII digits only: int() would also take a sign, spaces, underscores, and digits of other scripts.
+    if not rest.isdigit() or not rest.isascii() or len(rest) > 12:
+        raise DamagedRecord(f"line delta count {rest[:16]!r} is not a number of lines")
+    return int(rest)
+
+
+def decode_lines(previous: Sequence[bytes], delta: bytes, max_lines: int = sys.maxsize) -> list[bytes]:
+    """The lines ``encode_lines`` encoded. The reading only moves forward through ``previous``, so the
+    result is at most ``previous`` and the delta's own lines; more than ``max_lines`` lines, or an
+    operation that does not fit ``previous``, raise ``DamagedRecord``."""
     out: list[bytes] = []
     j = 0
     count = len(previous)
+    if delta.count(b"\n") >= max_lines:
+        raise DamagedRecord(f"line delta rebuilds more than the {max_lines:,} lines allowed")
     for op in delta.split(b"\n"):
         code, rest = op[:1], op[1:]
         if code == b"=":
-            n = int(rest)
+            n = _count(rest)
             if j + n > count:
                 raise DamagedRecord("line delta copies past the previous body")
+            if len(out) + n > max_lines:
+                raise DamagedRecord(f"line delta rebuilds more than the {max_lines:,} lines allowed")
             out.extend(previous[j : j + n])
             j += n
         elif code == b"-":
-            j += int(rest)
+            n = _count(rest)
+            if j + n > count:
+                raise DamagedRecord("line delta skips past the previous body")
+            j += n
         elif code == b"~":
             if j >= count:
                 raise DamagedRecord("line delta replaces past the previous body")
@@ -88,4 +106,6 @@ def decode_lines(previous: Sequence[bytes], delta: bytes) -> list[bytes]:
             out.append(rest)
         else:
             raise DamagedRecord(f"unknown line delta operation {code!r}")
+    if len(out) > max_lines:
+        raise DamagedRecord(f"line delta rebuilds more than the {max_lines:,} lines allowed")
     return out

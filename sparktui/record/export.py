@@ -4,16 +4,22 @@ The recording is replayed through the model (``FleetState`` and the ``DiagnosisE
 dashboard runs them) and each tick's node views give the numbers: the recorded ticks when the
 recorder was told of them, else one every poll interval. Unknown values are empty (CSV) or null
 (JSON), never 0.
+
+The output file is written beside its place under a temporary name and renamed over it at the end
+(``output_file``): a failure leaves what was there, and the recording itself is never an output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import os
+import stat
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, TextIO
@@ -104,8 +110,9 @@ def export(
     """Write the derived numbers of the recording at ``path`` to ``out`` (default stdout).
 
     Each row: ``time`` (ISO 8601, local time with its offset), ``t`` (seconds since the recording
-    starts), ``node``, then ``metrics`` (all of ``METRICS`` when None). Returns (rows written, the
-    recording's damage message or None). Raises ``RecordingError`` or ValueError with one line.
+    starts), ``node``, then ``metrics`` (all of ``METRICS`` when None). Returns (rows written, one line
+    on the recording's damage and the records it skipped, or None). Raises ``RecordingError`` or
+    ValueError with one line; what writing ``out`` raises goes through.
     """
     if to not in ("jsonl", "csv"):
         raise ValueError(f"unknown export format {to!r}; choose jsonl or csv")
@@ -140,12 +147,71 @@ def export(
             feeder.feed(record)
     finally:
         reader.close()
-    return rows, reader.problem
+    problems = [p for p in (reader.problem, reader.skipped_note) if p is not None]
+    return rows, "; ".join(problems) if problems else None
 
 
-def open_output(path: Path) -> TextIO:
-    """The export's output file, for the owner only (0600, also when it existed): it holds what the
-    fleet did, like the recording it comes from."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "w", encoding="utf-8", newline="")
+class OutputError(Exception):
+    """The export's output cannot be written; the message is one line that names it."""
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _check_not_the_recording(path: Path, found: os.stat_result, recording: Path) -> None:
+    """Refuse an output that is the recording (through a symlink or a hard link too) or its WAL."""
+    source = Path(os.path.realpath(recording))
+    for tail in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            if _same_file(found, source.with_name(source.name + tail).stat()):
+                what = "the recording" if path == recording else f"the recording {recording}"
+                raise OutputError(f"{path} is {what}{' (its journal)' if tail else ''}: give another output file")
+
+
+@contextlib.contextmanager
+def output_file(path: Path, recording: Path) -> Iterator[TextIO]:
+    """The export's output, for the owner only (0600): it holds what the fleet did, like the recording.
+
+    A regular file (or a new one) is written under a temporary name in its folder, synced, and renamed
+    over it when the body is done, so a failure leaves what was there and never half a file; a symlink
+    keeps pointing at it. A device or a pipe (``/dev/stdout``) is written as it is. An output that is
+    the recording, a folder, or cannot be written raises ``OutputError`` (one line).
+    """
+    try:
+        found: os.stat_result | None = path.stat()
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:
+        raise OutputError(f"cannot write {path} ({exc.strerror})") from None
+    if found is not None:
+        _check_not_the_recording(path, found, recording)
+        if stat.S_ISDIR(found.st_mode):
+            raise OutputError(f"cannot write {path}: it is a folder; give a file name")
+        if not stat.S_ISREG(found.st_mode):
+            with _writing(path), path.open("w", encoding="utf-8", newline="") as out:
+                yield out
+            return
+    target = Path(os.path.realpath(path))
+    with _writing(path):
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        temporary = Path(name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+                yield out
+                out.flush()
+                os.fsync(out.fileno())
+            temporary.replace(target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An error writing ``path`` as ``OutputError``, one line."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"cannot write {path} ({exc.strerror or exc})") from None

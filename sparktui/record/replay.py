@@ -13,7 +13,8 @@ A sink may have three more methods, called when present (``ReplaySink``):
   from up to ``rebuild_s`` before the target, fast, so windows, histories and findings are rebuilt;
 - ``recorded(record)``: a finding or an action the recorder was told of.
 
-A damaged file replays up to the damage; ``problem`` then says where, in one line.
+A damaged file replays up to the damage; ``problem`` then says where, in one line. A record whose
+fields cannot be is skipped; ``skipped_note`` says how many, in one line.
 """
 
 from __future__ import annotations
@@ -157,6 +158,11 @@ class ReplaySource:
     def problem(self) -> str | None:
         """Where the file is damaged, once the replay got there (one line)."""
         return self.reader.problem
+
+    @property
+    def skipped_note(self) -> str | None:
+        """The records refused so far, because their fields cannot be (one line; None: none)."""
+        return self.reader.skipped_note
 
     # --- controls -------------------------------------------------------------------------------------
 

@@ -17,18 +17,17 @@ Layout (format 1)::
 
 Reading starts at the first record of an epoch (where every stream starts afresh), so retention
 deletes whole epochs, oldest first, and a seek needs to decode at most one epoch it does not show.
-Damage (a truncated file, a corrupt page or blob) ends the reading at the last good record with a
-one-line ``problem``.
+Damage (a truncated file, a corrupt page or blob, a record that would inflate past its budget) ends
+the reading at the last good record with a one-line ``problem``; a record that decodes to fields that
+cannot be (``RefusedRecord``) is skipped, counted in ``skipped`` and told by ``skipped_note``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -40,8 +39,20 @@ from sparktui.diagnosis.engine import Finding
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.record import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
-from sparktui.record.codec import Decoder, EncodedRecord, config_text_without_secrets, fleet_from_json, fleet_json
-from sparktui.record.types import DamagedRecord, Kind, Payload, Record, RecordingError, Tick
+from sparktui.record.codec import (
+    MAX_CLOCK_S,
+    MAX_JSON_BYTES,
+    MAX_RECORD_BYTES,
+    Decoder,
+    EncodedRecord,
+    MiB,
+    clock_time,
+    config_text_without_secrets,
+    fleet_from_json,
+    fleet_json,
+    unix_time,
+)
+from sparktui.record.types import DamagedRecord, Kind, Payload, Record, RecordingError, RefusedRecord, Tick
 
 FORMAT = "sparktui-recording"
 FORMAT_VERSION = 1
@@ -274,8 +285,13 @@ class RecordingReader:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        if not self.path.is_file():
-            raise RecordingError(f"{self.path}: no such recording")
+        try:
+            with self.path.open("rb"):  # SQLite would say only "unable to open database file"
+                pass
+        except FileNotFoundError:
+            raise RecordingError(f"{self.path}: no such recording") from None
+        except OSError as exc:
+            raise RecordingError(f"{self.path}: cannot read the recording ({exc.strerror})") from None
         try:
             self.conn = _connect(self.path, read_only=True)
         except sqlite3.Error as exc:
@@ -291,7 +307,7 @@ class RecordingReader:
                 _check_header(self.conn, self.path)
             self.sessions = self._sessions()
             self.epochs = self._epochs()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, RefusedRecord) as exc:
             self.conn.close()
             raise RecordingError(f"{self.path}: the recording's header is damaged ({exc})") from None
         except RecordingError:
@@ -303,25 +319,38 @@ class RecordingReader:
         last = self.sessions[max(self.sessions)]
         try:
             self.fleet = fleet_from_json(last.fleet)
-        except json.JSONDecodeError as exc:
+        except DamagedRecord as exc:
             self.conn.close()
             raise RecordingError(f"{self.path}: the fleet in the recording's header is damaged ({exc})") from None
         except ValidationError as exc:
             self.conn.close()
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
+            field = f"{where}: " if where else ""  # empty: the fleet is not even an object
             raise RecordingError(
-                f"{self.path}: the fleet in the recording does not fit this sparktui ({where}: {first['msg']})"
+                f"{self.path}: the fleet in the recording does not fit this sparktui ({field}{first['msg']})"
             ) from None
         self.problem: str | None = None
+        self.skipped = 0  # records refused and passed over (``skipped_note`` says why)
+        self._skip_reason: str | None = None
+        self._counted_to = 0  # the last record counted in ``skipped`` (a seek reads records again)
         self.start_t = self.epochs[0].t if self.epochs else 0.0
         self.end_t = self._end_t()
 
     def _sessions(self) -> dict[int, Session]:
-        rows = self.conn.execute("SELECT id, t0, wall0, fleet, config, ticks FROM sessions ORDER BY id").fetchall()
+        # A header field larger than any fleet is not read into memory: it reads as NULL, and is refused.
+        rows = self.conn.execute(
+            "SELECT id, t0, wall0, CASE WHEN length(fleet) <= ? THEN fleet END, "
+            "CASE WHEN length(config) <= ? THEN config END, ticks FROM sessions ORDER BY id",
+            (MAX_JSON_BYTES, MAX_JSON_BYTES),
+        ).fetchall()
         sessions: dict[int, Session] = {}
         first: tuple[float, float] | None = None
-        for sid, t0, wall0, fleet, config, ticks in rows:
+        for sid, stored_t0, stored_wall0, fleet, config, ticks in rows:
+            if not isinstance(sid, int) or not isinstance(fleet, str) or not isinstance(config, str | None):
+                raise RefusedRecord(f"session {sid!r} is malformed or larger than {MAX_JSON_BYTES // MiB} MiB")
+            t0 = clock_time(stored_t0, f"session {sid}'s t0")
+            wall0 = unix_time(stored_wall0, f"session {sid}'s wall0")
             if first is None:
                 first = (t0, wall0)
             offset = (wall0 - first[1]) - (t0 - first[0])
@@ -331,14 +360,20 @@ class RecordingReader:
     def _epochs(self) -> list[Epoch]:
         out = []
         for eid, session, first_id, t in self.conn.execute("SELECT id, session, first_id, t FROM epochs ORDER BY id"):
+            if not isinstance(eid, int) or not isinstance(first_id, int):
+                raise RefusedRecord(f"epoch {eid!r} is malformed")
             found = self.sessions.get(session)
             if found is not None:
-                out.append(Epoch(eid, session, first_id, t + found.offset))
+                out.append(Epoch(eid, session, first_id, clock_time(t, f"epoch {eid}'s time") + found.offset))
         return out
 
     def _end_t(self) -> float:
         try:
-            row = self.conn.execute("SELECT t, epoch FROM records ORDER BY id DESC LIMIT 1").fetchone()
+            row = self.conn.execute(
+                "SELECT t, epoch FROM records WHERE typeof(t) IN ('integer', 'real') AND abs(t) <= ? "
+                "ORDER BY id DESC LIMIT 1",
+                (MAX_CLOCK_S,),
+            ).fetchone()
         except sqlite3.DatabaseError:
             row = None  # a damaged tail: the reading finds out where, records() says so
         if row is None:
@@ -395,14 +430,25 @@ class RecordingReader:
         next_tick: float | None = None
         last_t: float | None = None
         read = 0
-        query = "SELECT id, epoch, t, kind, node, data FROM records WHERE id >= ? ORDER BY id"
+        # A blob larger than a record may hold is not read into memory: it reads as NULL (its size says why).
+        query = (
+            "SELECT id, epoch, t, kind, node, length(data), CASE WHEN length(data) <= ? THEN data END "
+            "FROM records WHERE id >= ? ORDER BY id"
+        )
         try:
-            cursor = self.conn.execute(query, (from_id,))
+            cursor = self.conn.execute(query, (MAX_RECORD_BYTES, from_id))
             last_id = from_id - 1
-            for record_id, record_epoch, t, kind_value, node, data in cursor:
-                if not isinstance(record_id, int) or record_id <= last_id or not isinstance(data, bytes):
+            for record_id, record_epoch, t, kind_value, node, size, data in cursor:
+                if not isinstance(record_id, int) or record_id <= last_id:
                     after = f"the row after record {last_id}" if last_id >= from_id else "its first row"
                     raise DamagedRecord(f"{after} is malformed")
+                if not isinstance(data, bytes):
+                    if isinstance(size, int) and size > MAX_RECORD_BYTES:
+                        raise DamagedRecord(
+                            f"record {record_id} is {size:,} bytes, more than the "
+                            f"{MAX_RECORD_BYTES // MiB} MiB a record may hold"
+                        )
+                    raise DamagedRecord(f"record {record_id} is malformed (its data is not a blob)")
                 last_id = record_id
                 if record_epoch != epoch:
                     epoch = record_epoch
@@ -418,12 +464,15 @@ class RecordingReader:
                     kind = Kind(kind_value)
                 except ValueError:
                     continue  # a kind a newer sparktui writes: not for us
-                at = float(t) + session.offset
                 try:
-                    payload = decoder.decode(kind, float(t), str(node), bytes(data))
-                except (DamagedRecord, zlib.error, ValueError, KeyError, TypeError, IndexError) as exc:
+                    payload = decoder.decode(kind, t, node, data)
+                except RefusedRecord as exc:
+                    self._skip(record_id, str(exc))
+                    continue
+                except DamagedRecord as exc:
                     self._damaged(last_t, read, f"record {record_id} cannot be decoded ({exc})")
                     return
+                at = float(t) + session.offset
                 if session.offset:
                     payload = _shift(payload, at, session.offset)
                 if synthesize_ticks and not session.ticks and kind is not Kind.TICK:
@@ -434,9 +483,25 @@ class RecordingReader:
                         next_tick += interval
                 read += 1
                 last_t = at
-                yield Record(int(record_id), session.id, at, kind, str(node), payload)
+                yield Record(record_id, session.id, at, kind, str(node), payload)
         except (sqlite3.DatabaseError, DamagedRecord) as exc:
             self._damaged(last_t, read, str(exc))
+
+    def _skip(self, record_id: int, why: str) -> None:
+        if record_id <= self._counted_to:
+            return  # read again after a seek: counted the first time
+        self._counted_to = record_id
+        self.skipped += 1
+        if self._skip_reason is None:
+            self._skip_reason = f"record {record_id} ({why})"
+
+    @property
+    def skipped_note(self) -> str | None:
+        """One line on the records refused so far (None: none), naming the first and why."""
+        if not self.skipped:
+            return None
+        noun = "record that cannot be" if self.skipped == 1 else "records that cannot be, the first"
+        return f"{self.path.name}: skipped {self.skipped:,} {noun}: {self._skip_reason}"
 
     def _damaged(self, last_t: float | None, read: int, why: str) -> None:
         where = f"after {wall_text(self.wall_at(last_t))}" if last_t is not None else "at its start"

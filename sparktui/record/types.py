@@ -27,7 +27,13 @@ class RecordingError(Exception):
 
 
 class DamagedRecord(ValueError):
-    """A record whose blob does not decode."""
+    """A record whose blob does not decode (or decodes to more than a record may hold): the reading
+    stops before it. The message is one line, without the record's id (the reader adds it)."""
+
+
+class RefusedRecord(DamagedRecord):
+    """A record that decodes to fields that cannot be (a wrong type, a time or number out of range):
+    the reading skips it and goes on. The message is one line naming the field."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,7 @@ class ReplayApp(SparkApp):
         self.replay = source
         self.title = f"sparktui replay: {source.path.name}"
         self._problem_told = False
+        self._skipped_told = False
         source.on_moved = self._moved
 
     # --- what the replay hands over, besides the FleetSink ---------------------------------------------
@@ -147,6 +148,10 @@ class ReplayApp(SparkApp):
         if problem is not None and not self._problem_told:
             self._problem_told = True
             self.notify(problem, severity="error", timeout=20)
+        skipped = self.replay.skipped_note
+        if skipped is not None and not self._skipped_told:
+            self._skipped_told = True
+            self.notify(skipped, severity="warning", timeout=20)
         if not self.screen_stack:
             return
         screen = self.screen
@@ -200,7 +205,9 @@ def run_replay(source: ReplaySource, args: argparse.Namespace | None = None) -> 
     theme = getattr(args, "theme", None) if args is not None else None
     app = ReplayApp(source, theme=theme)
     app.run()
-    if source.problem is not None:
-        print(f"sparktui replay: {source.problem}")
+    notes = [note for note in (source.problem, source.skipped_note) if note is not None]
+    for note in notes:
+        print(f"sparktui replay: {note}")
+    if notes:
         return 1
     return app.return_code or 0
