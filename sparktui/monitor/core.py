@@ -123,6 +123,8 @@ class Monitor:
         self.state.apply_host(update)
 
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
+        if node not in self.state.nodes:
+            return  # not of this fleet (a recording naming made-up nodes): no buffer kept for it
         buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer(max_lines=self.log_lines))
         for line in lines:
             buffer.append(line.timestamp, line.text, gap=line.gap)  # a gap marker stays a marker

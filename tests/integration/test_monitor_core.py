@@ -117,6 +117,14 @@ def test_log_gap_markers_stay_markers_in_the_core() -> None:
     assert [(line.text, line.gap) for line in lines] == [("a", False), ("-- reconnected --", True)]
 
 
+def test_log_lines_of_a_node_outside_the_fleet_keep_no_buffer() -> None:
+    monitor = monitor_for(fleet_spec())
+    for n in range(1_000):
+        monitor.log_batch(f"made-up-{n}", "gptoss", [LogLine(0, None, "a")])
+    monitor.log_batch("spark1", "gptoss", [LogLine(0, None, "b")])
+    assert set(monitor.log_buffers) == {"spark1"}
+
+
 def test_a_reset_forgets_what_was_collected_and_derived() -> None:
     monitor: Monitor = monitor_for(fleet_spec())
     monitor.log_batch("spark1", "gptoss", [LogLine(0, None, "a")])
