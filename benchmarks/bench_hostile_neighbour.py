@@ -39,6 +39,7 @@ from sparktui.sources.live import LiveFleet  # noqa: E402
 
 SCRAPE = (ROOT / "tests" / "data" / "vllm-0.33" / "mtp2-steady" / "scrape-015.prom").read_bytes()
 MB = 1024 * 1024
+QUICK_ARGS = ("--seconds", "4")
 
 
 def _many_series(count: int) -> Callable[[int], bytes]:

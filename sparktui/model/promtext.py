@@ -214,8 +214,8 @@ class PromParser:
         if len(memo) >= self._memo_limit or self._memo_chars >= self._memo_chars_limit:
             memo.clear()
             self._memo_chars = 0
-        if text.count("\n") > MAX_SERIES and _sample_lines(text) > MAX_SERIES:
-            raise TooManySeries(_sample_lines(text))
+        if text.count("\n") > MAX_SERIES and (count := _sample_lines(text)) > MAX_SERIES:
+            raise TooManySeries(count)
         lines = text.split("\n")
         line_no = 0
         for line_no, raw in enumerate(lines, start=1):
