@@ -25,15 +25,16 @@ from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 # The most series one answer may hold. A vLLM instance exports about 280 of the series sparktui reads
 # (its histograms' buckets are most of them), a GPU exporter or node_exporter 10 to 25: a fleet of 8
 # Sparks with 4 instances each answers about 10,000, and the 64-node demo about 20,000. 50,000 leaves
-# 5x the first and 2.5x the second, and keeps the largest answer admitted near 100 MB of parsed JSON.
+# 5x the first and 2.5x the second, and keeps the largest answer admitted (a range query's) near 150 MB
+# once parsed (benchmarks/bench_prometheus_hostile.py).
 MAX_SERIES = 50_000
 # JSON values (objects, arrays, members, elements) per series that an answer may hold on average: a
 # series of a range query over BACKFILL_STEPS + 1 points with 10 labels holds about 45. Counted before
-# parsing, this bounds what json.loads can build: a value costs 35 to 65 bytes once parsed, so a
-# hostile answer of small arrays or strings costs no more than the largest answer admitted.
+# parsing, this bounds what json.loads can build: a value costs 35 to 75 bytes once parsed, so a
+# hostile answer of small arrays or keys costs about what the largest answer admitted does.
 VALUES_PER_SERIES = 48
 MAX_JSON_VALUES = MAX_SERIES * VALUES_PER_SERIES
-# Bytes of an answer after decoding (a 50,000-series range answer is about 20 MB), and on the wire.
+# Bytes of an answer after decoding (a 50,000-series range answer is about 18 MB), and on the wire.
 MAX_DECODED_BYTES = 32 * 1024 * 1024
 MAX_RAW_BYTES = 32 * 1024 * 1024
 INFLATE_STEP = 256 * 1024  # bytes inflated at a time

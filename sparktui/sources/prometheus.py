@@ -183,8 +183,9 @@ async def _read_body(response: httpx.Response, where: str) -> AnswerBody:
     """The answer's bytes as they come (``aiter_raw``: still compressed), into an ``AnswerBody`` that
     decodes them under its caps; a declared length over the raw cap is refused before any is read."""
     declared = response.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > MAX_RAW_BYTES:
-        raise PrometheusError(f"{where}: the answer is {int(declared):,} bytes, over the bound of {MAX_RAW_BYTES:,}")
+    if declared.isascii() and declared.isdigit() and (len(declared) > 15 or int(declared) > MAX_RAW_BYTES):
+        shown = f"{int(declared):,} bytes" if len(declared) <= 15 else "a length of over 15 digits"
+        raise PrometheusError(f"{where}: the answer is {shown}, over the bound of {MAX_RAW_BYTES // (1024 * 1024)} MiB")
     body = AnswerBody(response.headers.get("content-encoding"), where)
     async for chunk in response.aiter_raw():
         body.feed(chunk)
