@@ -70,11 +70,8 @@ def view_numbers(view: InstanceView) -> Values:
 # --- Prometheus's side ----------------------------------------------------------------------------------
 
 
-def _value(raw: object) -> float | None:
-    try:
-        value = float(str(raw))
-    except ValueError:
-        return None
+def _value(raw: str) -> float | None:
+    value = float(raw)  # a number: the reader checked every value (promapi)
     return None if math.isnan(value) or math.isinf(value) else value
 
 
@@ -101,16 +98,20 @@ async def promql_numbers(
     # target -> model -> values
     found: dict[PrometheusTarget, dict[str, Values]] = {}
     for number, answer in zip(NUMBERS, answers, strict=True):
-        for entry in answer:
-            labels = entry.get("metric", {})
+        for series in answer:
+            labels = series.labels
             target = index.get(tuple(labels.get(name) for name in by))
-            value = entry.get("value")
-            if target is None or not isinstance(value, list) or len(value) != 2:
+            if target is None or not series.samples:
                 continue
             key = number.key
             if key == "per_position":
-                key = f"per_position:{labels.get('position', '')}"
-            found.setdefault(target, {}).setdefault(labels.get("model_name", ""), {})[key] = _value(value[1])
+                draft = labels.get("position", "")
+                if not (draft.isascii() and draft.isdigit() and len(draft) <= 4):
+                    continue  # not a draft position ("²" is a digit to isdigit(), not to int())
+                key = f"per_position:{draft}"
+            found.setdefault(target, {}).setdefault(labels.get("model_name", ""), {})[key] = _value(
+                series.samples[-1][1]
+            )
     out: dict[PrometheusTarget, Values] = {}
     for target, models in found.items():
         values = models[min(models)]

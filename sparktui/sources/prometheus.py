@@ -31,18 +31,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
-from sparktui.model.safe_text import safe_text
 from sparktui.model.specs import (
     ExporterSpec,
     FleetSpec,
@@ -57,9 +54,23 @@ from sparktui.sources._httpx import httpx
 from sparktui.sources.collector import NodeCollector
 from sparktui.sources.http import USER_AGENT, make_client, origin_of
 from sparktui.sources.live import FleetSink, FleetSource, LiveFleet
+from sparktui.sources.promapi import (
+    ENCODINGS,
+    MAX_RAW_BYTES,
+    MAX_TIME,
+    ActiveTarget,
+    AnswerBody,
+    PrometheusError,
+    Series,
+    first_line,
+    read_answer,
+    read_series,
+    read_targets,
+)
 from sparktui.sources.promql import SCRAPE_LABEL, discovery_queries, refresh_query
 
-MAX_ANSWER_BYTES = 256 * 1024 * 1024
+__all__ = ["PrometheusError"]  # raised here, defined with the reader of the answers (promapi)
+
 # Labels Prometheus adds to every series of a target: not part of what the endpoint exported.
 TARGET_LABELS = frozenset({"instance", "job"})
 BACKFILL_STEPS = 6
@@ -67,10 +78,6 @@ BACKFILL_STEPS = 6
 # by default) unless it is told not to cache (docs/prometheus.md#victoriametrics); Prometheus ignores
 # form fields it does not know.
 FRESH = {"nocache": "1"}
-
-
-class PrometheusError(Exception):
-    """Prometheus did not answer a query usefully. The message is one line for the operator."""
 
 
 # --- the HTTP API ---------------------------------------------------------------------------------------
@@ -101,15 +108,17 @@ class PrometheusClient:
         self.spec = spec
         self.client = client
         self.timeout_s = timeout_s
-        self.headers = {**auth_headers(spec), "User-Agent": USER_AGENT}
+        # Asked for by name: httpx would offer br and zstd where their packages are installed, and only
+        # these two are decoded under the caps (AnswerBody).
+        self.headers = {**auth_headers(spec), "User-Agent": USER_AGENT, "Accept-Encoding": ENCODINGS}
         self.stats = QueryStats()
 
-    async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    async def query(self, expr: str, at: float | None = None) -> list[Series]:
         """An instant query's vector (or the series of a range selector's matrix)."""
         form = {"query": expr, **FRESH} if at is None else {"query": expr, "time": f"{at:.3f}", **FRESH}
-        return _series(await self._post("/api/v1/query", form))
+        return read_series(await self._post("/api/v1/query", form), self._where)
 
-    async def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+    async def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         form = {
             "query": expr,
             "start": f"{start:.3f}",
@@ -117,19 +126,22 @@ class PrometheusClient:
             "step": f"{max(step, 0.001):.3f}",
             **FRESH,
         }
-        return _series(await self._post("/api/v1/query_range", form))
+        steps = math.floor((end - start) / max(step, 0.001)) + 1  # the evaluations asked for
+        return read_series(await self._post("/api/v1/query_range", form), self._where, max_times=steps + 1)
 
-    async def targets(self) -> list[dict[str, Any]]:
-        data = await self._request("GET", "/api/v1/targets", {"state": "active"})
-        found = data.get("activeTargets") if isinstance(data, dict) else None
-        return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
+    async def targets(self) -> list[ActiveTarget]:
+        return read_targets(await self._request("GET", "/api/v1/targets", {"state": "active"}), self._where)
 
-    async def _post(self, path: str, form: Mapping[str, str]) -> Any:
+    @property
+    def _where(self) -> str:
+        return f"Prometheus at {self.spec.url}"
+
+    async def _post(self, path: str, form: Mapping[str, str]) -> object:
         return await self._request("POST", path, form)
 
-    async def _request(self, method: str, path: str, form: Mapping[str, str]) -> Any:
+    async def _request(self, method: str, path: str, form: Mapping[str, str]) -> object:
         url = self.spec.url + path
-        where = f"Prometheus at {self.spec.url}"
+        where = self._where
         started = time.perf_counter()
         self.stats.queries += 1
         try:
@@ -140,7 +152,7 @@ class PrometheusClient:
                     request = self.client.build_request("GET", url, params=dict(form), headers=self.headers)
                 response = await self.client.send(request, stream=True)
                 try:
-                    body = await _read_capped(response, MAX_ANSWER_BYTES, where)
+                    body = await _read_body(response, where)
                 finally:
                     await response.aclose()
         except (TimeoutError, httpx.TimeoutException):
@@ -152,7 +164,7 @@ class PrometheusClient:
             raise PrometheusError(f"{where}: {_one_line(exc)}") from None
         finally:
             self.stats.seconds += time.perf_counter() - started
-        self.stats.bytes += len(body)
+        self.stats.bytes += body.raw_size
         status = response.status_code
         if status in (401, 403):
             hint = (
@@ -163,43 +175,25 @@ class PrometheusClient:
                 else "it wants credentials: set bearer_token_env, or username and password_env, in [prometheus]"
             )
             raise PrometheusError(f"{where}: HTTP {status} {'unauthorized' if status == 401 else 'forbidden'}; {hint}")
-        try:
-            # Parsed on the loop: a thread would hold the GIL as long (3 MB, ~25 ms, at 64 nodes).
-            answer = json.loads(body)
-        except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
-            raise PrometheusError(f"{where}: HTTP {status}, and the answer is not Prometheus's JSON API") from None
-        if not isinstance(answer, dict) or answer.get("status") != "success":
-            error = answer.get("error") if isinstance(answer, dict) else None
-            raise PrometheusError(f"{where}: HTTP {status}: {_one_line_text(str(error or 'not a success'))}")
-        return answer.get("data")
+        # Parsed on the loop: a thread would hold the GIL as long (3 MB, ~25 ms, at 64 nodes).
+        return read_answer(body.finish(), status, where)
 
 
-async def _read_capped(response: httpx.Response, cap: int, where: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > cap:
-            raise PrometheusError(f"{where}: answer is over {cap // (1024 * 1024)} MiB")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _series(data: Any) -> list[dict[str, Any]]:
-    if not isinstance(data, dict) or data.get("resultType") not in ("vector", "matrix"):
-        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusError(f"Prometheus answered a {kind}, not a vector or matrix")
-    result = data.get("result")
-    return [item for item in result if isinstance(item, dict)] if isinstance(result, list) else []
+async def _read_body(response: httpx.Response, where: str) -> AnswerBody:
+    """The answer's bytes as they come (``aiter_raw``: still compressed), into an ``AnswerBody`` that
+    decodes them under its caps; a declared length over the raw cap is refused before any is read."""
+    declared = response.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and (len(declared) > 15 or int(declared) > MAX_RAW_BYTES):
+        shown = f"{int(declared):,} bytes" if len(declared) <= 15 else "a length of over 15 digits"
+        raise PrometheusError(f"{where}: the answer is {shown}, over the bound of {MAX_RAW_BYTES // (1024 * 1024)} MiB")
+    body = AnswerBody(response.headers.get("content-encoding"), where)
+    async for chunk in response.aiter_raw():
+        body.feed(chunk)
+    return body
 
 
 def _one_line(exc: BaseException) -> str:
-    return _one_line_text(str(exc)) or type(exc).__name__
-
-
-def _one_line_text(text: str) -> str:
-    lines = text.strip().splitlines()
-    return safe_text(lines[0], 300) if lines else ""
+    return first_line(str(exc)) or type(exc).__name__
 
 
 # --- answers → expositions -----------------------------------------------------------------------------
@@ -283,8 +277,9 @@ class TargetIndex:
             if scrape is None:
                 scrape = out[target] = TargetScrape()
             if head is None:
-                if labels.get(SCRAPE_LABEL) == "ts":
-                    scrape.scraped = float(value)
+                scraped = float(value)  # a number: the reader checked every value (promapi)
+                if labels.get(SCRAPE_LABEL) == "ts" and 0 < scraped <= MAX_TIME:
+                    scrape.scraped = scraped
             elif head == "up":
                 scrape.up = float(value)
             else:
@@ -292,24 +287,17 @@ class TargetIndex:
         return out
 
 
-def _instant_items(result: Iterable[Mapping[str, Any]]) -> list[Item]:
-    items: list[Item] = []
-    for entry in result:
-        labels, value = entry.get("metric"), entry.get("value")
-        if isinstance(labels, dict) and isinstance(value, list) and len(value) == 2:
-            items.append((labels, str(value[1])))
-    return items
+def _instant_items(result: Iterable[Series]) -> list[Item]:
+    """An instant query's series with their value (the last, should the server answer a matrix)."""
+    return [(series.labels, series.samples[-1][1]) for series in result if series.samples]
 
 
-def _range_items(result: Iterable[Mapping[str, Any]]) -> dict[float, list[Item]]:
+def _range_items(result: Iterable[Series]) -> dict[float, list[Item]]:
     """A range query's matrix regrouped by evaluation step."""
     steps: dict[float, list[Item]] = {}
-    for entry in result:
-        labels, values = entry.get("metric"), entry.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
-            continue
-        for at, value in values:
-            steps.setdefault(float(at), []).append((labels, str(value)))
+    for series in result:
+        for at, value in series.samples:
+            steps.setdefault(at, []).append((series.labels, value))
     return steps
 
 
@@ -433,11 +421,9 @@ class PrometheusSource(LiveFleet):
             return {}
         errors: dict[PrometheusTarget, str] = {}
         for entry in active:
-            labels = entry.get("labels")
-            target = self.index.find(labels) if isinstance(labels, dict) else None
-            last_error = entry.get("lastError")
-            if target in down and isinstance(last_error, str) and last_error:
-                errors[target] = short_scrape_error(last_error)
+            target = self.index.find(entry.labels)
+            if target in down and entry.last_error:
+                errors[target] = short_scrape_error(entry.last_error)
         return errors
 
     def _observations(
@@ -605,7 +591,7 @@ class _Pending:
 def short_scrape_error(text: str) -> str:
     """The server's ``lastError`` without the request it failed: Prometheus's ``Get "http://...": ``,
     VictoriaMetrics's ``error when scraping "http://...": ``."""
-    line = _one_line_text(text)
+    line = first_line(text)
     found = re.match(r'^(?:Get|GET|error when scraping) "[^"]*": (.*)$', line)
     return found.group(1) if found else line
 
@@ -696,8 +682,8 @@ async def discover_nodes(spec: PrometheusSpec, client: httpx.AsyncClient, timeou
     answers = await asyncio.gather(*(prometheus.query(query) for query in kinds.values()))
     found: dict[str, dict[str, list[str]]] = {}  # host -> kind -> ports
     for kind, answer in zip(kinds, answers, strict=True):
-        for entry in answer:
-            instance = entry.get("metric", {}).get("instance", "")
+        for series in answer:
+            instance = series.labels.get("instance", "")
             host, _, port = instance.rpartition(":")
             host = host.strip("[]")
             if not host or not port.isdigit():
