@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from sparktui.model.numbers import label_int
 from sparktui.sources.promql import LATENCIES, NUMBERS, Number, label_matchers, render
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ async def promql_numbers(
             key = number.key
             if key == "per_position":
                 draft = labels.get("position", "")
-                if not (draft.isascii() and draft.isdigit() and len(draft) <= 4):
+                if label_int(draft) is None:
                     continue  # not a draft position ("²" is a digit to isdigit(), not to int())
                 key = f"per_position:{draft}"
             found.setdefault(target, {}).setdefault(labels.get("model_name", ""), {})[key] = _value(
