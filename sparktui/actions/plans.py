@@ -27,6 +27,7 @@ from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import Finding
 from sparktui.model.commands import (
     SHM_NAME_RE,
+    ProcessIdentity,
     UnsafeName,
     drop_caches_commands,
     kill_workers_command,
@@ -128,10 +129,11 @@ class Step:
     url: str | None = None  # WAIT_HEALTHY: the /health URL
     warmup: Warmup | None = None
     poll_s: float = 1.0  # WAIT_HEALTHY: how often /health is asked
+    sudo: str | None = None  # what a longer command runs under ``sudo -n``, as a password refusal names it
 
     @property
     def needs_root(self) -> bool:
-        return self.command.startswith("sudo -n ")
+        return self.sudo is not None or self.command.startswith("sudo -n ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,9 @@ class ActionPlan:
     notes: tuple[str, ...] = ()
     ttft_before_s: float | None = None  # restart and warmup: the instance's mean TTFT from /metrics
     warnings: tuple[str, ...] = ()  # what running it now would break (requests in flight, a load under way)
+    # kill-workers: each process as the plan saw it (PID, start time, command line); the kill command
+    # checks them again on the node and kills only those still the same.
+    processes: tuple[ProcessIdentity, ...] = ()
 
     @property
     def title(self) -> str:
@@ -459,7 +464,9 @@ def plan_kill_workers(
 ) -> ActionPlan | Refusal:
     """SIGKILL the ``VLLM::Worker*`` processes alive while no vLLM service of the node runs
     (``model.host.stale_workers``): they hold port 29501 and memory, and survive ``pkill`` in a
-    host-network container."""
+    host-network container. The plan carries each one's PID, start time and command line as the last
+    host sample read them; the command checks them again on the node when it runs, and a process that
+    exited or was replaced since (its PID reused) is not killed (``model.commands.kill_workers_command``)."""
     kind = ActionKind.KILL_WORKERS
     spec = fleet.node(node)
     if spec is None:
@@ -496,8 +503,17 @@ def plan_kill_workers(
     workers = stale_workers(host, service_running=False)
     if not workers:
         return Refusal(kind, node, f"nothing to kill: no VLLM::Worker process on {node}")
+    unknown_start = [p.pid for p in workers if p.start_ticks is None]
+    if unknown_start:
+        return Refusal(
+            kind,
+            node,
+            f"the start time of PID {unknown_start[0]} on {node} was not read: the kill could not check that "
+            "it is still the same process",
+        )
+    identities = tuple(ProcessIdentity(p.pid, p.start_ticks or 0, p.args) for p in workers)
     try:
-        command = kill_workers_command([p.pid for p in workers])
+        command = kill_workers_command(identities)
     except UnsafeName as exc:
         return Refusal(kind, node, str(exc))
     step = Step(
@@ -506,10 +522,13 @@ def plan_kill_workers(
         f"kill {len(workers)} stale VLLM::Worker process(es) on {node}",
         command,
         settings.kill_timeout_s,
+        sudo="kill -9",
     )
     targets = tuple(Target(node, _process_text(p, host)) for p in workers)
     warnings = tuple(filter(None, (_in_flight(node, i) for i in services)))
-    return ActionPlan(kind, node, None, targets, (step,), _overall([step], settings), warnings=warnings)
+    return ActionPlan(
+        kind, node, None, targets, (step,), _overall([step], settings), warnings=warnings, processes=identities
+    )
 
 
 def plan_warmup(

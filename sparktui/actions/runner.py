@@ -5,7 +5,8 @@ HTTP, one action at a time per node, with timeouts, live progress and an audit l
 ``ActionResult`` whose ``message`` is one line. The runner itself refuses every action when it is
 constructed ``read_only`` (the dashboard's ``--read-only`` and kiosk modes, whatever asks), when one of
 the plan's nodes is busy with another action (refused, not queued), and when the audit log cannot be
-written.
+written: every action (and every fix) writes and fsyncs its ``started`` record before its first command
+is sent, here, whatever asked for it (the CLI, the dashboard, a fix), and is refused when that fails.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from enum import StrEnum
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, Step, StepKind, Warmup
+from sparktui.model.commands import KILLED_RE, NOT_KILLED, NOT_KILLED_RE
 from sparktui.model.memory import GIB, HostMemory, parse_meminfo
 from sparktui.model.safe_text import safe_lines
 from sparktui.model.specs import FleetSpec, NodeSpec
@@ -205,9 +207,6 @@ class ActionRunner:
         for node in plan.nodes:  # no await since the check above: nothing can take the nodes between
             self._busy[node] = plan.title
         try:
-            problem = await asyncio.to_thread(self.audit.check)
-            if problem is not None:
-                return await self._refused(plan, problem, progress, audit=False)
             if isinstance(plan, FixPlan):
                 return await self._run_fix(plan, progress)
             return await self._run(plan, progress)
@@ -226,6 +225,18 @@ class ActionRunner:
         """The fix's actions one after another (the nodes stay locked between them); the first that
         fails ends it, and the rest are not run."""
         fix_id = uuid.uuid4().hex[:12]
+        problem = await asyncio.to_thread(
+            self.audit.started,
+            fix_id=fix_id,
+            action=ActionKind.FIX.value,
+            node=fix.node,
+            finding=fix.finding,
+            actions=[a.value for a in fix.actions],
+            target=[t.what for t in fix.targets],
+            command=list(fix.commands),
+        )
+        if problem is not None:
+            return await self._refused(fix, problem, progress, audit=False)
         started = self.clock()
         count = len(fix.plans)
         progress(f"{fix.title}: started ({fix.sequence})")
@@ -276,6 +287,19 @@ class ActionRunner:
         """One action; ``extra`` fields (a fix's id) go on each of its audit lines."""
         extra = extra or {}
         action_id = uuid.uuid4().hex[:12]
+        # On disk before anything is sent to the node (drop caches reads /proc/meminfo first), or not run.
+        problem = await asyncio.to_thread(
+            self.audit.started,
+            action_id=action_id,
+            action=plan.kind.value,
+            node=plan.node,
+            target=[t.what for t in plan.targets],
+            command=list(plan.commands),
+            **({"processes": [p.record() for p in plan.processes]} if plan.processes else {}),
+            **extra,
+        )
+        if problem is not None:
+            return await self._refused(plan, problem, progress, audit=False)
         started = self.clock()
         progress(f"{plan.title}: started")
         memory_before = await self._read_memory(plan.node) if plan.kind is ActionKind.DROP_CACHES else None
@@ -386,7 +410,7 @@ class ActionRunner:
         elif ran.exit_status == 0:
             message = "exit status 0"
         elif step.needs_root and any(sign in ran.stderr for sign in _PASSWORD_SIGNS):
-            command = step.command.removeprefix("sudo -n ")
+            command = step.sudo or step.command.removeprefix("sudo -n ")
             message = (
                 f"sudo on {step.node} needs a password for '{command}': allow it without a password "
                 "(see docs/actions.md)"
@@ -637,7 +661,7 @@ class ActionRunner:
         try:
             await asyncio.to_thread(self.audit.write, event, **fields)
         except OSError as exc:
-            progress(f"audit log {self.audit.path}: cannot write ({exc.strerror or exc})")
+            progress(f"audit log {self.audit.path}: cannot write ({exc})")
 
 
 # --- helpers ------------------------------------------------------------------------------------------
@@ -786,8 +810,11 @@ def _summary(result: ActionResult, failure: str | None) -> str:
             )
         else:
             parts.append("MemAvailable before/after unknown")
-    if result.kind is ActionKind.KILL_WORKERS and result.plan is not None:
-        parts.append(f"killed {len(result.plan.targets)} stale worker(s)")
+    if result.kind is ActionKind.KILL_WORKERS:
+        # The kill command says which PIDs it killed and which it left because they had changed.
+        said = "\n".join(step.stdout_tail for step in result.steps)
+        parts.append(f"killed {len(KILLED_RE.findall(said))} stale worker(s)")
+        parts += [NOT_KILLED.format(pid=pid) for pid in NOT_KILLED_RE.findall(said)]
     warmup = result.warmup
     if warmup is not None:
         ttft = f"TTFT before {fmt_seconds(result.ttft_before_s)}" if result.ttft_before_s is not None else "TTFT"

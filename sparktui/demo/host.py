@@ -470,11 +470,15 @@ class SimHost:
         total = sum(math.ceil(f.allocated / KIB) for f in files)
         return "\n".join([f"total {total}", *rows]) + "\n"
 
+    def start_ticks(self, proc: SimProcess) -> int:
+        """/proc/PID/stat's field 22: the process's start in clock ticks since boot."""
+        return max(0, round((proc.start_epoch - self.boot_epoch) * CLK_TCK))
+
     def processes_text(self, processes: list[SimProcess]) -> str:
         """The ``==processes`` section body: stat, statm and args rows per vLLM process."""
         out: list[str] = []
         for proc in sorted(processes, key=lambda p: p.pid):
-            start_ticks = max(0, round((proc.start_epoch - self.boot_epoch) * CLK_TCK))
+            start_ticks = self.start_ticks(proc)
             rss_pages = round(proc.rss / PAGE_SIZE)
             shared_pages = round(proc.shared / PAGE_SIZE)
             vsize = int(proc.rss * 3.1)

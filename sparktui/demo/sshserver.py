@@ -18,7 +18,8 @@ node:
   dmesg fallback is never taken;
 - the recovery commands of ``sparktui.model.commands``, executed against the simulation: restart and
   stop of a unit or container, drop caches (silent on success, like the real one), removal of
-  ``/dev/shm`` leftovers, ``kill -9`` of PIDs;
+  ``/dev/shm`` leftovers, ``kill -9`` of PIDs (the kill-workers command's check of each process's start
+  time and command line included);
 - ``cat /proc/meminfo`` and ``cat /proc/pressure/memory`` (the drop-caches action reads MemAvailable
   before and after);
 - what ``sparktui init`` asks (``sparktui.sources.probe``): ``hostname``, ``systemctl list-units`` and
@@ -51,7 +52,13 @@ from sparktui.demo.fabric import SimNic
 from sparktui.demo.host import SimClock, SimHost, SimProcess
 from sparktui.demo.service import IMAGE, VllmService
 from sparktui.demo.vllmlog import InstanceLog, LogFollower, LogFormat
-from sparktui.model.commands import DROP_CACHES
+from sparktui.model.commands import (
+    DROP_CACHES,
+    KILLED,
+    NOT_KILLED,
+    ProcessIdentity,
+    parse_kill_workers_command,
+)
 from sparktui.model.fabric import FABRIC_TAG
 
 USER = "spark"
@@ -115,6 +122,13 @@ class KillCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckedKillCommand:
+    """``model.commands.kill_workers_command``: (PID, start ticks, cksum CRC, length) of each process."""
+
+    checks: tuple[tuple[int, int, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownCommand:
     word: str
 
@@ -156,6 +170,7 @@ Command = (
     | DropCachesCommand
     | RemoveCommand
     | KillCommand
+    | CheckedKillCommand
     | DiscoveryCommand
     | ReadCommand
     | UnknownCommand
@@ -217,6 +232,9 @@ def parse_command(text: str) -> Command:
         return FabricCommand(given, words[2].startswith("et=1;"))
     if words[:2] == ["sha256sum", "--"] and len(words) == 3:
         return ChecksumCommand(words[2])
+    checks = parse_kill_workers_command(text)
+    if checks is not None:
+        return CheckedKillCommand(checks)
     match words:
         case ["journalctl", "-u", unit, "-f", "-o", "short-iso", "-n", count] if count.isdigit():
             return LogCommand("journal", unit, int(count))
@@ -655,6 +673,24 @@ class DemoSshServer:
                     process.stderr.write(f"kill: ({pid}): No such process\n")
                     status = 1
             return status
+        if isinstance(command, CheckedKillCommand):
+            # As the kill script does on a node: only a process still the same (start ticks and command
+            # line) is killed; the others are reported.
+            current = {p.pid: p for p in node.vllm_processes()}
+            same: list[int] = []
+            for pid, ticks, crc, length in command.checks:
+                proc = current.get(pid)
+                seen = ProcessIdentity(pid, node.host.start_ticks(proc), proc.args) if proc is not None else None
+                if seen is not None and seen.start_ticks == ticks and seen.fingerprint() == (crc, length):
+                    same.append(pid)
+                else:
+                    process.stdout.write(NOT_KILLED.format(pid=pid) + "\n")
+            for pid in same:
+                if not node.kill(pid):
+                    process.stderr.write(f"kill: ({pid}): No such process\n")
+                    return 1
+            process.stdout.write("".join(KILLED.format(pid=pid) + "\n" for pid in same))
+            return 0
         raise AssertionError(f"not a recovery command: {command!r}")
 
     async def _log(self, process: asyncssh.SSHServerProcess[str], command: LogCommand) -> int | None:

@@ -3,8 +3,9 @@
 It collects the fleet's current state first (as ``sparktui snapshot`` does: one HTTP poll of every
 node and the host state over SSH), prints the plan (node, target, exact commands), asks for a
 confirmation on a terminal unless ``--yes`` (with no terminal and no ``--yes`` it refuses), runs it
-through ``ActionRunner`` (the same refusals and audit log as the dashboard), prints the progress and
-the result. Exit status: 0 done, 1 failed, 2 refused (or not confirmed, or a config error).
+through ``ActionRunner`` (the same refusals and audit log as the dashboard: its "started" record is
+on disk before the first command is sent, or nothing is), prints the progress and the result. Exit
+status: 0 done, 1 failed, 2 refused (or not confirmed, or a config error).
 
 ``fix`` runs a finding's whole fix (``sparktui.actions.plans.plan_fix``): the finding named with
 ``--finding``, else the worst one open on the node after one diagnosis of the collected state (one poll
@@ -82,6 +83,12 @@ def main(
         result = asyncio.run(runner.run(early))
         print(f"sparktui action: {result.message}", file=err)
         return EXIT_REFUSED
+    # A log that cannot even be opened refuses before anything is collected; a full disk shows when the
+    # runner writes the action's "started" record, which it does before any command is sent.
+    problem = runner.audit.check()
+    if problem is not None:
+        print(f"sparktui action: {kind.value} {node}: refused: {problem}", file=err)
+        return EXIT_REFUSED
     involved = _involved(fleet, node)
     say(f"collecting the state of {', '.join(n.name for n in involved.nodes)}…")
     state, now = asyncio.run(collect(involved, polls=1, interval_s=0.0))
@@ -116,7 +123,16 @@ def main(
         if answer.strip().lower() not in ("y", "yes"):
             print("sparktui action: not run (not confirmed)", file=err)
             return EXIT_REFUSED
-    result = asyncio.run(_run(runner, plan, say))
+    refused_here = f"{plan.title}: refused: "
+
+    def progress(line: str) -> None:
+        if not line.startswith(refused_here):  # a refusal at run time (the audit log) goes to stderr, once
+            say(line)
+
+    result = asyncio.run(_run(runner, plan, progress))
+    if result.outcome is Outcome.REFUSED:
+        print(f"sparktui action: {result.message}", file=err)
+        return EXIT_REFUSED
     for line in result.lines()[1:]:
         say(line)
     return exit_status(result)

@@ -124,6 +124,9 @@ class HostProcess:
     kind: str  # "serve" | "worker" | "engine_core" | "other"
     args: str
     rss_anon_bytes: int | None = None
+    # /proc/PID/stat's field 22: the start time in clock ticks since boot, exact (``start_epoch`` is
+    # derived from it); with the PID it tells the process from a later one that reuses the PID.
+    start_ticks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -644,6 +647,7 @@ def _parse_processes(section: _Section) -> tuple[tuple[HostProcess, ...], str | 
                 kind=process_kind(text),
                 args=short_args(text),
                 rss_anon_bytes=anon,
+                start_ticks=start_ticks,
             )
         )
     processes.sort(key=lambda p: p.pid)

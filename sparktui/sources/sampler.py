@@ -477,6 +477,7 @@ class LocalSampler:
                     kind=process_kind(args),
                     args=short_args(args),
                     rss_anon_bytes=anon,
+                    start_ticks=_start_ticks(int(info["pid"])),
                 )
             )
             if len(found) >= MAX_PROCESSES:
@@ -523,3 +524,12 @@ class LocalSampler:
                 props["ExecPath"] = target
                 props["ExecPathExists"] = {True: "yes", False: "no", None: "unknown"}[exists]
         return service_state(probe.instance, probe.manager, probe.name, props, boot_epoch=boot_epoch)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """/proc/PID/stat's field 22 (start time in clock ticks since boot), which psutil does not give raw."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        return int(text.rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

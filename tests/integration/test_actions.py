@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,7 +33,7 @@ from sparktui.actions.plans import (
     plan_restart,
     plan_warmup,
 )
-from sparktui.actions.runner import ActionRunner, MemoryReader, Outcome
+from sparktui.actions.runner import ActionResult, ActionRunner, MemoryReader, Outcome
 from sparktui.cli import main
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet, InstanceSpec
@@ -39,13 +41,14 @@ from sparktui.demo.fleet import NodeSpec as DemoNodeSpec
 from sparktui.demo.sim import PROFILES
 from sparktui.headless.action import main as actions_main
 from sparktui.headless.snapshot import collect
+from sparktui.model.commands import KILL_SCRIPT, ProcessIdentity, posix_cksum
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.memory import GIB, HostMemory
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
 from sparktui.model.units import fmt_seconds
-from tests.support.actions import FAST, config_for, fast_demo
+from tests.support.actions import FAST, config_for, fast_demo, host_process
 from tests.support.fixture_fleet import Endpoint, FixtureServer
 from tests.support.sshd import Sshd
 from tests.support.wait import wait_until
@@ -150,11 +153,7 @@ async def run_plan(
 @pytest.fixture
 def worker_process() -> Iterator[subprocess.Popen[bytes]]:
     """A real process whose command line is ``VLLM::Worker_TP1_EP1`` (as vLLM renames its workers)."""
-    process = subprocess.Popen(["bash", "-c", 'exec -a "VLLM::Worker_TP1_EP1" sleep 120'])
-    deadline = time.monotonic() + 5
-    cmdline = Path(f"/proc/{process.pid}/cmdline")
-    while b"VLLM::Worker" not in cmdline.read_bytes() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    process = started_worker()
     yield process
     if process.poll() is None:
         process.kill()
@@ -287,7 +286,7 @@ def test_plans_that_make_no_sense_are_refused() -> None:
 def test_kill_workers_plans_only_stale_workers() -> None:
     node = NodeSpec(name="spark1", host="10.0.0.1", vllm=(VllmSpec(name="v", url="http://h:1", unit="v.service"),))
     fleet = fleet_of(node)
-    worker = HostProcess(4242, 1, GIB, 1_799_999_000.0, "worker", "VLLM::Worker_TP0")
+    worker = HostProcess(4242, 1, GIB, 1_799_999_000.0, "worker", "VLLM::Worker_TP0", start_ticks=8_640_000)
 
     def plan(services: dict[str, ServiceState], processes: tuple[HostProcess, ...]) -> ActionPlan | Refusal:
         (view,) = views_with(fleet, {"spark1": host_sample(processes=processes, services=services)})
@@ -295,8 +294,17 @@ def test_kill_workers_plans_only_stale_workers() -> None:
 
     stale = plan({"v": stopped_unit("v", "v.service")}, (worker,))
     assert isinstance(stale, ActionPlan)
-    assert stale.commands == ("sudo -n kill -9 -- 4242",)
+    # The plan carries what it saw of the process; the command checks it again on the node, from
+    # integers only: PID, start ticks, and the cksum CRC and length of the command line.
+    assert stale.processes == (ProcessIdentity(4242, 8_640_000, "VLLM::Worker_TP0"),)
+    crc = posix_cksum(b"VLLM::Worker_TP0")
+    assert stale.commands == (f"sh -c {shlex.quote(KILL_SCRIPT)} sparktui-kill 4242 8640000 {crc} 16",)
+    assert stale.steps[0].needs_root and stale.steps[0].sudo == "kill -9"
     assert stale.targets[0].what == "pid 4242 (VLLM::Worker_TP0, up 16m40s, RSS 1.0 GiB)"
+    unread = plan({"v": stopped_unit("v", "v.service")}, (replace(worker, start_ticks=None),))
+    assert isinstance(unread, Refusal) and unread.reason == (
+        "the start time of PID 4242 on spark1 was not read: the kill could not check that it is still the same process"
+    )
     live = plan({"v": running_unit("v", "v.service")}, (worker,))
     assert (
         isinstance(live, Refusal) and live.reason == "systemd v.service is active on spark1: its workers are not stale"
@@ -458,23 +466,157 @@ async def test_drop_caches_syncs_drops_then_removes_the_leftovers_and_reports_me
     assert "MemAvailable 7.2 GiB → 112.4 GiB (+105.2 GiB)" in result.message
 
 
+def stale_plan(server: Sshd, processes: tuple[HostProcess, ...]) -> tuple[FleetSpec, ActionPlan]:
+    """kill-workers on ``server``'s node, whose unit is stopped, as planned from ``processes``."""
+    unit = "vllm-stale.service"
+    fleet = fleet_of(with_vllm(server.node("spark1"), VllmSpec(name="v", url="http://127.0.0.1:1", unit=unit)))
+    sample = host_sample(processes=processes, services={"v": stopped_unit("v", unit)})
+    (view,) = views_with(fleet, {"spark1": sample})
+    plan = plan_kill_workers(fleet, "spark1", view, settings=FAST)
+    assert isinstance(plan, ActionPlan), plan
+    return fleet, plan
+
+
+async def run_kill(fleet: FleetSpec, plan: ActionPlan, tmp_path: Path) -> ActionResult:
+    runner = runner_for(fleet, tmp_path)
+    try:
+        async with asyncio.timeout(30):
+            return await runner.run(plan)
+    finally:
+        await runner.close()
+
+
+def started_worker(name: str = "VLLM::Worker_TP1_EP1", then: str | None = None) -> subprocess.Popen[bytes]:
+    """A real process whose command line starts with ``name``, once it shows (before the exec, bash's own
+    command line holds the name too): ``sleep 120``, or a bash running ``then`` (its stdin a pipe)."""
+    if then is None:
+        process = subprocess.Popen(["bash", "-c", f'exec -a "{name}" sleep 120'])
+    else:
+        process = subprocess.Popen(["bash", "-c", f'exec -a "{name}" bash -c "{then}"'], stdin=subprocess.PIPE)
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    deadline = time.monotonic() + 5
+    while not cmdline.read_bytes().startswith(name.encode()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return process
+
+
+def alive(process: subprocess.Popen[bytes]) -> bool:
+    return process.poll() is None
+
+
 async def test_kill_workers_sends_kill_for_the_stale_pids_and_they_die(
     fresh_sshd: Sshd, worker_process: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:
-    unit = "vllm-stale.service"
-    fleet = fleet_of(with_vllm(fresh_sshd.node("spark1"), VllmSpec(name="v", url="http://127.0.0.1:1", unit=unit)))
-    worker = HostProcess(worker_process.pid, 1, GIB, None, "worker", "VLLM::Worker_TP1_EP1")
-    (view,) = views_with(fleet, {"spark1": host_sample(processes=(worker,), services={"v": stopped_unit("v", unit)})})
-    plan = plan_kill_workers(fleet, "spark1", view, settings=FAST)
-    assert isinstance(plan, ActionPlan)
+    fleet, plan = stale_plan(fresh_sshd, (host_process(worker_process.pid),))
     fresh_sshd.sudo_may_kill([worker_process.pid])
-    runner = runner_for(fleet, tmp_path)
-    try:
-        assert await run_plan(runner, plan) is Outcome.OK
-    finally:
-        await runner.close()
+    result = await run_kill(fleet, plan, tmp_path)
+    assert result.outcome is Outcome.OK, result.lines()
     assert fresh_sshd.calls() == [f"sudo -n kill -9 -- {worker_process.pid}"]
     assert worker_process.wait(timeout=5) == -9
+    assert result.message.endswith("; killed 1 stale worker(s)"), result.message
+    assert result.steps[0].stdout_tail == f"PID {worker_process.pid} killed\n"
+
+
+async def test_kill_workers_leaves_a_worker_that_exited_since_the_plan_and_the_process_started_after_it(
+    fresh_sshd: Sshd, tmp_path: Path
+) -> None:
+    """The worker exits between the dialog and the confirmation and another process starts: nothing is
+    killed, the PID is reported, and no kill is sent at all."""
+    old = started_worker()
+    fleet, plan = stale_plan(fresh_sshd, (host_process(old.pid),))
+    old.kill()
+    old.wait(timeout=5)
+    new = started_worker()
+    try:
+        fresh_sshd.sudo_may_kill([old.pid, new.pid])
+        result = await run_kill(fleet, plan, tmp_path)
+        assert result.outcome is Outcome.OK, result.lines()
+        said = f"PID {old.pid} exited or was replaced since the dialog opened; not killed"
+        assert result.steps[0].stdout_tail == said + "\n"
+        assert result.message.endswith(f"; killed 0 stale worker(s); {said}"), result.message
+        assert fresh_sshd.calls() == []  # the check on the node sent no kill
+        assert alive(new)
+    finally:
+        new.kill()
+        new.wait(timeout=5)
+
+
+def _uptime_ticks() -> int:
+    """Clock ticks since boot now (the unit of /proc/PID/stat's start time)."""
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _reuse_pid(pid: int, name: str) -> subprocess.Popen[bytes] | None:
+    """A new process with ``pid`` (free again): /proc/sys/kernel/ns_last_pid makes the next fork take it.
+    Needs CAP_SYS_ADMIN (root); None when it cannot be had."""
+    last_pid = Path("/proc/sys/kernel/ns_last_pid")
+    for _ in range(50):
+        try:
+            last_pid.write_text(str(pid - 1))
+        except OSError:
+            return None
+        process = started_worker(name)
+        if process.pid == pid:
+            return process
+        process.kill()  # another fork on the machine came first
+        process.wait(timeout=5)
+    return None
+
+
+async def test_kill_workers_leaves_a_process_that_reuses_the_planned_pid(fresh_sshd: Sshd, tmp_path: Path) -> None:
+    """The PID the dialog showed now belongs to another process, with the very same command line: its
+    start time differs, and it survives the confirmation."""
+    old = started_worker()
+    fleet, plan = stale_plan(fresh_sshd, (host_process(old.pid),))
+    old.kill()
+    old.wait(timeout=5)
+    ticks = plan.processes[0].start_ticks
+    await wait_until(lambda: _uptime_ticks() > ticks, 5, what="a clock tick after the old process's start")
+    new = _reuse_pid(old.pid, "VLLM::Worker_TP1_EP1")
+    if new is None:
+        pytest.skip("cannot make a new process take a given PID here (ns_last_pid needs root)")
+    try:
+        assert host_process(new.pid).start_ticks != plan.processes[0].start_ticks
+        fresh_sshd.sudo_may_kill([new.pid])  # the sudo stub would kill it: only the check stands between
+        result = await run_kill(fleet, plan, tmp_path)
+        assert result.outcome is Outcome.OK, result.lines()
+        assert f"PID {new.pid} exited or was replaced since the dialog opened; not killed" in result.message
+        assert fresh_sshd.calls() == []  # no kill was sent, so none can land later
+        assert alive(new)
+    finally:
+        new.kill()
+        new.wait(timeout=5)
+
+
+async def test_kill_workers_leaves_a_process_whose_command_line_changed_and_kills_the_unchanged_one(
+    fresh_sshd: Sshd, tmp_path: Path
+) -> None:
+    """Same PID, same start time, another program (it exec'd): not killed; the unchanged worker beside
+    it is, by one kill that names only it."""
+    changing = started_worker(then="read _; exec -a other-program sleep 120")
+    unchanged = started_worker()
+    try:
+        cmdline = Path(f"/proc/{changing.pid}/cmdline")
+        seen = (host_process(changing.pid), host_process(unchanged.pid))
+        fleet, plan = stale_plan(fresh_sshd, seen)
+        assert changing.stdin is not None
+        changing.stdin.write(b"go\n")
+        changing.stdin.flush()
+        await wait_until(lambda: cmdline.read_bytes().startswith(b"other-program"), 5, what="the exec")
+        assert host_process(changing.pid).start_ticks == seen[0].start_ticks
+        fresh_sshd.sudo_may_kill([changing.pid, unchanged.pid])
+        result = await run_kill(fleet, plan, tmp_path)
+        assert result.outcome is Outcome.OK, result.lines()
+        assert fresh_sshd.calls() == [f"sudo -n kill -9 -- {unchanged.pid}"]
+        assert unchanged.wait(timeout=5) == -9
+        assert alive(changing)
+        assert result.message.endswith(
+            f"; killed 1 stale worker(s); PID {changing.pid} exited or was replaced since the dialog opened; not killed"
+        ), result.message
+    finally:
+        for process in (changing, unchanged):
+            process.kill()
+            process.wait(timeout=5)
 
 
 async def test_a_password_requiring_sudo_is_reported_clearly_and_nothing_else_runs(
@@ -707,8 +849,11 @@ async def test_audit_log_lines_name_time_user_node_target_command_status_duratio
     assert result.ok
     lines = (tmp_path / "state" / "audit.log").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    assert [r["event"] for r in records] == ["step", "step", "action"]
-    first, second, done = records
+    assert [r["event"] for r in records] == ["started", "step", "step", "action"]
+    opened, first, second, done = records
+    assert (opened["user"], opened["node"], opened["action"]) == ("milo", "spark1", "drop-caches")
+    assert opened["command"] == list(plan.commands) and opened["time"].endswith("+00:00")
+    assert opened["action_id"] == first["action_id"]
     assert {"time", "user", "node", "target", "command", "exit_status", "duration_s", "result"} <= set(first)
     assert (first["user"], first["node"], first["exit_status"], first["result"]) == ("milo", "spark1", 0, "ok")
     assert first["command"] == "sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
@@ -728,7 +873,11 @@ async def test_an_unwritable_audit_log_refuses_the_action(fresh_sshd: Sshd, tmp_
     blocker.write_text("")
     runner = ActionRunner(fleet, audit=AuditLog(blocker / "audit.log"))
     result = await runner.run(plan)
-    assert result.outcome is Outcome.REFUSED and "cannot write the audit log" in result.message
+    assert result.outcome is Outcome.REFUSED
+    assert result.message == (
+        f"drop-caches spark1: refused: cannot write the audit log {blocker}/audit.log: {blocker} is a file, "
+        f"not a folder; fix that or set {AUDIT_ENV} to a writable file"
+    )
     assert fresh_sshd.calls() == []
 
 
@@ -809,9 +958,9 @@ def test_cli_with_yes_drops_caches_reports_memory_and_audits(
     drop = calls.index("sudo -n sh -c sync; echo 3 > /proc/sys/vm/drop_caches")
     assert calls[drop + 1] == "sync "
     records = AuditLog(tmp_path / "audit.log").records()
-    assert [(r["event"], r["result"]) for r in records][:1] == [("step", "ok")]
-    assert [(r["event"], r["result"]) for r in records][-1] == ("action", "ok")
-    assert all(r["result"] == "ok" for r in records)
+    assert [r["event"] for r in records][:2] == ["started", "step"]
+    assert (records[-1]["event"], records[-1]["result"]) == ("action", "ok")
+    assert all(r["result"] == "ok" for r in records[1:])
 
 
 def test_cli_kills_a_real_stale_worker_found_by_the_host_sampler(  # noqa: PLR0917 - fixtures

@@ -133,7 +133,7 @@ def _spec(fleet: DemoFleet) -> FleetSpec:
 
 
 def test_the_commands_sparktui_sends_are_recognised() -> None:
-    from sparktui.model.commands import drop_caches_commands, kill_workers_command, restart_command
+    from sparktui.model.commands import ProcessIdentity, drop_caches_commands, kill_workers_command, restart_command
     from sparktui.model.specs import VllmSpec
     from sparktui.sources.logs import log_command
     from sparktui.sources.sampler import ServiceProbe, sampler_command
@@ -155,7 +155,10 @@ def test_the_commands_sparktui_sends_are_recognised() -> None:
     drop, remove = drop_caches_commands(["psm_1a2b3c4d", "sem.mp-abc"])
     assert type(parse_command(drop)).__name__ == "DropCachesCommand"
     assert type(parse_command(remove)).__name__ == "RemoveCommand"
-    assert type(parse_command(kill_workers_command([4242]))).__name__ == "KillCommand"
+    assert type(parse_command(kill_workers_command([ProcessIdentity(4242, 1, "VLLM::Worker_TP0")]))).__name__ == (
+        "CheckedKillCommand"
+    )
+    assert type(parse_command("sudo -n kill -9 -- 4242")).__name__ == "KillCommand"
     assert parse_command("cat /etc/shadow").word == "cat"  # type: ignore[union-attr]
 
 
@@ -270,6 +273,8 @@ async def test_log_streams_yield_the_simulated_lines_with_timestamps(fleet: Demo
 
 
 async def test_recovery_commands_act_on_the_simulation_and_unknown_ones_exit_127(fleet: DemoFleet) -> None:
+    from sparktui.model.commands import ProcessIdentity, kill_workers_command
+
     spec = _spec(fleet)
     node = next(n for n in spec.nodes if n.name == "spark2")
     instance = fleet.node("spark2").instances[0]
@@ -299,6 +304,25 @@ async def test_recovery_commands_act_on_the_simulation_and_unknown_ones_exit_127
 
         killed = await ssh.run("sudo -n kill -9 -- 999999", timeout_s=5)
         assert (killed.exit_status, killed.stderr) == (1, "kill: (999999): No such process\n")
+
+        # kill-workers' command: a process whose start time or command line is not the plan's is left.
+        sim = fleet.node("spark2")
+        core = next(p for p in sim.vllm_processes() if p.pid != instance.service.main_pid)
+        ticks = sim.host.start_ticks(core)
+        same = ProcessIdentity(core.pid, ticks, core.args)
+        checked = await ssh.run(
+            kill_workers_command([ProcessIdentity(core.pid, ticks + 1, core.args), ProcessIdentity(999999, 1, "x")]),
+            timeout_s=5,
+        )
+        assert (checked.exit_status, checked.stderr) == (0, "")
+        assert checked.stdout == (
+            f"PID {core.pid} exited or was replaced since the dialog opened; not killed\n"
+            "PID 999999 exited or was replaced since the dialog opened; not killed\n"
+        )
+        assert core.pid in {p.pid for p in sim.vllm_processes()}
+        checked = await ssh.run(kill_workers_command([same]), timeout_s=5)
+        assert (checked.exit_status, checked.stdout) == (0, f"PID {core.pid} killed\n")
+        assert core.pid not in {p.pid for p in sim.vllm_processes()}
     assert fleet.node("spark2").ssh is not None
     assert fleet.node("spark2").ssh.commands[:2] == ["uptime", "rm -rf /"]  # type: ignore[union-attr]
 

@@ -48,14 +48,18 @@ async def test_a_fix_on_the_demo_fleet_runs_in_order_and_stops_at_the_first_fail
         assert progress.index("step 1/3: drop-caches spark1") < progress.index("step 2/3: restart spark1/qwen36")
         assert not any(line.startswith("step 3/3") for line in progress)
         records = audit.records()
-        assert [(r["event"], r["action"], r["result"]) for r in records] == [
+        assert [(r["event"], r["action"], r.get("result")) for r in records] == [
+            ("started", "fix", None),  # on disk before the first command of the fix
+            ("started", "drop-caches", None),
             ("step", "drop-caches", "ok"),
             ("action", "drop-caches", "ok"),
+            ("started", "restart", None),
             ("step", "restart", "failed"),
             ("action", "restart", "failed"),
             ("fix", "fix", "failed"),
         ]
         assert len({r["fix_id"] for r in records}) == 1  # every line names the fix it belongs to
+        assert records[0]["command"] == list(plan.commands) and records[4]["command"] == list(plan.plans[1].commands)
 
         # The same fix with the right unit: every step, and the node serves warm again.
         plan = plan_fix(spec, "spark1", STEPS, finding=FINDING, views=views, settings=FAST)

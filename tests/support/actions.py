@@ -6,11 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 
 from sparktui.actions.plans import ActionPlan, ActionSettings, FixPlan
 from sparktui.actions.runner import ActionResult, ActionRunner, ProgressCallback
 from sparktui.demo.fleet import DemoFleet, InstanceSpec
 from sparktui.demo.fleet import NodeSpec as DemoNodeSpec
+from sparktui.model.host import HostProcess, process_kind, short_args
+from sparktui.model.memory import GIB
 from tests.support.sshd import Sshd
 
 FAST = ActionSettings(
@@ -48,6 +53,27 @@ name = "qwen36"
 url = "{vllm_url}"
 unit = "{unit}"
 """
+
+
+DEV_FULL = Path("/dev/full")
+
+
+def full_device() -> Path:
+    """/dev/full, where every write fails with ENOSPC from the kernel: a full disk, for real."""
+    if not DEV_FULL.exists():
+        pytest.skip("no /dev/full here")
+    return DEV_FULL
+
+
+def host_process(pid: int) -> HostProcess:
+    """A process of this machine as the host sampler reads it: /proc/PID/stat's start time (field 22)
+    and the command line, NULs as spaces, its first 300 bytes."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rpartition(")")[2].split()
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:300].decode()
+    return HostProcess(
+        pid, int(fields[1]), GIB, None, process_kind(cmdline), short_args(cmdline), start_ticks=int(fields[19])
+    )
 
 
 async def run_once(

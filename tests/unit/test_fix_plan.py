@@ -261,7 +261,7 @@ def test_a_fix_warns_once_of_what_its_restart_cuts_off() -> None:
 
 def test_kill_workers_warns_of_requests_the_instance_still_counts() -> None:
     fleet = FleetSpec(nodes=(spark1(),))
-    worker = HostProcess(4242, 1, 2 * GIB, EPOCH - 60, "worker", "VLLM::Worker_TP0")
+    worker = HostProcess(4242, 1, 2 * GIB, EPOCH - 60, "worker", "VLLM::Worker_TP0", start_ticks=123_456)
     stuck = view_of(fleet, unit("inactive", "dead"), status=State.DEGRADED, waiting=2, processes=(worker,))
     plan = plan_kill_workers(fleet, "spark1", stuck)
     assert isinstance(plan, ActionPlan), plan
