@@ -32,7 +32,14 @@ from sparktui.model.specs import FleetSpec, NodeSpec
 from sparktui.model.units import fmt_gib, fmt_seconds
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import fetch, make_client
-from sparktui.sources.ssh import MAX_COMMAND_OUTPUT, STREAM_CHUNK, NodeSsh, SshProblemKind, read_tail
+from sparktui.sources.ssh import (
+    MAX_COMMAND_OUTPUT,
+    REMOTE_TIMED_OUT,
+    STREAM_CHUNK,
+    NodeSsh,
+    SshProblemKind,
+    read_tail,
+)
 
 ProgressCallback = Callable[[str], None]
 MemoryReader = Callable[[str], HostMemory | None]  # node name -> its latest host memory, if known
@@ -536,7 +543,11 @@ class ActionRunner:
             return _Ran(None, "", "", problem=f"no node named {node_name!r} in the config")
         if node.local:
             return await _run_local(command, timeout_s)
-        result = await self._ssh(node).run(command, timeout_s=timeout_s)
+        # Under the node's own ``timeout``: a command given up on here (a restart that hangs in
+        # ExecStop) is stopped there too, not left running beside the next attempt.
+        result = await self._ssh(node).run_bounded(command, bound_s=timeout_s)
+        if result.exit_status in REMOTE_TIMED_OUT:
+            return _Ran(None, result.stdout, result.stderr, timed_out=True)
         if result.problem is not None:
             timed_out = result.problem.kind is SshProblemKind.TIMEOUT
             return _Ran(None, result.stdout, result.stderr, problem=result.problem.message, timed_out=timed_out)

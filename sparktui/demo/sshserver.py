@@ -215,8 +215,19 @@ def _unwrapped(words: list[str]) -> list[str]:
     return words
 
 
+_REMOTE_TIMEOUT = re.compile(r"(?:exec )?timeout -k [0-9.]+ [0-9.]+ ")
+
+
+def without_remote_timeout(text: str) -> str:
+    """The command line as the node runs it under ``timeout`` (``ssh.under_remote_timeout``): what the
+    demo's audit trail keeps, and what its commands are parsed from."""
+    found = _REMOTE_TIMEOUT.match(text)
+    return text[found.end() :] if found else text
+
+
 def parse_command(text: str) -> Command:
     """What a command line sparktui sends asks for; ``UnknownCommand`` for anything else."""
+    text = without_remote_timeout(text)
     try:
         words = shlex.split(text)
     except ValueError:
@@ -589,7 +600,7 @@ class DemoSshServer:
                 process.stderr.write("This demo node runs no shell; it answers sparktui's commands only.\n")
                 status = 1
             else:
-                self.commands.append(command)
+                self.commands.append(without_remote_timeout(command))
                 status = await self._execute(process, command)
         except (OSError, asyncssh.Error):
             return  # the client went away

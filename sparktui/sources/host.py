@@ -131,16 +131,16 @@ class HostCollector:
             read_at = self.clock()  # the counters' moment, not after a checksum's second
             if result.exit_status == NOT_FOUND:
                 return  # no sh, or a node that answers only commands it knows
-            if result.problem is None and not again and read_at - sent_at > self.fabric_every_s * FABRIC_MAX_SPREAD:
+            sample = parse_fabric(result.stdout) if result.problem is None else None
+            if sample is not None and sample.complete and not sample.nics:
+                return  # no RDMA NIC: no multi-node job over this node's fabric, however slow the answer
+            if sample is not None and not again and read_at - sent_at > self.fabric_every_s * FABRIC_MAX_SPREAD:
                 # The node read its counters somewhere between the two: stamped with either, the rates
                 # of the intervals on each side would be off by the spread. Read again at once.
                 again = True
                 continue
             again = False
-            if result.problem is None:
-                sample = parse_fabric(result.stdout)
-                if sample.complete and not sample.nics:
-                    return  # no RDMA NIC: no multi-node job over this node's fabric
+            if sample is not None:
                 ethtool = ethtool and not sample.no_ethtool
                 interfaces = tuple(nic.name for nic in sample.nics)
                 text = result.stdout + await self._checksum_lines(sample.nccl)
