@@ -188,6 +188,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
         return lines
     if view.status.state in (State.DOWN, State.UNKNOWN, State.LOADING) and not view.engine_stats:
         return lines
+    if view.metrics_problem is not None:
+        return lines  # its /metrics could not be used: the reason above says why, no numbers follow
     if not view.engine_stats:
         lines.append("    up without engine stats (--disable-log-stats): no vLLM numbers to show")
         return lines

@@ -163,15 +163,18 @@ def test_a_position_label_int_refuses_and_a_huge_context_length_crash_no_mode_an
     try:
         check = _run(config, "check", "--interval", "0.1")
         snapshot = _run(config, "snapshot", "--json", "--interval", "0.1")
+        text = _run(config, "snapshot", "--interval", "0.1")
         alerts = _run(config, "check", "--alerts", "--interval", "0.1")
     finally:
         endpoint.scrapes, endpoint.max_model_len = scrapes, 131072
     wire = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
     reason = f"vllm: /metrics: {wire} has position='²', which is not a whole number"
-    for run in (check, snapshot, alerts):
+    for run in (check, snapshot, text, alerts):
         assert "Traceback" not in run.stderr, run.stderr
     assert check.returncode == 1
     assert check.stdout.strip().splitlines() == [f"spark2: degraded: {reason}", "3 nodes: 1 degraded, 2 up"]
+    assert f"! {reason}" in text.stdout
+    assert "without engine stats" not in text.stdout  # a refused scrape is not --disable-log-stats
     payload = json.loads(snapshot.stdout)
     by_name = {n["name"]: n for n in payload["nodes"]}
     assert by_name["spark2"]["status"] == {"state": "degraded", "reasons": [reason]}
