@@ -25,7 +25,7 @@ from sparktui.cli import (
     snapshot,
     watch,
 )
-from sparktui.cli.common import EXIT_CONFIG
+from sparktui.cli.common import EXIT_CONFIG, guarded_output
 from sparktui.cli.options import add_global_options, add_record_options
 
 __all__ = ["EXIT_CONFIG", "build_parser", "main"]
@@ -56,4 +56,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     completion.autocomplete(parser)  # the shell asking for completions: answered, and the process exits
     args = parser.parse_args(argv)
     run: Run = getattr(args, "run_command", dashboard.run)  # no subcommand: the dashboard
-    return run(args)
+    return guarded_output(lambda: run(args), args.command or "dashboard")

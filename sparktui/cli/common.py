@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +15,31 @@ if TYPE_CHECKING:
     from sparktui.model.specs import FleetSpec
 
 EXIT_CONFIG = 2
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool its reader stopped reading
+# A write to stdout that fails for a reason of the file behind it (a full disk behind ``>``, ``/dev/full``,
+# a quota, a file-size limit, an I/O error): one line, never a traceback.
+STDOUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def guarded_output(run: Callable[[], int], command: str) -> int:
+    """``run()``, its stdout flushed before it returns: a reader that went away (``| head``) ends it
+    quietly with ``EXIT_BROKEN_PIPE``; stdout that cannot be written is one line on stderr and exit 2."""
+    try:
+        code = run()
+        sys.stdout.flush()  # a closed or full stdout is told here, not in a traceback at exit
+        return code
+    except BrokenPipeError:
+        # Nothing more to say to the reader, nor to flush at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno not in STDOUT_ERRNOS:
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # what is still buffered goes nowhere at exit
+        print(f"sparktui {command}: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 def print_warning(line: str) -> None:

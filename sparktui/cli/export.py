@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from pathlib import Path
+
+from sparktui.cli.common import EXIT_BROKEN_PIPE
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool its reader stopped reading
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -301,3 +301,24 @@ def test_a_config_others_can_read_holding_a_secret_gets_one_warning_line(tmp_pat
     )
     assert hook not in shared.stderr + shared.stdout
     assert private.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "command", [("snapshot", "--interval", "0.1"), ("check", "--interval", "0.1"), ("config", "check")]
+)
+def test_a_full_disk_behind_stdout_is_one_line_not_a_traceback(
+    fleet: tuple[list[FixtureNode], Path], command: tuple[str, ...]
+) -> None:
+    _nodes, config = fleet
+    with Path("/dev/full").open("w") as full:  # the kernel's device that answers every write with ENOSPC
+        done = subprocess.run(
+            [sys.executable, "-m", "sparktui", *command],
+            check=False,
+            env=dict(os.environ, SPARKTUI_CONFIG=str(config)),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr == f"sparktui {command[0]}: cannot write the output (No space left on device)\n"
