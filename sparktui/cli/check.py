@@ -34,14 +34,14 @@ def run(args: argparse.Namespace) -> int:
     found = collect_state(fleet, args.interval, canary=not args.no_canary)
     if found is None:
         return EXIT_CONFIG
-    state, now = found
+    monitor, _now = found
     if args.alerts:
         from sparktui.headless.watch import run_check
 
-        return run_check(fleet, state, now)
+        return run_check(fleet, monitor)
     from sparktui.headless.snapshot import exit_code, render_check, views_json
 
-    views = state.view(now, window_s=None)
+    views = monitor.views
     code = exit_code(views)
     sys.stdout.write(views_json(views, code) + "\n" if args.json else render_check(views))
     return code

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sparktui.model.fleet import FleetState
     from sparktui.model.specs import FleetSpec
+    from sparktui.monitor.core import Monitor
 
 EXIT_CONFIG = 2
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool its reader stopped reading
@@ -70,17 +70,20 @@ def load_fleet(path: Path | None) -> FleetSpec | None:
         return None
 
 
-def collect_state(fleet: FleetSpec, interval_s: float, canary: bool = True) -> tuple[FleetState, float] | None:
-    """The fleet's state for ``snapshot`` and ``check``: read from Prometheus once when configured, else
-    polled twice ``interval_s`` apart, with a canary to each instance that is up but moved no token
-    (unless not ``canary``); None after one line on stderr when Prometheus fails."""
+def collect_state(fleet: FleetSpec, interval_s: float, canary: bool = True) -> tuple[Monitor, float] | None:
+    """The one-shot core (``Monitor.once``) for ``snapshot`` and ``check``, fed and ticked once: read from
+    Prometheus once when configured, else polled twice ``interval_s`` apart, with a canary to each
+    instance that is up but moved no token (unless not ``canary``); None after one line on stderr when
+    Prometheus fails."""
     import asyncio
 
     if fleet.prometheus is not None:
+        from sparktui.config import catalogue_for
+        from sparktui.monitor.core import Monitor
         from sparktui.sources import prometheus
 
         try:
-            return asyncio.run(prometheus.collect(fleet, window_s=60.0))
+            return asyncio.run(prometheus.collect(Monitor.once(fleet, catalogue_for(fleet.diagnosis)), window_s=60.0))
         except prometheus.PrometheusError as exc:
             print(str(exc), file=sys.stderr)
             return None

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     from sparktui.headless.snapshot import render_snapshot, views_json
 
-    state, now = found
-    views = state.view(now, window_s=None)
+    monitor, _now = found
+    views = monitor.views
     sys.stdout.write(views_json(views) + "\n" if args.json else render_snapshot(views))
     return 0

@@ -32,11 +32,9 @@ from sparktui.actions.plans import (
     plan_fix,
 )
 from sparktui.actions.runner import ActionResult, ActionRunner, Outcome
-from sparktui.config import catalogue_for
-from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals
 from sparktui.headless.snapshot import collect
-from sparktui.model.fleet import FleetState
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.core import Monitor
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -91,15 +89,13 @@ def main(
         return EXIT_REFUSED
     involved = _involved(fleet, node)
     say(f"collecting the state of {', '.join(n.name for n in involved.nodes)}…")
-    state, now = asyncio.run(collect(involved, polls=1, interval_s=0.0))
+    monitor, _now = asyncio.run(collect(involved, polls=1, interval_s=0.0))
     if kind is ActionKind.FIX:
         plan: ActionPlan | FixPlan | Refusal = _plan_fix(
-            fleet, node, state, now, finding=finding, instance=instance, settings=settings
+            fleet, node, monitor, finding=finding, instance=instance, settings=settings
         )
     else:
-        plan = plan_action(
-            kind, fleet, node, instance=instance, views=state.view(now, window_s=None), settings=settings
-        )
+        plan = plan_action(kind, fleet, node, instance=instance, views=monitor.views, settings=settings)
     refused = runner.refusal(plan)
     if refused is not None or isinstance(plan, Refusal):
         result = asyncio.run(runner.run(plan))
@@ -149,16 +145,15 @@ def _involved(fleet: FleetSpec, node: str) -> FleetSpec:
 def _plan_fix(
     fleet: FleetSpec,
     node: str,
-    state: FleetState,
-    now: float,
+    monitor: Monitor,
     *,
     finding: str | None,
     instance: str | None,
     settings: ActionSettings,
 ) -> FixPlan | Refusal:
-    """The fix of the finding named, or of the worst one a diagnosis of the collected state finds open."""
-    catalogue = catalogue_for(fleet.diagnosis)
-    views = state.view(now, window_s=None)
+    """The fix of the finding named, or of the worst one the one-shot core's diagnosis found open."""
+    catalogue = monitor.catalogue
+    views = monitor.views
     if finding is not None:
         if finding not in catalogue.ids:
             return Refusal(ActionKind.FIX, node, f"the failure catalogue has no rule {finding!r} (docs/diagnosis.md)")
@@ -174,9 +169,7 @@ def _plan_fix(
             views=views,
             settings=settings,
         )
-    engine = DiagnosisEngine(catalogue)
-    view = next(v for v in views if v.name == node)
-    found = engine.evaluate(view, None, now, last_intervals(state.nodes[node]))
+    found = monitor.findings.get(node, ())
     plan = plan_finding_fix(fleet, node, found, catalogue, views=views, settings=settings)
     if isinstance(plan, Refusal):
         return Refusal(

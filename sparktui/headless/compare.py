@@ -226,7 +226,8 @@ async def compare(
 ) -> str:
     """Poll the fleet directly for ``window_s`` (every ``poll_interval_s``), then ask Prometheus the same
     numbers over the same stretch of time; return the side-by-side text. Raises ``PrometheusError``."""
-    from sparktui.model.fleet import FleetState
+    from sparktui.config import catalogue_for
+    from sparktui.monitor.core import Monitor
     from sparktui.sources.http import make_client, make_poll_client, origin_of
     from sparktui.sources.poller import FleetPoller, fleet_origins
     from sparktui.sources.prometheus import PrometheusClient, PrometheusError
@@ -234,24 +235,21 @@ async def compare(
     spec: PrometheusSpec | None = fleet.prometheus
     if spec is None:
         raise PrometheusError("snapshot --compare needs a [prometheus] table in the config (docs/prometheus.md)")
-    state = FleetState(fleet)
+    monitor = Monitor.once(fleet, catalogue_for(fleet.diagnosis))
     first_wall: float | None = None
     async with make_poll_client(fleet_origins(fleet), ca_file=fleet.ca_file) as client:
         poller = FleetPoller(fleet, client, clock=clock)
         started = clock()
         while True:
             for observation in await poller.poll_all():
-                state.apply(observation)
+                monitor.observation(observation)
             first_wall = first_wall if first_wall is not None else wall()
             if clock() - started >= window_s:
                 break
             await asyncio.sleep(fleet.poll_interval_s)
     end_wall = wall()
-    views = {
-        (node.name, instance.name): instance
-        for node in state.view(clock(), window_s=None)
-        for instance in node.instances
-    }
+    monitor.tick(clock())
+    views = {(node.name, instance.name): instance for node in monitor.views for instance in node.instances}
     async with make_client([origin_of(spec.url)], ca_file=fleet.ca_file) as prom_client:
         prometheus = PrometheusClient(spec, prom_client, spec.timeout_s or max(fleet.timeout_s, 10.0))
         theirs = await promql_numbers(

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterable
 
 from sparktui import installed_version
+from sparktui.config import catalogue_for
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import VllmRates
 from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
@@ -34,6 +35,7 @@ from sparktui.model.units import (
     roofline_parts,
     to_jsonable,
 )
+from sparktui.monitor.core import Monitor
 from sparktui.sources.canary import CanarySender
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
@@ -49,19 +51,21 @@ def one_shot_canaries(fleet: FleetSpec, wanted: bool = True) -> FleetSpec:
     return fleet.model_copy(update={"canary": fleet.canary.model_copy(update={"idle_s": 1e-6, "interval_s": 0.0})})
 
 
-async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bool = False) -> tuple[FleetState, float]:
-    """Poll every node ``polls`` times, ``interval_s`` apart, while host state streams in; return the
-    state and the time of the end. With ``canary``, an instance that is up but moved no token over the
-    polls gets a canary (``one_shot_canaries``), and one more poll takes the answers in."""
+async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bool = False) -> tuple[Monitor, float]:
+    """Poll every node ``polls`` times, ``interval_s`` apart, while host state streams in, into the
+    one-shot core (``Monitor.once``); return it, ticked at the end, and the time of the end. With
+    ``canary``, an instance that is up but moved no token over the polls gets a canary
+    (``one_shot_canaries``), and one more poll takes the answers in."""
     fleet = one_shot_canaries(fleet, canary and fleet.canary.enabled)
-    state = FleetState(fleet)
+    monitor = Monitor.once(fleet, catalogue_for(fleet.diagnosis))
+    state = monitor.state
     hosted = [node for node in fleet.nodes if wants_host_state(node)]
     # Host state: connect, run the sampler, take its first frame (or the reason there is none).
     deadline = time.monotonic() + max((n.ssh.connect_timeout_s for n in hosted), default=0.0) + 3.0
     heard = asyncio.Event()
 
     def on_host(update: HostUpdate) -> None:
-        state.apply_host(update)
+        monitor.host(update)
         if all(_host_heard(state, n.name) for n in hosted):
             heard.set()
 
@@ -80,13 +84,13 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bo
                         await asyncio.sleep(interval_s)
                     observations = await poller.poll_all()
                     for observation in observations:
-                        state.apply(observation)
+                        monitor.observation(observation)
                 for observation in observations:
-                    poller.send_canaries(state, observation)
+                    poller.send_canaries(monitor, observation)
                 if canaries.in_flight:
                     await canaries.wait()
                     for observation in await poller.poll_all():
-                        state.apply(observation)
+                        monitor.observation(observation)
             finally:
                 await canaries.aclose()
         if hosted:
@@ -96,7 +100,9 @@ async def collect(fleet: FleetSpec, polls: int, interval_s: float, *, canary: bo
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return state, time.monotonic()
+    now = time.monotonic()
+    monitor.tick(now)
+    return monitor, now
 
 
 def _host_heard(state: FleetState, node: str) -> bool:

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEvent, AlertState, alert_rules, firing_now
 from sparktui.diagnosis.catalogue import Severity
-from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals
-from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
+from sparktui.diagnosis.engine import Finding
+from sparktui.model.fleet import CanaryOrder, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -338,15 +338,10 @@ def check_alerts(
     return lines, code
 
 
-def run_check(fleet: FleetSpec, state: FleetState, now: float, *, out: TextIO | None = None) -> int:
-    """``sparktui check --alerts`` after ``headless.collect``: diagnose each node once, judge the rules,
-    print the lines; returns the exit code."""
-    views = state.view(now, window_s=None)
-    diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis))
-    findings = {
-        view.name: diagnosis.evaluate(view, None, now, last_intervals(state.nodes[view.name])) for view in views
-    }
-    lines, code = check_alerts(fleet, views, findings)
+def run_check(fleet: FleetSpec, monitor: Monitor, *, out: TextIO | None = None) -> int:
+    """``sparktui check --alerts`` on the one-shot core (``Monitor.once``, fed and ticked once by
+    ``headless.collect``): judge the rules on its views and findings, print the lines; returns the exit code."""
+    lines, code = check_alerts(fleet, monitor.views, monitor.findings)
     (out if out is not None else sys.stdout).write("\n".join(lines) + "\n")
     return code
 

@@ -15,6 +15,9 @@ a finding or an alert.
   diagnosis's wedge-type detectors for what the action touches while it runs and a settle time after
   (``diagnosis.engine.ACTION_SETTLE_S``): a restart's cold first request is no wedge.
 - Reset: ``reset()`` forgets what was collected (a replay seeking backwards starts again).
+- One-shot: ``Monitor.once(fleet, catalogue)`` is the same core for ``snapshot``, ``check``, ``check
+  --alerts`` and ``action``: fed what the command collected, ticked once. The diagnosis engine is built
+  here and nowhere else.
 """
 
 from __future__ import annotations
@@ -91,6 +94,14 @@ class Monitor:
         self.ticks = 0
         self.resets = 0
         self._start()
+
+    @classmethod
+    def once(cls, fleet: FleetSpec, catalogue: Catalogue) -> Monitor:
+        """The one-shot form of the core, for the commands that collect once and judge once (``snapshot``,
+        ``check``, ``check --alerts``, ``action``): fed like any core, then ticked once at the end; its
+        window is everything the command collected, it keeps no trends, and its logs are bounded as no
+        one scrolls them. One class for every mode, so a one-shot command sees what the dashboard sees."""
+        return cls(fleet, catalogue, window_s=None, keep_history=False, log_lines=UNSHOWN_LOG_LINES)
 
     def _start(self) -> None:
         kept = {} if self.window_s is None else {"max_age_s": COUNTER_WINDOWS_KEPT * self.window_s}

@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import (
@@ -50,6 +49,7 @@ from sparktui.model.specs import (
     VllmSpec,
     check_host,
 )
+from sparktui.monitor.core import Monitor
 from sparktui.sources._httpx import httpx
 from sparktui.sources.collector import NodeCollector
 from sparktui.sources.http import USER_AGENT, make_client, origin_of
@@ -613,8 +613,8 @@ def fleet_source(
 
 
 class _StateSink:
-    def __init__(self, state: FleetState) -> None:
-        self.state = state
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
         self.refreshed = asyncio.Event()
         self.errors: list[str] = []
         self.heard: set[str] = set()
@@ -622,10 +622,10 @@ class _StateSink:
         self.all_heard = asyncio.Event()
 
     def observation(self, observation: NodeObservation) -> None:
-        self.state.apply(observation)
+        self.monitor.observation(observation)
 
     def host(self, update: HostUpdate) -> None:
-        self.state.apply_host(update)
+        self.monitor.host(update)
         self.heard.add(update.node)
         if self.wanted <= self.heard:
             self.all_heard.set()
@@ -638,15 +638,16 @@ class _StateSink:
 
 
 async def collect(
-    fleet: FleetSpec, window_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic
-) -> tuple[FleetState, float]:
-    """``snapshot`` / ``check`` from Prometheus: ``window_s`` of history and the latest values in two
-    queries (no waiting for a second scrape), with host state over SSH where configured. Raises
-    ``PrometheusError`` when Prometheus does not answer."""
+    monitor: Monitor, window_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic
+) -> tuple[Monitor, float]:
+    """``snapshot`` / ``check`` from Prometheus, into the one-shot core ``monitor`` (``Monitor.once``):
+    ``window_s`` of history and the latest values in two queries (no waiting for a second scrape), with
+    host state over SSH where configured; the core is ticked at the end. Raises ``PrometheusError`` when
+    Prometheus does not answer."""
     from sparktui.sources.host import wants_host_state
 
-    state = FleetState(fleet)
-    sink = _StateSink(state)
+    fleet = monitor.fleet
+    sink = _StateSink(monitor)
     source = PrometheusSource(fleet, clock=clock, logs=False, refresh_loop=False)
     hosted = {node.name for node in fleet.nodes if wants_host_state(node)}
     sink.wanted = hosted
@@ -658,7 +659,7 @@ async def collect(
             observations = await source.backfill(window_s, client)
             observations += await source.refresh(client)
         for observation in sorted(observations, key=lambda o: o.t):
-            state.apply(observation)
+            monitor.observation(observation)
         if task is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(sink.all_heard.wait(), max(0.0, deadline - time.monotonic()))
@@ -667,7 +668,9 @@ async def collect(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    return state, clock()
+    now = clock()
+    monitor.tick(now)
+    return monitor, now
 
 
 _NODE_NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")

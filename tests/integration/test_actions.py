@@ -765,8 +765,8 @@ async def test_restart_on_the_demo_fleet_waits_for_readiness_and_warms_the_cold_
         runner: ActionRunner | None = None
         try:
             spec = parse_config(fleet.config_toml(), source="demo.toml")
-            state, now = await collect(spec, polls=2, interval_s=0.3)
-            plan = plan_restart(spec, "spark1", views=state.view(now, window_s=None), settings=FAST)
+            monitor, _now = await collect(spec, polls=2, interval_s=0.3)
+            plan = plan_restart(spec, "spark1", views=monitor.views, settings=FAST)
             assert isinstance(plan, ActionPlan), plan
             assert plan.steps[2].warmup is not None and plan.steps[2].warmup.model == QWEN36
             # Its clients have failed over (as in the incident): the warmup's request is the first after the start.

@@ -23,8 +23,8 @@ async def test_a_fix_on_the_demo_fleet_runs_in_order_and_stops_at_the_first_fail
     audit = AuditLog(tmp_path / "audit.log", user="tester")
     async with fast_demo(seed=11) as fleet:
         spec = parse_config(fleet.config_toml(), source="demo.toml")
-        state, now = await collect(spec, polls=1, interval_s=0.0)
-        views = state.view(now, window_s=None)
+        monitor, _now = await collect(spec, polls=1, interval_s=0.0)
+        views = monitor.views
         # The config names a unit the node does not have: the restart (step 2) fails there.
         node = spec.nodes[0]
         wrong = node.vllm[0].model_copy(update={"unit": "vllm-gone.service"})

@@ -74,8 +74,8 @@ url = "{node.gpu.url}/metrics"
 
 async def _view(config: str) -> NodeView:
     fleet: FleetSpec = parse_config(config, source="itest.toml")
-    state, now = await collect(fleet, polls=2, interval_s=0.3)
-    (view,) = state.view(now, window_s=None)
+    monitor, _now = await collect(fleet, polls=2, interval_s=0.3)
+    (view,) = monitor.views
     return view
 
 

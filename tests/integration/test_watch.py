@@ -25,15 +25,15 @@ from pathlib import Path
 import pytest
 
 from sparktui.cli import watch as watch_cli
-from sparktui.config import parse_config
+from sparktui.config import catalogue_for, parse_config
 from sparktui.demo.fleet import DEFAULT_NODES, DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import Finding
 from sparktui.headless.watch import Watcher, check_alerts, run_check, watch
-from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.core import Monitor
 from sparktui.sources.http import make_client
 from sparktui.sources.live import FleetSink
 from sparktui.sources.poller import FleetPoller
@@ -417,11 +417,12 @@ def test_check_alerts_exit_codes() -> None:
 
 def test_run_check_diagnoses_once_and_prints_the_lines() -> None:
     spec = parse_config(SERVING_NODE + '[[alerts]]\nname = "down"\nmetric = "node_down"\n', source="t.toml")
-    state = FleetState(spec)
+    monitor = Monitor.once(spec, catalogue_for(spec.diagnosis))
     for observation in polls(2):
-        state.apply(observation)
+        monitor.observation(observation)
+    monitor.tick(1.5)
     out = io.StringIO()
-    assert run_check(spec, state, 1.5, out=out) == 2
+    assert run_check(spec, monitor, out=out) == 2
     assert out.getvalue().endswith("1 alert would fire: 1 crit\n")
 
 

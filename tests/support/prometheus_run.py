@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sparktui.config import parse_config
+from sparktui.config import catalogue_for, parse_config
 from sparktui.demo.fleet import DemoFleet, scaled_nodes
 from sparktui.headless import compare
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
@@ -28,6 +28,7 @@ from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
+from sparktui.monitor.core import Monitor
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.prometheus import PrometheusClient, PrometheusSource, collect, discover_nodes
@@ -199,8 +200,8 @@ async def assert_server_gives_sparktuis_numbers(run: Run, window_starts_after_s:
 
 async def assert_snapshot_has_rates_at_once(run: Run) -> None:
     """``snapshot`` from the server: every node up with rates, from one range query and one instant query."""
-    state, now = await collect(run.prom_fleet, window_s=10.0)
-    views = state.view(now, window_s=None)
+    monitor, _now = await collect(Monitor.once(run.prom_fleet, catalogue_for(run.prom_fleet.diagnosis)), window_s=10.0)
+    views = monitor.views
     for view in views:
         assert view.status.state is State.UP, view.status
         (instance,) = view.instances
