@@ -245,7 +245,7 @@ def watch_child(config: Path, counts: Path) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        return await watch(fleet, stop=stop, extra_sinks=(count,))
+        return await watch(fleet, stop=stop, taps=(count,))
 
     code = asyncio.run(run())
     counts.write_text(json.dumps({"scrapes": count.scrapes, "hosts": count.hosts, "errors": count.errors}))

@@ -35,9 +35,16 @@ from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.model.units import fmt_count
-from sparktui.monitor.core import UNSHOWN_LOG_LINES, WINDOW_S, Monitor, MonitorObserver, collect_error_text
+from sparktui.monitor.core import (
+    UNSHOWN_LOG_LINES,
+    WINDOW_S,
+    Monitor,
+    MonitorObserver,
+    MonitorTap,
+    collect_error_text,
+)
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
-from sparktui.sources.live import FleetSink, FleetSource
+from sparktui.sources.live import FleetSource
 from sparktui.sources.prometheus import fleet_source
 
 if TYPE_CHECKING:
@@ -71,13 +78,13 @@ class Watcher:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         source: FleetSource | None = None,
-        extra_sinks: Sequence[FleetSink] = (),
+        taps: Sequence[MonitorTap] = (),
         observers: Sequence[MonitorObserver] = (),
         journal: bool = False,
         window_s: float = WINDOW_S,
     ) -> None:
-        """``extra_sinks`` get everything collected too, ``observers`` every tick, finding and alert
-        of the core (a recorder or a black box is both)."""
+        """``taps`` hear everything the core is fed, ``observers`` every tick, finding and alert of the
+        core (a recorder or a black box is both: ``Monitor.attach``)."""
         self.fleet = fleet
         self.out = out if out is not None else sys.stdout
         self.clock = clock
@@ -90,13 +97,13 @@ class Watcher:
             keep_history=False,
             log_lines=UNSHOWN_LOG_LINES,
             observers=observers,
+            taps=taps,
         )
         self.source: FleetSource = source or fleet_source(fleet, clock=clock)
-        self.extra_sinks = tuple(extra_sinks)
         self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall, ca_file=fleet.ca_file)
         self._errors_logged: dict[tuple[str, str], float] = {}
         self._problems_logged: set[str] = set()
-        self._sinks_failed: set[tuple[int, str]] = set()
+        self._tap_failures_logged = 0
 
     # --- FleetSink: what the source collects goes to the core ----------------------------------------
 
@@ -106,18 +113,15 @@ class Watcher:
 
     def observation(self, observation: NodeObservation) -> None:
         self.monitor.observation(observation)
-        self._forward("observation", observation)
 
     def preread(self, observation: NodeObservation) -> None:
         self.monitor.preread(observation)  # in a worker thread: the parse leaves the event loop
 
     def host(self, update: HostUpdate) -> None:
         self.monitor.host(update)
-        self._forward("host", update)
 
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
         self.monitor.log_batch(node, instance, lines)
-        self._forward("log_batch", node, instance, lines)
 
     def error(self, node: str, exc: Exception) -> None:
         self.monitor.error(node, exc)
@@ -127,26 +131,9 @@ class Watcher:
         if last is None or now - last >= REPEAT_ERROR_S:
             self._errors_logged[(node, message)] = now
             self.log("err", node=node, event="collect-error", error=message)
-        self._forward("error", node, exc)
 
     def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
         return self.monitor.canaries_due(node, t)
-
-    def _forward(self, method: str, *args: object) -> None:
-        """Hand what was collected to the extra sinks (a recorder); one that fails is reported once."""
-        for index, sink in enumerate(self.extra_sinks):
-            try:
-                getattr(sink, method)(*args)
-            except Exception as exc:
-                if (index, method) not in self._sinks_failed:
-                    self._sinks_failed.add((index, method))
-                    self.log(
-                        "err",
-                        event="sink-error",
-                        sink=type(sink).__name__,
-                        method=method,
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
 
     # --- the tick -------------------------------------------------------------------------------------
 
@@ -169,6 +156,9 @@ class Watcher:
             if problem not in self._problems_logged:
                 self._problems_logged.add(problem)
                 self.log("err", event="recording-stopped", error=problem)
+        for failure in self.monitor.tap_failures[self._tap_failures_logged :]:
+            self.log("err", event="sink-error", sink=failure.tap, method=failure.method, error=failure.error)
+        self._tap_failures_logged = len(self.monitor.tap_failures)
 
     # --- the run loop ---------------------------------------------------------------------------------
 
@@ -283,7 +273,7 @@ async def watch(
     out: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
     source: FleetSource | None = None,
-    extra_sinks: Sequence[FleetSink] = (),
+    taps: Sequence[MonitorTap] = (),
     observers: Sequence[MonitorObserver] = (),
     stop_after_s: float | None = None,
     stop: asyncio.Event | None = None,
@@ -292,7 +282,7 @@ async def watch(
     drain_s: float = DEFAULT_DRAIN_S,
 ) -> int:
     """Watch ``fleet`` (live, or ``source``) and send its alerts until stopped; see ``Watcher.run``.
-    ``out`` is stdout when None; ``extra_sinks`` get everything collected too, ``observers`` the core's
+    ``out`` is stdout when None; ``taps`` get everything collected too, ``observers`` the core's
     ticks, findings and alerts."""
     watcher = Watcher(
         fleet,
@@ -300,7 +290,7 @@ async def watch(
         clock=clock,
         wall=wall,
         source=source,
-        extra_sinks=extra_sinks,
+        taps=taps,
         observers=observers,
         journal=journal,
     )
@@ -356,13 +346,12 @@ def main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorde
 
 
 async def _main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorder: Recorder | None) -> int:
-    # A recorder (--record, --black-box) gets what is collected, and the core's ticks, findings and alerts.
-    sinks: tuple[FleetSink, ...] = (recorder,) if recorder is not None else ()
+    # A recorder (--record, --black-box) taps what is collected, and observes the core's ticks, findings
+    # and alerts: both as ``Monitor.attach`` makes it.
+    taps: tuple[MonitorTap, ...] = (recorder,) if recorder is not None else ()
     observers: tuple[MonitorObserver, ...] = (recorder,) if recorder is not None else ()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    return await watch(
-        fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, extra_sinks=sinks, observers=observers
-    )
+    return await watch(fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, taps=taps, observers=observers)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
@@ -57,6 +58,29 @@ class MonitorObserver(Protocol):
     def alert(self, reason: str, node: str | None = None) -> None: ...
 
 
+class MonitorTap(Protocol):
+    """Hears everything the core is fed, as it is fed (a recorder, a black box): one tap on the core, the
+    same in every mode, instead of a copy of the source's output wired in by each consumer."""
+
+    def observation(self, observation: NodeObservation) -> None: ...
+    def host(self, update: HostUpdate) -> None: ...
+    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None: ...
+    def error(self, node: str, exc: Exception) -> None: ...
+
+
+class MonitorRecorder(MonitorTap, MonitorObserver, Protocol):
+    """A recorder: what the core is fed and what it derives (``Monitor.attach``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TapFailure:
+    """A tap that raised: its first failure of each kind, kept for the consumer to say once."""
+
+    tap: str
+    method: str
+    error: str
+
+
 def collect_error_text(exc: Exception) -> str:
     """One line for an error a source reported."""
     if type(exc).__name__ in ONE_LINE_ERRORS:
@@ -81,6 +105,7 @@ class Monitor:
         keep_history: bool = True,
         log_lines: int = DEFAULT_MAX_LINES,
         observers: Iterable[MonitorObserver] = (),
+        taps: Iterable[MonitorTap] = (),
     ) -> None:
         self.fleet = fleet
         self.catalogue = catalogue
@@ -88,12 +113,21 @@ class Monitor:
         self.keep_history = keep_history
         self.log_lines = log_lines
         self.observers: list[MonitorObserver] = list(observers)
+        self.taps: list[MonitorTap] = list(taps)
+        self.tap_failures: list[TapFailure] = []  # each tap's first failure of each kind, in order
+        self._taps_failed: set[tuple[int, str]] = set()
         # Every log signature of the catalogue, for highlighting in a log view.
         self.signature_patterns = tuple(p for rule in catalogue.rules if rule.log for p in rule.log.patterns)
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS)
         self.ticks = 0
         self.resets = 0
         self._start()
+
+    def attach(self, recorder: MonitorRecorder) -> None:
+        """Record this core: ``recorder`` (``--record``, ``--black-box``) taps what it is fed and observes
+        what it derives. The one way every mode records, so a recording is the same whoever made it."""
+        self.taps.append(recorder)
+        self.observers.append(recorder)
 
     @classmethod
     def once(cls, fleet: FleetSpec, catalogue: Catalogue) -> Monitor:
@@ -124,6 +158,7 @@ class Monitor:
     def observation(self, observation: NodeObservation) -> None:
         self.state.apply(observation)
         self._wall_offset = observation.wall - observation.t
+        self._tap("observation", observation)
 
     def preread(self, observation: NodeObservation) -> None:
         """Parse the bodies ``observation`` carries ahead of ``observation`` (``FleetState.preread``):
@@ -132,6 +167,7 @@ class Monitor:
 
     def host(self, update: HostUpdate) -> None:
         self.state.apply_host(update)
+        self._tap("host", update)
 
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
         if node not in self.state.nodes:
@@ -139,10 +175,23 @@ class Monitor:
         buffer = self.log_buffers.setdefault(node, {}).setdefault(instance, LogBuffer(max_lines=self.log_lines))
         for line in lines:
             buffer.append(line.timestamp, line.text, gap=line.gap)  # a gap marker stays a marker
+        self._tap("log_batch", node, instance, lines)
 
     def error(self, node: str, exc: Exception) -> None:
         """Keep the error's one line (``errors``, the newest ``MAX_ERRORS``)."""
         self.errors.append(f"{node}: {collect_error_text(exc)}")
+        self._tap("error", node, exc)
+
+    def _tap(self, method: str, *args: object) -> None:
+        """Hand what the core was fed to its taps; one that fails is noted once (``tap_failures``) and
+        the core, and every other tap, go on."""
+        for index, tap in enumerate(self.taps):
+            try:
+                getattr(tap, method)(*args)
+            except Exception as exc:  # a tap's bug or full disk is its own, never the core's
+                if (index, method) not in self._taps_failed:
+                    self._taps_failed.add((index, method))
+                    self.tap_failures.append(TapFailure(type(tap).__name__, method, f"{type(exc).__name__}: {exc}"))
 
     def canaries_due(self, node: str, t: float) -> tuple[CanaryOrder, ...]:
         """The canaries a live source should send to ``node`` now (``FleetState.canaries_due``), none to

@@ -1,7 +1,7 @@
 """Recording what a consumer collects, to a file, without ever blocking its event loop.
 
-``Recorder`` is a ``FleetSink``: chain it after the dashboard's or the watcher's sink (``Tee``), or
-wrap the source (``Teed``). Each call only puts the record on a queue; a background thread encodes
+``Recorder`` taps the monitor core and observes it (``Monitor.attach``), in the dashboard, ``watch``
+and the black box alike. Each call only puts the record on a queue; a background thread encodes
 (``store.Encoder``) and writes it (``store.RecordingStore``) in one transaction per second, and keeps
 the file within its retention limits. ``tick``, ``finding``/``findings`` and ``action`` record what
 the consumer derived and did, so a replay can evaluate at the same moments and show what happened.
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparktui.diagnosis.engine import Finding
-from sparktui.model.fleet import CanaryOrder
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -30,7 +29,7 @@ from sparktui.record.store import RecordingStore
 from sparktui.record.types import ActionEvent, CollectError, Kind, LogBatch, Payload, Tick
 
 if TYPE_CHECKING:
-    from sparktui.sources.live import FleetSink, FleetSource
+    pass
 
 Clock = Callable[[], float]
 FLUSH_INTERVAL_S = 1.0
@@ -286,45 +285,3 @@ def _write_error(exc: Exception) -> str:
     (SQLITE_IOERR_WRITE)", "database or disk is full (SQLITE_FULL)"), or the exception's."""
     name = exc.sqlite_errorname if isinstance(exc, sqlite3.Error) else None
     return f"{exc} ({name})" if name else f"{type(exc).__name__}: {exc}"
-
-
-class Tee:
-    """One ``FleetSink`` that hands everything to several (the dashboard and a recorder)."""
-
-    def __init__(self, *sinks: FleetSink) -> None:
-        self.sinks = sinks
-
-    def observation(self, observation: NodeObservation) -> None:
-        for sink in self.sinks:
-            sink.observation(observation)
-
-    def host(self, update: HostUpdate) -> None:
-        for sink in self.sinks:
-            sink.host(update)
-
-    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        for sink in self.sinks:
-            sink.log_batch(node, instance, lines)
-
-    def error(self, node: str, exc: Exception) -> None:
-        for sink in self.sinks:
-            sink.error(node, exc)
-
-    def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
-        """The first sink that plans canaries decides (the consumer; a recorder only records)."""
-        from sparktui.sources.canary import CanaryPlanner  # only a live source asks: keep sources unloaded
-
-        planner = next((s for s in self.sinks if isinstance(s, CanaryPlanner)), None)
-        return planner.canaries_due(node, t) if planner is not None else ()
-
-
-class Teed:
-    """A ``FleetSource`` that hands what ``source`` collects to its consumer and to more sinks."""
-
-    def __init__(self, source: FleetSource, *sinks: FleetSink) -> None:
-        self.source = source
-        self.sinks = sinks
-        self.drives_ticks = source.drives_ticks
-
-    async def run(self, sink: FleetSink) -> None:
-        await self.source.run(Tee(sink, *self.sinks))

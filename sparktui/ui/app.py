@@ -111,8 +111,9 @@ class SparkApp(App[None]):
             catalogue_for(fleet.diagnosis),
             window_s=window_s,
             log_lines=UNSHOWN_LOG_LINES if kiosk else DEFAULT_MAX_LINES,  # unlocked, a kiosk scrolls less
-            observers=(recorder,) if recorder else (),
         )
+        if recorder is not None:
+            self.monitor.attach(recorder)  # taps what the core is fed, observes what it derives
         self.collect = collect
         self.kiosk = kiosk
         self.read_only = read_only or kiosk  # the kiosk is read-only by construction

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from sparktui.config import ConfigError, load_config
 from sparktui.model.specs import FleetSpec
-from sparktui.record.recorder import Recorder, Teed
-from sparktui.sources.prometheus import fleet_source
+from sparktui.record.recorder import Recorder
 from sparktui.ui.app import make_app
 
 DEMO_START_TIMEOUT_S = 60.0
@@ -27,13 +26,7 @@ def run_dashboard(
     recorder: Recorder | None = None,
 ) -> int:
     """The dashboard; with ``recorder``, everything collected (and every tick and finding) is recorded too."""
-    if recorder is None:
-        app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, freeze_gc=True)
-    else:
-        source = Teed(fleet_source(fleet), recorder)
-        app = make_app(
-            fleet, read_only=read_only, kiosk=kiosk, theme=theme, source=source, recorder=recorder, freeze_gc=True
-        )
+    app = make_app(fleet, read_only=read_only, kiosk=kiosk, theme=theme, recorder=recorder, freeze_gc=True)
     try:
         app.run()
     finally:

@@ -71,7 +71,7 @@ async def _watch(path: Path, black_box: BlackBox) -> Trace:
     trace = Trace()
     source = ReplaySource(path, speed=math.inf, stop_at_end=True)
     out = io.StringIO()
-    watcher = Watcher(source.fleet, out=out, source=source, extra_sinks=(black_box,), observers=(trace, black_box))
+    watcher = Watcher(source.fleet, out=out, source=source, taps=(black_box,), observers=(trace, black_box))
     assert await watcher.run(drain_s=0.1) == 0, out.getvalue()
     assert "event=source-ended" in out.getvalue()
     return trace

@@ -42,7 +42,7 @@ from sparktui.record.codec import (
 )
 from sparktui.record.delta import decode_lines, encode_lines, line_index
 from sparktui.record.export import METRICS, export
-from sparktui.record.recorder import Recorder, Tee
+from sparktui.record.recorder import Recorder
 from sparktui.record.replay import replay_into
 from sparktui.record.store import RecordingReader
 from sparktui.record.types import Kind, LogBatch, RecordingError
@@ -366,17 +366,6 @@ def test_the_time_metrics_answered_is_recorded_with_its_observation() -> None:
         _encoded_round_trip(items, keyframe_s)
 
 
-def test_tee_asks_the_consumer_which_canaries_are_due_never_the_recorder(tmp_path: Path) -> None:
-    monitor = monitor_for(fleet_spec())
-    recorder = Recorder(tmp_path / "r.db", fleet_spec())
-    try:
-        tee = Tee(recorder, monitor)
-        assert tee.canaries_due("spark1", T0) == monitor.canaries_due("spark1", T0) == ()
-        assert Tee(recorder).canaries_due("spark1", T0) == ()  # no planner behind it: none
-    finally:
-        recorder.close()
-
-
 # --- the recorder and the reader ----------------------------------------------------------------------
 
 
@@ -515,19 +504,35 @@ def test_findings_are_recorded_when_they_open_and_clear(tmp_path: Path) -> None:
     assert len(actions) == 1 and actions[0].node == "spark1"
 
 
-def test_tee_hands_everything_to_every_sink(tmp_path: Path) -> None:
-    first, second = monitor_for(fleet_spec()), monitor_for(fleet_spec())
-    tee = Tee(first, second)
+def test_a_tap_on_the_core_hears_everything_it_is_fed(tmp_path: Path) -> None:
+    """A recorder is one tap on the monitor core (``Monitor.attach``), the same in every mode: what the
+    core is fed reaches the tap as it was fed."""
+    tapped = monitor_for(fleet_spec())
+    core = Monitor(fleet_spec(), tapped.catalogue, taps=(tapped,))
     for obs in fixture_poll(T0, WALL0, 0):
-        tee.observation(obs)
-    tee.host(HostUpdate("spark1", T0, sample=FRAMES[0]))
-    tee.log_batch("spark1", "gptoss", log_lines(0))
-    tee.error("spark2", KeyError("x"))
-    for sink in (first, second):
-        sink.tick(T0)
-        assert len(sink.log_buffers["spark1"]["gptoss"]) == 2
-        assert list(sink.errors) == ["spark2: internal error while collecting: KeyError: 'x'"]
-    assert first.views == second.views
+        core.observation(obs)
+    core.host(HostUpdate("spark1", T0, sample=FRAMES[0]))
+    core.log_batch("spark1", "gptoss", log_lines(0))
+    core.error("spark2", KeyError("x"))
+    for monitor in (core, tapped):
+        monitor.tick(T0)
+        assert len(monitor.log_buffers["spark1"]["gptoss"]) == 2
+        assert list(monitor.errors) == ["spark2: internal error while collecting: KeyError: 'x'"]
+    assert core.views == tapped.views
+
+
+def test_a_recorder_attached_to_the_core_records_what_it_is_fed_and_derives(tmp_path: Path) -> None:
+    core = monitor_for(fleet_spec())
+    recorder = Recorder(tmp_path / "r.db", fleet_spec())
+    core.attach(recorder)
+    for second in range(2):
+        for obs in fixture_poll(T0 + second, WALL0 + second, second):
+            core.observation(obs)
+        core.tick(T0 + second)
+    recorder.close()
+    kinds = [record.kind for record in RecordingReader(tmp_path / "r.db").records()]
+    assert kinds.count(Kind.OBSERVATION) == 2 * len(fixture_poll(T0, WALL0, 0))
+    assert Kind.TICK in kinds
 
 
 # --- the black box ------------------------------------------------------------------------------------

@@ -253,7 +253,7 @@ async def test_a_slow_and_a_dead_notifier_delay_no_poll_and_no_tick(receiver: Re
         )
         spec = parse_config(demo.config_toml(poll_interval_s=0.2) + rules + notifiers, source="demo.toml", env=TOKENS)
         out, recorder = io.StringIO(), Recorder()
-        watcher = Watcher(spec, out=out, extra_sinks=(recorder,))
+        watcher = Watcher(spec, out=out, taps=(recorder,))
         ticks: list[tuple[float, int]] = []
 
         async def sample_ticks() -> None:
@@ -305,7 +305,7 @@ async def test_watch_runs_live_collection_into_extra_sinks_and_logs_for_journald
     try:
         spec = parse_config("alerts = []\n" + demo.config_toml(poll_interval_s=0.2), source="demo.toml")
         out, recorder = io.StringIO(), Recorder()
-        code = await watch(spec, out=out, extra_sinks=(recorder,), stop_after_s=2.5, journal=True)
+        code = await watch(spec, out=out, taps=(recorder,), stop_after_s=2.5, journal=True)
     finally:
         clock.cancel()
         await demo.stop()
@@ -368,7 +368,7 @@ async def test_a_failing_extra_sink_is_reported_once_and_the_rest_goes_on() -> N
             raise ValueError("disk full")
 
     out, good = io.StringIO(), Recorder()
-    watcher = Watcher(spec, out=out, source=Replay(polls(3)), extra_sinks=(Broken(), good))
+    watcher = Watcher(spec, out=out, source=Replay(polls(3)), taps=(Broken(), good))
     assert await watcher.run() == 0
     assert lines_of(out, event="sink-error") == [
         'err event=sink-error sink=Broken method=observation error="ValueError: disk full"'
