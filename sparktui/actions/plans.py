@@ -23,8 +23,10 @@ from enum import StrEnum
 
 from pydantic import SecretStr
 
+from sparktui.actions.registry import ACTIONS, ActionKind
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import Finding
+from sparktui.model.bench import DEFAULT_CASES, DEFAULT_CONCURRENCY
 from sparktui.model.commands import (
     SHM_NAME_RE,
     ProcessIdentity,
@@ -38,16 +40,6 @@ from sparktui.model.host import HostProcess, HostSample, leftovers, stale_worker
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.status import State
 from sparktui.model.units import fmt_count, fmt_duration, fmt_gib, fmt_seconds
-
-
-class ActionKind(StrEnum):
-    """The recovery actions, named as the keys, the diagnosis rules and the CLI name them."""
-
-    RESTART = "restart"
-    DROP_CACHES = "drop-caches"
-    KILL_WORKERS = "kill-workers"
-    WARMUP = "warmup"
-    FIX = "fix"  # a finding's whole fix: several of the above in order (``FixPlan``)
 
 
 class StepKind(StrEnum):
@@ -259,13 +251,66 @@ class FixPlan:
         return tuple(lines)
 
 
-# The actions as a finding's fix names them, in the operator's words.
-ACTION_WORDS: Mapping[str, str] = {
-    ActionKind.RESTART: "restart",
-    ActionKind.DROP_CACHES: "drop caches",
-    ActionKind.KILL_WORKERS: "kill workers",
-    ActionKind.WARMUP: "warm up",
-}
+# The prefill sweep stops here in the dashboard (the command goes to max_model_len unless told):
+# a 128k prompt takes minutes to prefill on a Spark, and the screen is for a quick look.
+DASHBOARD_PREFILL_MAX = 32768
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPlan:
+    """``sparktui bench`` on one instance, from the dashboard: every case, the prefill sweep to
+    ``DASHBOARD_PREFILL_MAX``. The runner audits it like an action; the dashboard runs and shows it."""
+
+    node: str
+    instance: str
+    spec: VllmSpec
+    cases: tuple[str, ...] = DEFAULT_CASES
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    prefill_max: int = DASHBOARD_PREFILL_MAX
+
+    @property
+    def kind(self) -> ActionKind:
+        return ActionKind.BENCH
+
+    @property
+    def title(self) -> str:
+        return f"bench {self.target_name}"
+
+    @property
+    def target_name(self) -> str:
+        return f"{self.node}/{self.instance}"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return (self.node,)
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        return (Target(self.node, f"vLLM {self.instance} at {self.spec.base_url}"),)
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """What it sends, for the audit log: the cases' streamed completions to the instance."""
+        return (f"streamed completions to {self.spec.base_url} (cases: {', '.join(self.cases)})",)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return ()
+
+    def confirmation(self) -> tuple[str, ...]:
+        """What will be sent, to what, and what it costs."""
+        return (
+            f"Benchmark {self.target_name} ({self.spec.base_url})?",
+            f"  cases: {', '.join(self.cases)}",
+            f"  concurrency up to {max(self.concurrency)}, prefill up to {self.prefill_max:,} tokens",
+            "  It sends streamed completions like real traffic for a few minutes: other clients of this",
+            "  instance are slowed meanwhile, and the numbers include their requests.",
+            "  The result is saved as JSON in the folder sparktui was started from.",
+        )
+
+
+# The actions as a finding's fix names them, in the operator's words (the table's).
+ACTION_WORDS: Mapping[str, str] = {spec.id: spec.words for spec in ACTIONS}
 
 
 def fix_sequence_text(actions: Iterable[str]) -> str:
@@ -293,6 +338,8 @@ def plan_action(
         return Refusal(ActionKind.RESTART, node, f"unknown action {kind!r}; choose one of: {choices}")
     if action is ActionKind.FIX:
         return Refusal(action, node, "a fix is a finding's sequence of actions: it is planned by plan_fix")
+    if action is ActionKind.BENCH:
+        return Refusal(action, node, "a bench is not a command on the node: it is planned by plan_bench")
     if action is ActionKind.RESTART:
         return plan_restart(fleet, node, instance, views=views, settings=settings)
     if action is ActionKind.WARMUP:
@@ -301,6 +348,17 @@ def plan_action(
     if action is ActionKind.DROP_CACHES:
         return plan_drop_caches(fleet, node, view, settings=settings)
     return plan_kill_workers(fleet, node, view, settings=settings)
+
+
+def plan_bench(fleet: FleetSpec, node: str) -> BenchPlan | Refusal:
+    """A bench of the node's first instance that serves HTTP."""
+    spec = fleet.node(node)
+    if spec is None:
+        return _no_node(ActionKind.BENCH, fleet, node)
+    serving = [v for v in spec.vllm if v.base_url is not None]
+    if not serving:
+        return Refusal(ActionKind.BENCH, node, f"bench: {node} has no vLLM instance that serves HTTP")
+    return BenchPlan(node, serving[0].name, serving[0])
 
 
 def plan_restart(

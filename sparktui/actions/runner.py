@@ -19,12 +19,14 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sparktui.actions.audit import AuditLog
-from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, Step, StepKind, Warmup
+from sparktui.actions.plans import ActionPlan, BenchPlan, FixPlan, Refusal, Step, StepKind, Warmup
+from sparktui.actions.registry import ActionKind
+from sparktui.model.bench import BenchRun
 from sparktui.model.commands import KILLED_RE, NOT_KILLED, NOT_KILLED_RE
 from sparktui.model.memory import GIB, HostMemory, parse_meminfo
 from sparktui.model.safe_text import safe_lines
@@ -42,6 +44,8 @@ from sparktui.sources.ssh import (
 )
 
 ProgressCallback = Callable[[str], None]
+# A bench as the entry point runs and shows it: the run (finished or stopped), or why it could not start.
+BenchWork = Callable[[], Awaitable[BenchRun | str]]
 MemoryReader = Callable[[str], HostMemory | None]  # node name -> its latest host memory, if known
 Clock = Callable[[], float]
 
@@ -185,7 +189,7 @@ class ActionRunner:
         """The title of the action running on ``node``, or None when it is free."""
         return self._busy.get(node)
 
-    def refusal(self, plan: ActionPlan | FixPlan | Refusal) -> str | None:
+    def refusal(self, plan: ActionPlan | FixPlan | BenchPlan | Refusal) -> str | None:
         """Why ``run(plan)`` would be refused right now (read-only, a busy node, a refused plan), or None.
         The dashboard can ask before it shows the confirmation; ``run`` checks again."""
         if self._read_only:
@@ -220,6 +224,65 @@ class ActionRunner:
         finally:
             for node in plan.nodes:
                 self._busy.pop(node, None)
+
+    async def run_bench(
+        self, plan: BenchPlan, work: BenchWork, on_progress: ProgressCallback | None = None
+    ) -> ActionResult:
+        """A bench, audited like an action: refused as one (read-only, a busy node), its ``started``
+        record on disk before ``work`` sends anything, its node locked while it runs (no restart under
+        a bench, no bench under a restart), and an ``action`` record with how it ended."""
+        progress = on_progress or (lambda _message: None)
+        refused = self.refusal(plan)
+        if refused is not None:
+            return await self._refused(plan, refused, progress)
+        action_id = uuid.uuid4().hex[:12]
+        fields: dict[str, object] = {
+            "action_id": action_id,
+            "action": plan.kind.value,
+            "node": plan.node,
+            "target": [t.what for t in plan.targets],
+            "command": list(plan.commands),
+        }
+        self._busy[plan.node] = plan.title
+        try:
+            problem = await asyncio.to_thread(self.audit.started, **fields)
+            if problem is not None:
+                return await self._refused(plan, problem, progress, audit=False)
+            started = self.clock()
+            progress(f"{plan.title}: started")
+            try:
+                ran = await work()
+            except asyncio.CancelledError:
+                with contextlib.suppress(OSError):  # no await here: the task is being cancelled
+                    self.audit.write(
+                        "action",
+                        **fields,
+                        duration_s=round(self.clock() - started, 3),
+                        result="cancelled",
+                        message=f"{plan.title}: cancelled (sparktui stopped)",
+                    )
+                raise
+        finally:
+            self._busy.pop(plan.node, None)
+        duration = self.clock() - started
+        if isinstance(ran, str):
+            outcome, message = Outcome.FAILED, f"{plan.title}: not run: {ran}"
+        else:
+            outcome = Outcome.OK if ran.complete else Outcome.FAILED
+            done = f"{len(ran.cases)} of {len(plan.cases)} cases"
+            message = f"{plan.title}: " + (
+                f"done in {fmt_seconds(duration)} ({done})" if ran.complete else f"stopped ({done}: {ran.problem})"
+            )
+        await self._audit(
+            progress,
+            "action",
+            **fields,
+            duration_s=round(duration, 3),
+            result=outcome.value,
+            message=message,
+        )
+        progress(message)
+        return ActionResult(plan.kind, plan.node, plan.title, outcome, message, duration_s=duration)
 
     async def close(self) -> None:
         """Close the SSH connections the runner opened itself."""
@@ -594,7 +657,12 @@ class ActionRunner:
     # --- refusals and the audit log ----------------------------------------------------------------------
 
     async def _refused(
-        self, plan: ActionPlan | FixPlan | Refusal, reason: str, progress: ProgressCallback, *, audit: bool = True
+        self,
+        plan: ActionPlan | FixPlan | BenchPlan | Refusal,
+        reason: str,
+        progress: ProgressCallback,
+        *,
+        audit: bool = True,
     ) -> ActionResult:
         title = plan.title if not isinstance(plan, Refusal) else f"{plan.kind.value} {plan.node}"
         if audit:
@@ -625,7 +693,7 @@ class ActionRunner:
         node: str | None,
         reason: str,
         *,
-        plan: ActionPlan | FixPlan | Refusal | None = None,
+        plan: ActionPlan | FixPlan | BenchPlan | Refusal | None = None,
         where: str,
     ) -> None:
         """A ``refused`` line for an action refused before ``run`` (by the dashboard: read-only, the kiosk,
@@ -635,8 +703,8 @@ class ActionRunner:
             "refused",
             action=action,
             node=node,
-            target=[t.what for t in plan.targets] if isinstance(plan, ActionPlan | FixPlan) else [],
-            command=list(plan.commands) if isinstance(plan, ActionPlan | FixPlan) else [],
+            target=[t.what for t in plan.targets] if not isinstance(plan, Refusal | None) else [],
+            command=list(plan.commands) if not isinstance(plan, Refusal | None) else [],
             result=Outcome.REFUSED.value,
             message=reason,
             refused_by=where,

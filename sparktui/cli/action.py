@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from sparktui.actions.registry import cli_choices
 from sparktui.cli.common import EXIT_CONFIG, load_fleet
 from sparktui.cli.completion import instance_names, node_names
 
-ACTIONS = ("restart", "drop-caches", "kill-workers", "warmup", "fix")
+ACTIONS = cli_choices()  # the table's (sparktui/actions/registry.py): one spelling, the keys' ids too
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -3,8 +3,9 @@
 It collects the fleet's current state first (as ``sparktui snapshot`` does: one HTTP poll of every
 node and the host state over SSH), prints the plan (node, target, exact commands), asks for a
 confirmation on a terminal unless ``--yes`` (with no terminal and no ``--yes`` it refuses), runs it
-through ``ActionRunner`` (the same refusals and audit log as the dashboard: its "started" record is
-on disk before the first command is sent, or nothing is), prints the progress and the result. Exit
+through ``ActionController``, as the dashboard does (the same table, refusals and audit log: its
+"started" record is on disk before the first command is sent, or nothing is), prints the progress
+and the result. Exit
 status: 0 done, 1 failed, 2 refused (or not confirmed, or a config error).
 
 ``fix`` runs a finding's whole fix (``sparktui.actions.plans.plan_fix``): the finding named with
@@ -20,17 +21,16 @@ from collections.abc import Callable
 from typing import TextIO
 
 from sparktui.actions.audit import AuditLog
+from sparktui.actions.controller import ActionController, Plan, Shown, plan_for
 from sparktui.actions.plans import (
     DEFAULT_SETTINGS,
-    ActionKind,
-    ActionPlan,
     ActionSettings,
     FixPlan,
     Refusal,
-    plan_action,
     plan_finding_fix,
     plan_fix,
 )
+from sparktui.actions.registry import ActionKind, ActionSpec, PlannedBy, action_spec, cli_choices
 from sparktui.actions.runner import ActionResult, ActionRunner, Outcome
 from sparktui.headless.snapshot import collect
 from sparktui.model.specs import FleetSpec
@@ -68,66 +68,61 @@ def main(
     def say(line: str) -> None:
         print(line, file=out, flush=True)
 
-    try:
-        kind = ActionKind(action)
-    except ValueError:
-        choices = ", ".join(k.value for k in ActionKind)
-        print(f"sparktui action: unknown action {action!r}; choose one of: {choices}", file=err)
+    spec = action_spec(action)
+    if spec is None or not spec.in_cli:
+        print(f"sparktui action: unknown action {action!r}; choose one of: {', '.join(cli_choices())}", file=err)
         return EXIT_REFUSED
     runner = ActionRunner(fleet, read_only=read_only, audit=audit)
-    if read_only or fleet.node(node) is None:
-        # Refused before anything is collected; the runner words it (read-only first) and audits it.
-        early = Refusal(kind, node, _no_node(fleet, node) if fleet.node(node) is None else "read-only")
-        result = asyncio.run(runner.run(early))
-        print(f"sparktui action: {result.message}", file=err)
-        return EXIT_REFUSED
-    # A log that cannot even be opened refuses before anything is collected; a full disk shows when the
-    # runner writes the action's "started" record, which it does before any command is sent.
-    problem = runner.audit.check()
-    if problem is not None:
-        print(f"sparktui action: {kind.value} {node}: refused: {problem}", file=err)
-        return EXIT_REFUSED
-    involved = _involved(fleet, node)
-    say(f"collecting the state of {', '.join(n.name for n in involved.nodes)}…")
-    monitor, _now = asyncio.run(collect(involved, polls=1, interval_s=0.0))
-    if kind is ActionKind.FIX:
-        plan: ActionPlan | FixPlan | Refusal = _plan_fix(
-            fleet, node, monitor, finding=finding, instance=instance, settings=settings
-        )
-    else:
-        plan = plan_action(kind, fleet, node, instance=instance, views=monitor.views, settings=settings)
-    refused = runner.refusal(plan)
-    if refused is not None or isinstance(plan, Refusal):
-        result = asyncio.run(runner.run(plan))
-        print(f"sparktui action: {result.message}", file=err)
-        return EXIT_REFUSED
-    for line in plan.confirmation():
-        say(line)
-    if not yes:
-        if interactive is None:
-            interactive = _isatty(sys.stdin)
-        if not interactive:
-            print(
-                "sparktui action: not run: no terminal to confirm on; pass --yes to run it without a confirmation",
-                file=err,
-            )
-            return EXIT_REFUSED
+    controller = ActionController(runner)
+    not_run: list[str] = []
+    confirmed_title: list[str] = []
+
+    async def plan(spec: ActionSpec, node: str) -> Plan | Refusal:
+        """Refused before anything is collected: a node not in the config, an audit log that cannot
+        even be opened (a full disk shows when the runner writes the "started" record, before any
+        command is sent); else one poll of the node and those of its jobs, and the plan on it."""
+        if fleet.node(node) is None:
+            return Refusal(spec.id, node, _no_node(fleet, node))
+        problem = runner.audit.check()
+        if problem is not None:
+            return Refusal(spec.id, node, problem)
+        involved = _involved(fleet, node)
+        say(f"collecting the state of {', '.join(n.name for n in involved.nodes)}…")
+        monitor, _now = await collect(involved, polls=1, interval_s=0.0)
+        if spec.planned_by is PlannedBy.FIX:
+            return _plan_fix(fleet, node, monitor, finding=finding, instance=instance, settings=settings)
+        shown = Shown(fleet, views=monitor.views, settings=settings)
+        return plan_for(spec, node, shown, instance=instance)
+
+    async def confirm(planned: Plan) -> bool:
+        confirmed_title.append(planned.title)
+        for line in planned.confirmation():
+            say(line)
+        if yes:
+            return True
+        if not (interactive if interactive is not None else _isatty(sys.stdin)):
+            not_run.append("not run: no terminal to confirm on; pass --yes to run it without a confirmation")
+            return False
         try:
-            answer = ask("run it? [y/N] ")
+            answer = await asyncio.to_thread(ask, "run it? [y/N] ")
         except EOFError:
             answer = ""
-        if answer.strip().lower() not in ("y", "yes"):
-            print("sparktui action: not run (not confirmed)", file=err)
-            return EXIT_REFUSED
-    refused_here = f"{plan.title}: refused: "
+        return answer.strip().lower() in ("y", "yes")
 
     def progress(line: str) -> None:
-        if not line.startswith(refused_here):  # a refusal at run time (the audit log) goes to stderr, once
+        # A refusal at run time (the audit log) goes to stderr, once.
+        if not line.startswith(f"{confirmed_title[-1]}: refused: "):
             say(line)
 
-    result = asyncio.run(_run(runner, plan, progress))
+    async def request() -> ActionResult:
+        try:
+            return await controller.request(spec, node, plan=plan, confirm=confirm, progress=progress)
+        finally:
+            await runner.close()
+
+    result = asyncio.run(request())
     if result.outcome is Outcome.REFUSED:
-        print(f"sparktui action: {result.message}", file=err)
+        print(f"sparktui action: {not_run[0] if not_run else result.message}", file=err)
         return EXIT_REFUSED
     for line in result.lines()[1:]:
         say(line)
@@ -178,13 +173,6 @@ def _plan_fix(
             f"{plan.reason} (one poll sees only what shows at once: name the finding with --finding ID)",
         )
     return plan
-
-
-async def _run(runner: ActionRunner, plan: ActionPlan | FixPlan, say: Callable[[str], None]) -> ActionResult:
-    try:
-        return await runner.run(plan, on_progress=say)
-    finally:
-        await runner.close()
 
 
 def _no_node(fleet: FleetSpec, node: str) -> str:

@@ -11,21 +11,25 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import ClassVar
 
-from textual.actions import ActionParseResult
+from textual.actions import ActionParseResult, parse
 from textual.app import App
 from textual.binding import BindingType
 from textual.dom import DOMNode
 from textual.timer import Timer
 
-from sparktui.actions.plans import ActionKind, ActionPlan, FixPlan, Refusal, plan_action, plan_finding_fix
+from sparktui.actions.controller import ActionController, Plan, Shown, plan_for
+from sparktui.actions.plans import ActionPlan, BenchPlan, FixPlan, Refusal
+from sparktui.actions.registry import ActionSpec, Mode, action_spec, refused_in
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEngine
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding
+from sparktui.model.bench import BenchRun
 from sparktui.model.drift import drift_report
 from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
 from sparktui.model.history import History
@@ -35,15 +39,17 @@ from sparktui.model.specs import FleetSpec
 from sparktui.model.units import fmt_clock
 from sparktui.monitor.core import UNSHOWN_LOG_LINES, WINDOW_S, Monitor, collect_error_text
 from sparktui.record.recorder import Recorder
+from sparktui.sources.bench import BenchJob
 from sparktui.sources.live import FleetSource, LiveFleet
 from sparktui.sources.prometheus import fleet_source
 from sparktui.ui.actions_ui import ActionLogScreen, ConfirmAction
 from sparktui.ui.alerts_screen import AlertsScreen
+from sparktui.ui.bench_ui import BenchScreen, ConfirmBench, bench_job
 from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.help_screen import HelpScreen
-from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, RECOVERY_ACTIONS, UNLOCK_ID, binding_ids
+from sparktui.ui.keys import ACTION_BINDINGS, APP_BINDINGS, UNLOCK_ID, binding_ids
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.log_screen import LogScreen
 from sparktui.ui.node_screen import NodeScreen
@@ -163,6 +169,7 @@ class SparkApp(App[None]):
             memory=lambda name: self.state.nodes[name].memory if name in self.state.nodes else None,
             clock=self.clock,
         )
+        self.controller = ActionController(self.actions, mode=self._mode)
         if self.collect:
             self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
         every = self.render_every_s if self.render_every_s is not None else max(0.5, self.fleet.poll_interval_s)
@@ -387,20 +394,25 @@ class SparkApp(App[None]):
         self.set_keymap(keymap)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The kiosk takes no input but its unlock key; read-only refuses the recovery actions."""
+        """The kiosk takes no input but its unlock key; read-only refuses the table's actions."""
         if self.kiosk:
             return action == "unlock" and bool(self.fleet.kiosk.unlock_key)
-        return not (self.read_only and action in RECOVERY_ACTIONS)
+        return not (self.read_only and action == "act" and parameters[:1] in _REFUSED_READ_ONLY)
+
+    @property
+    def _mode(self) -> Mode | None:
+        return Mode.KIOSK if self.kiosk else Mode.READ_ONLY if self.read_only else None
 
     def unlock_kiosk(self) -> None:
         """The unlock key: leave the kiosk for the (still read-only) dashboard."""
         if not self.kiosk:
             return
         self.kiosk = False
+        self.controller.mode = self._mode
         self.switch_screen(FleetScreen())
         self.refresh_bindings()
 
-    # --- recovery actions ---------------------------------------------------------------------------
+    # --- actions: the table's, through the controller -----------------------------------------------
 
     def current_node(self) -> str | None:
         """The node an action key applies to: the one shown, or the one highlighted in the fleet."""
@@ -418,122 +430,90 @@ class SparkApp(App[None]):
         default_namespace: DOMNode | None = None,
         namespaces: Mapping[str, DOMNode] | None = None,
     ) -> bool:
-        """A recovery action's key (or any other way to run it) in read-only or kiosk mode is refused here,
-        and the refusal audited; ``check_action`` alone would drop the key without a trace."""
-        if isinstance(action, str) and action in RECOVERY_ACTIONS and (self.read_only or self.kiosk):
-            self.start_action(action.replace("_", "-"))
-            return True
+        """An action's key (or any other way to run it) in read-only or kiosk mode goes to the
+        controller, which refuses it and audits the refusal; ``check_action`` alone would drop the key
+        without a trace."""
+        if isinstance(action, str) and self._mode is not None:
+            _, name, parameters = parse(action)
+            if name == "act" and parameters[:1] in _REFUSED_READ_ONLY | _REFUSED_KIOSK:
+                self.start_action(str(parameters[0]))
+                return True
         return await super().run_action(action, default_namespace, namespaces)
 
-    def start_action(self, kind: str, node: str | None = None) -> None:
-        """Plan, confirm, run: the confirmation names node, target and exact commands. Every refusal is
-        written to the audit log, wherever it is decided."""
-        node = node or self.current_node()
-        if self.read_only or self.kiosk:  # the palette and keys are gated too; this is the last word
-            mode = "kiosk" if self.kiosk else "read-only"
-            self._refuse(kind, node, f"{mode}: actions are off", where=mode, quiet=self.kiosk)
-            return
-        if node is None:
-            self._refuse(kind, None, "pick a node first", where="dashboard")
-            return
-        plan = self._plan(kind, node)
-        if isinstance(plan, Refusal):
-            self._refuse(kind, node, plan.reason, plan=plan, where="plan")
-            return
-        refusal = self.actions.refusal(plan)
-        if refusal:
-            self._refuse(kind, node, refusal, plan=plan, where="runner")
-            return
+    def action_act(self, action_id: str) -> None:
+        """Every key of the table (``act('drop-caches')``): its id is its one name."""
+        self.start_action(action_id)
 
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self.run_worker(self._execute(plan), group="actions", exit_on_error=False)
+    def start_action(self, action_id: str, node: str | None = None) -> None:
+        """The table's action ``action_id`` on ``node`` (the current one when None), through the
+        controller: plan, refuse, confirm (a dialog that names node, target and exact commands), run,
+        audit. Every refusal is written to the audit log, wherever it is decided."""
+        spec = action_spec(action_id)
+        if spec is not None:
+            node = node or self.current_node()
+            self.run_worker(self._request(spec, node), group="actions", exit_on_error=False)
 
-        self.push_screen(ConfirmAction(plan), confirmed)
+    async def _request(self, spec: ActionSpec, node: str | None) -> ActionResult:
+        jobs: list[BenchJob] = []  # the bench the dialog showed, the one that runs
 
-    def _plan(self, kind: str, node: str) -> ActionPlan | FixPlan | Refusal:
-        """One action on the state shown, or (``fix``) the whole fix of the node's worst open finding."""
-        if kind == ActionKind.FIX:
-            findings = self.findings.get(node, ())
-            return plan_finding_fix(self.fleet, node, findings, self.diagnosis.catalogue, views=self.views)
-        return plan_action(kind, self.fleet, node, views=self.views)
+        async def plan(spec: ActionSpec, node: str) -> Plan | Refusal:
+            shown = Shown(self.fleet, self.views, self.findings, self.diagnosis.catalogue)
+            return plan_for(spec, node, shown)
 
-    def _refuse(
-        self,
-        kind: str,
-        node: str | None,
-        reason: str,
-        *,
-        plan: ActionPlan | FixPlan | Refusal | None = None,
-        where: str,
-        quiet: bool = False,
-    ) -> None:
-        """Say why (not on the kiosk: it shows nothing it was not asked to) and audit it."""
-        if not quiet:
-            self.notify(reason, severity="warning", timeout=8)
-        refused = self.actions.audit_refusal(kind, node, reason, plan=plan, where=where)
-        self.run_worker(refused, group="audit", exit_on_error=False)
+        async def confirm(planned: Plan) -> bool:
+            answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if isinstance(planned, BenchPlan):
+                jobs.append(bench_job(planned))
+                self.push_screen(ConfirmBench(planned, jobs[-1]), lambda ok: answer.set_result(bool(ok)))
+            else:
+                self.push_screen(ConfirmAction(planned), lambda ok: answer.set_result(bool(ok)))
+            return await answer
 
-    async def _execute(self, plan: ActionPlan | FixPlan) -> None:
+        def refused(_where: str, reason: str) -> None:
+            if not self.kiosk:  # the kiosk shows nothing it was not asked to
+                self.notify(reason, severity="warning", timeout=8)
+
+        return await self.controller.request(
+            spec,
+            node,
+            plan=plan,
+            confirm=confirm,
+            refused=refused,
+            progress=lambda message: self.notify(message, timeout=4),
+            run_bench=lambda _planned: partial(self._show_bench, jobs[-1]),
+            before_run=self._before_run,
+            after_run=self._after_run,
+        )
+
+    def _before_run(self, plan: Plan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)
-        steps = plan.plans if isinstance(plan, FixPlan) else (plan,)
-        for step in steps:  # its own restart and warmup are no wedge
+        for step in _steps(plan):  # its own restart and warmup are no wedge
             self.monitor.action_started(step.nodes, step.instance)
-        try:
-            result = await self.actions.run(plan, on_progress=lambda message: self.notify(message, timeout=4))
-        finally:
-            for step in steps:
-                self.monitor.action_ended(step.nodes, step.instance, self.clock())
+
+    def _after_run(self, plan: Plan, result: ActionResult | None) -> None:
+        for step in _steps(plan):
+            self.monitor.action_ended(step.nodes, step.instance, self.clock())
+        if result is None:  # cancelled: sparktui is stopping
+            return
         self.action_results.append(result)
         self.action_log.append((fmt_clock(time.time()), result.lines()))
         self.notify(result.message, severity="information" if result.ok else "error", timeout=12)
         self.refresh_views(force=True)
 
-    def action_restart(self) -> None:
-        self.start_action("restart")
+    async def _show_bench(self, job: BenchJob) -> BenchRun | str:
+        """The bench's screen: its progress and table live; escape stops it and keeps what finished.
+        Its end (the run, or why it did not start) goes back to the runner's audit."""
+        ended: asyncio.Future[BenchRun | str] = asyncio.get_running_loop().create_future()
 
-    def action_drop_caches(self) -> None:
-        self.start_action("drop-caches")
+        def end(outcome: BenchRun | str) -> None:
+            if not ended.done():
+                ended.set_result(outcome)
 
-    def action_kill_workers(self) -> None:
-        self.start_action("kill-workers")
-
-    def action_warmup(self) -> None:
-        self.start_action("warmup")
-
-    def action_fix(self) -> None:
-        self.start_action("fix")
+        self.push_screen(BenchScreen(job, ca_file=self.fleet.ca_file, on_end=end))
+        return await ended
 
     def action_action_log(self) -> None:
         self.push_screen(ActionLogScreen(self.action_log))
-
-    def action_bench(self) -> None:
-        """b: ``sparktui bench`` on the node's first instance that serves HTTP, behind a confirmation
-        (refused in read-only and kiosk mode by ``run_action``, as the recovery actions are)."""
-        from sparktui.ui.bench_ui import BenchScreen, ConfirmBench, bench_job
-
-        if self.read_only or self.kiosk:  # the key is gated too; this is the last word
-            self.start_action("bench")
-            return
-        node = self.current_node()
-        spec = self.fleet.node(node) if node is not None else None
-        serving = [v for v in spec.vllm if v.base_url is not None] if spec is not None else []
-        if spec is None or not serving:
-            self.notify(
-                "bench: pick a node with a vLLM instance that serves HTTP"
-                if spec is None
-                else f"bench: {spec.name} has no vLLM instance that serves HTTP",
-                severity="warning",
-                timeout=8,
-            )
-            return
-        job = bench_job(f"{spec.name}/{serving[0].name}", serving[0])
-
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self.push_screen(BenchScreen(job, ca_file=self.fleet.ca_file))
-
-        self.push_screen(ConfirmBench(job), confirmed)
 
     def firing_alerts(self) -> list[tuple[str, str]]:
         """The firing, unsilenced alerts, worst first: (severity, one line) each, for the banners."""
@@ -612,6 +592,15 @@ class SparkApp(App[None]):
             )
             return
         self.notify(f"screenshot saved: {target}", timeout=10)
+
+
+_REFUSED_READ_ONLY = {(action,) for action in refused_in(Mode.READ_ONLY)}
+_REFUSED_KIOSK = {(action,) for action in refused_in(Mode.KIOSK)}
+
+
+def _steps(plan: Plan) -> tuple[ActionPlan, ...]:
+    """The actions of a plan on the engine (a fix's, in order); a bench is none."""
+    return plan.plans if isinstance(plan, FixPlan) else (plan,) if isinstance(plan, ActionPlan) else ()
 
 
 def make_app(fleet: FleetSpec, **options: object) -> SparkApp:

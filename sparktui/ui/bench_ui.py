@@ -3,12 +3,15 @@
 A confirmation first (it loads the engine like real traffic), then a screen with the run's progress and
 the operators' table growing a row per finished case; escape stops it and keeps what finished. The
 finished run is saved as JSON in the folder sparktui was started from, as ``sparktui bench --out``
-would write it (docs/bench.md). Refused in read-only and kiosk mode by the app, like the actions.
+would write it (docs/bench.md). It is an action of the table (sparktui/actions/registry.py): planned,
+refused (read-only, kiosk, a busy node), confirmed and audited (started, then how it ended) by the
+action controller, like the others.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,8 +24,8 @@ from textual.containers import Vertical
 from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import Worker
 
+from sparktui.actions.plans import BenchPlan
 from sparktui.model.bench import (
-    DEFAULT_CASES,
     TABLE_HEADER,
     BenchProgress,
     BenchRun,
@@ -31,27 +34,10 @@ from sparktui.model.bench import (
     result_row,
     run_heading,
 )
-from sparktui.model.specs import VllmSpec
 from sparktui.sources.bench import BenchError, BenchJob, run_job, save
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import BENCH_BINDINGS, CONFIRM_BINDINGS
 from sparktui.ui.lists import KeyedScroll
-
-# The prefill sweep stops here in the dashboard (the command goes to max_model_len unless told):
-# a 128k prompt takes minutes to prefill on a Spark, and the screen is for a quick look.
-DASHBOARD_PREFILL_MAX = 32768
-
-
-def confirmation(job: BenchJob) -> list[str]:
-    """The lines of the confirmation: what will be sent, to what, and what it costs."""
-    return [
-        f"Benchmark {job.target_name} ({job.spec.base_url})?",
-        f"  cases: {', '.join(job.case_names)}",
-        f"  concurrency up to {max(job.concurrency)}, prefill up to {DASHBOARD_PREFILL_MAX:,} tokens",
-        "  It sends streamed completions like real traffic for a few minutes: other clients of this",
-        "  instance are slowed meanwhile, and the numbers include their requests.",
-        "  The result is saved as JSON in the folder sparktui was started from.",
-    ]
 
 
 class ConfirmBench(SparkModal[bool]):
@@ -66,12 +52,13 @@ class ConfirmBench(SparkModal[bool]):
     ConfirmBench #bench-confirm-body { margin-bottom: 1; }
     """
 
-    def __init__(self, job: BenchJob) -> None:
+    def __init__(self, plan: BenchPlan, job: BenchJob) -> None:
         super().__init__()
+        self.plan = plan
         self.job = job
 
     def compose(self) -> ComposeResult:
-        lines = confirmation(self.job)
+        lines = self.plan.confirmation()
         with Vertical():
             yield Static(Text(lines[0]), id="bench-confirm-title")
             yield Static(Text("\n".join(lines[1:])), id="bench-confirm-body")
@@ -91,9 +78,18 @@ class BenchScreen(SparkModal[None]):
     BenchScreen #bench-table-scroll { height: 1fr; }
     """
 
-    def __init__(self, job: BenchJob, ca_file: Path | None = None, folder: Path | None = None) -> None:
+    def __init__(
+        self,
+        job: BenchJob,
+        ca_file: Path | None = None,
+        folder: Path | None = None,
+        on_end: Callable[[BenchRun | str], None] | None = None,
+    ) -> None:
+        """``on_end`` hears how the run ended: the run (finished or stopped), or why it did not start
+        (the dashboard's action controller audits it)."""
         super().__init__()
         self.job = job
+        self.on_end = on_end
         self.ca_file = ca_file
         self.folder = folder
         self.result: BenchRun | None = None
@@ -122,6 +118,8 @@ class BenchScreen(SparkModal[None]):
             await run_job(self.job, self._progress, ca_file=self.ca_file)
         except BenchError as exc:
             self.problem = str(exc)
+            if self.on_end is not None:
+                self.on_end(self.problem)
             self.query_one("#bench-status", Static).update(Text(f"not run: {exc}"))
             return
         except BaseException:  # cancelled by escape: keep and show what finished
@@ -142,6 +140,8 @@ class BenchScreen(SparkModal[None]):
     def _finish(self, *, complete: bool, problem: str | None = None) -> None:
         run = self.result = self.job.result(complete=complete, problem=problem)
         self.saved_to = self._save(run)
+        if self.on_end is not None:
+            self.on_end(run)
         if not self.is_attached:
             return
         where = f"saved to {self.saved_to}" if self.saved_to else "not saved: the folder cannot be written"
@@ -168,9 +168,9 @@ class BenchScreen(SparkModal[None]):
         self.dismiss(None)
 
 
-def bench_job(target_name: str, spec: VllmSpec) -> BenchJob:
-    """The dashboard's bench of an instance: every case, the prefill sweep to ``DASHBOARD_PREFILL_MAX``."""
-    return BenchJob(target_name, spec, DEFAULT_CASES, prefill_max=DASHBOARD_PREFILL_MAX)
+def bench_job(plan: BenchPlan) -> BenchJob:
+    """The run of the dashboard's bench plan (every case, the prefill sweep to its ``prefill_max``)."""
+    return BenchJob(plan.target_name, plan.spec, plan.cases, plan.concurrency, prefill_max=plan.prefill_max)
 
 
 def results_table(cases: list[CaseResult] | tuple[CaseResult, ...]) -> Table:

@@ -1,5 +1,5 @@
-"""Command palette entries: open a node, switch theme, pause. Read-only and safe in every mode (the
-kiosk refuses the palette altogether); the recovery actions add their own entries."""
+"""Command palette entries: open a node, switch theme, pause, and (unless read-only) the actions of the
+table (sparktui/actions/registry.py) on each node. The kiosk refuses the palette altogether."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from sparktui.actions.registry import ACTIONS
 from sparktui.ui.base import spark_app
 
 
@@ -28,19 +29,15 @@ class FleetCommands(Provider):
         entries.append(("Pause or resume updates", "the model keeps collecting", spark.action_toggle_pause))
         if not spark.read_only:
             for view in spark.views:
-                for kind, label in (
-                    ("restart", "Restart vLLM"),
-                    ("drop-caches", "Drop caches"),
-                    ("kill-workers", "Kill stale workers"),
-                    ("warmup", "Warm up"),
-                ):
-                    entries.append(
-                        (
-                            f"{label} on {view.name}",
-                            "asks for confirmation first",
-                            partial(spark.start_action, kind, view.name),
+                for action in ACTIONS:
+                    if action.in_palette:
+                        entries.append(
+                            (
+                                f"{action.label} on {view.name}",
+                                f"{action.confirmation}; asks first",
+                                partial(spark.start_action, action.id.value, view.name),
+                            )
                         )
-                    )
         return entries
 
     async def discover(self) -> Hits:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from textual.binding import Binding, BindingType
 from textual.keys import format_key, key_to_character
 
+from sparktui.actions.registry import ACTIONS
+
 # --- the dashboard ------------------------------------------------------------------------------------
 
 APP_BINDINGS: list[BindingType] = [
@@ -29,22 +31,17 @@ APP_BINDINGS: list[BindingType] = [
     Binding("ctrl+p", "command_palette", "Commands", id="command-palette", show=False, priority=True),
 ]
 
-# The recovery actions, on the node shown (node screen) or highlighted (fleet screen). Each asks for a
-# confirmation that names the node, the target and the exact commands. Refused in read-only and kiosk
-# mode by the app's action check and by the action runner itself.
+# The actions, on the node shown (node screen) or highlighted (fleet screen), from the table of actions
+# (sparktui/actions/registry.py): its key, its label, its id as the binding's id and as the one argument
+# of the app's ``act``. Each asks for a confirmation that names the node, the target and the exact
+# commands; refused (and the refusal audited) in read-only and kiosk mode by the action controller.
+_TABLE: list[BindingType] = [Binding(a.key, a.textual_action, a.label, id=a.id.value) for a in ACTIONS]
 ACTION_BINDINGS: list[BindingType] = [
-    Binding("r", "restart", "Restart", id="restart"),
-    Binding("d", "drop_caches", "Drop caches", id="drop-caches"),
-    # Shift+k: a plain k moves the cursor up (vim) in every list, and must never kill anything.
-    Binding("K", "kill_workers", "Kill workers", id="kill-workers"),
-    Binding("w", "warmup", "Warmup", id="warmup"),
-    Binding("x", "fix", "Fix", id="fix"),  # the worst open finding's whole fix, behind one confirmation
-    Binding("a", "action_log", "Actions", id="action-log"),
-    Binding("b", "bench", "Bench", id="bench"),  # sparktui bench on the node's instance (docs/bench.md)
+    *_TABLE[:-1],
+    Binding("a", "action_log", "Actions", id="action-log"),  # the footer's order: the log before the bench
+    _TABLE[-1],
 ]
-# Refused in read-only and kiosk mode (and the refusal audited): the recovery actions, and the bench,
-# which loads the engine like real traffic.
-RECOVERY_ACTIONS = frozenset({"restart", "drop_caches", "kill_workers", "warmup", "fix", "bench"})
+
 
 FLEET_BINDINGS: list[BindingType] = [
     Binding("enter", "open_node", "Open node", id="open-node"),
@@ -181,7 +178,10 @@ CONTEXTS: tuple[KeyContext, ...] = (
     KeyContext(
         "Recovery actions",
         ACTION_BINDINGS,
-        "On the fleet and node screens; refused in read-only and kiosk mode. Each asks for a confirmation.",
+        "On the fleet and node screens. They come from the table of actions (`sparktui/actions/registry.py`):"
+        " each binding's id is the action's one name, the same in `sparktui action NODE ID`, the command"
+        " palette and the audit log's `action`, and every key runs `act(ID)`. Each asks for a confirmation;"
+        " refused (and the refusal audited) in read-only and kiosk mode, the bench too.",
     ),
     KeyContext("Fleet screen", FLEET_BINDINGS),
     KeyContext("Node screen", NODE_BINDINGS),

@@ -23,7 +23,6 @@ import pytest
 
 from sparktui.actions.audit import AUDIT_ENV, AuditLog
 from sparktui.actions.plans import (
-    ActionKind,
     ActionPlan,
     Refusal,
     StepKind,
@@ -33,6 +32,7 @@ from sparktui.actions.plans import (
     plan_restart,
     plan_warmup,
 )
+from sparktui.actions.registry import ActionKind
 from sparktui.actions.runner import ActionResult, ActionRunner, MemoryReader, Outcome
 from sparktui.cli import main
 from sparktui.config import parse_config

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparktui.actions.audit import AuditLog
-from sparktui.actions.plans import ActionKind, FixPlan, plan_fix
+from sparktui.actions.plans import FixPlan, plan_fix
+from sparktui.actions.registry import ActionKind
 from sparktui.actions.runner import ActionRunner, Outcome
 from sparktui.config import load_catalogue, parse_config
 from sparktui.headless.snapshot import collect

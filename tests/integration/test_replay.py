@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.actions.registry import ACTIONS
 from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
@@ -30,7 +31,6 @@ from sparktui.sources.logs import LogStream
 from sparktui.sources.poller import FleetPoller
 from sparktui.sources.ssh import NodeSsh
 from sparktui.ui.fleet_screen import FleetScreen
-from sparktui.ui.keys import RECOVERY_ACTIONS
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.replay import ReplayApp, ReplayBar
 from tests.integration.test_demo_ssh import HostFeed
@@ -372,8 +372,8 @@ async def test_the_time_cursor_follows_onto_the_node_screen_and_actions_are_refu
         assert isinstance(app.screen, NodeScreen) and app.screen.node == "spark1"
         assert "00:00 / 00:59" in _bar(app)
         assert app.read_only
-        for action in RECOVERY_ACTIONS:
-            assert app.check_action(action, ()) is False
+        for action in ACTIONS:
+            assert app.check_action("act", (action.id.value,)) is False
 
 
 async def test_a_damaged_recording_is_told_in_the_dashboard(recording: Path) -> None:

@@ -1,5 +1,7 @@
-"""``b``: the bench in the dashboard, behind a confirmation, refused in read-only mode (and audited), with
-its progress and table live on a screen of its own; escape stops it and keeps the cases that finished."""
+"""``b``: the bench in the dashboard, an action of the table like the others: behind a confirmation,
+refused in read-only and kiosk mode (and audited), audited when it runs (started, then its end), its
+node locked meanwhile, with its progress and table live on a screen of its own; escape stops it and
+keeps the cases that finished. The palette lists the table's actions."""
 
 from __future__ import annotations
 
@@ -15,13 +17,16 @@ from rich.console import Console
 from textual.widgets import Static
 
 from sparktui.actions.audit import AuditLog
+from sparktui.actions.registry import ACTIONS
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.bench import BenchJob
 from sparktui.ui.app import make_app
 from sparktui.ui.bench_ui import BenchScreen, ConfirmBench
+from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.kiosk_screen import KioskScreen
 from tests.support.ui_data import fed_app
 from tests.support.wait import wait_until
 
@@ -49,17 +54,20 @@ async def demo_spec() -> AsyncIterator[FleetSpec]:
         await fleet.stop()
 
 
-async def test_read_only_refuses_the_bench_key_and_audits_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mode", ["read-only", "kiosk"])
+async def test_read_only_and_the_kiosk_refuse_the_bench_key_and_audit_it(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "audit.log"
     monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
-    app = fed_app(read_only=True)
+    app = fed_app(kiosk=True) if mode == "kiosk" else fed_app(read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("b")
         await pilot.pause()
-        assert isinstance(app.screen, FleetScreen)  # no confirmation was offered
+        assert isinstance(app.screen, KioskScreen if mode == "kiosk" else FleetScreen)  # no confirmation
         await wait_until(lambda: AuditLog(log).records(), what="the refusal in the audit log")
     record = AuditLog(log).records()[0]
-    assert (record["action"], record["refused_by"]) == ("bench", "read-only")
+    assert (record["event"], record["action"], record["refused_by"]) == ("refused", "bench", mode)
 
 
 async def test_the_key_asks_first_naming_the_instance_and_n_runs_nothing(tmp_path: Path) -> None:
@@ -101,3 +109,52 @@ async def test_the_screen_shows_progress_and_escape_stops_keeping_what_finished(
     assert screen.saved_to is not None and screen.saved_to.parent == tmp_path
     saved = json.loads(screen.saved_to.read_text())
     assert saved["complete"] is False and [c["name"] for c in saved["cases"]] == ["short"]
+
+
+async def test_the_bench_from_the_dashboard_is_audited_started_then_its_end_and_locks_its_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``b`` then ``y``: the ``started`` record is on disk before the bench screen sends anything, a
+    restart of the node is refused while the bench runs, and the stopped run ends with an ``action``
+    record saying how it ended."""
+    log = tmp_path / "audit.log"
+    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
+    monkeypatch.chdir(tmp_path)  # the run's JSON is saved in the folder sparktui was started from
+    async with demo_spec() as spec:
+        app = make_app(spec, collect=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("b")  # spark1 is highlighted
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmBench)
+            await pilot.press("y")
+            await wait_until(lambda: isinstance(app.screen, BenchScreen), what="the bench screen")
+            started = AuditLog(log).records()
+            assert [(r["event"], r["action"], r["node"]) for r in started] == [("started", "bench", "spark1")]
+            app.start_action("restart", "spark1")
+            busy = "spark1 is busy: bench spark1/qwen36 is running"
+            await wait_until(
+                lambda: any(busy in str(n.message) for n in app._notifications), what="the restart refused meanwhile"
+            )
+            await pilot.press("escape")  # stops the bench
+            await wait_until(lambda: len(app.action_results) == 1, 30.0, what="the bench's end")
+        records = AuditLog(log).records()
+    assert [(r["event"], r["action"]) for r in records] == [
+        ("started", "bench"),
+        ("refused", "restart"),
+        ("action", "bench"),
+    ]
+    assert records[1]["refused_by"] == "runner"
+    end = records[2]
+    assert end["action_id"] == records[0]["action_id"] and end["result"] == "failed"
+    assert str(end["message"]).startswith("bench spark1/qwen36: stopped (")
+    assert app.action_results[0].message == end["message"]
+
+
+async def test_the_palette_lists_the_tables_actions_on_each_node() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        entries = [title for title, _, _ in FleetCommands(app.screen)._entries()]
+        for view in app.views:
+            listed = [t.removesuffix(f" on {view.name}") for t in entries if t.endswith(f" on {view.name}")]
+            assert listed == [a.label for a in ACTIONS if a.in_palette]

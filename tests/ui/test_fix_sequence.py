@@ -11,7 +11,8 @@ from pathlib import Path
 from rich.console import Console
 from textual.widgets import Static
 
-from sparktui.actions.plans import ActionKind, FixPlan
+from sparktui.actions.plans import FixPlan
+from sparktui.actions.registry import ActionKind
 from sparktui.actions.runner import ActionResult
 from sparktui.model.fleet import InstanceView
 from sparktui.model.status import State

@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
+from sparktui.actions.registry import ACTIONS
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
@@ -22,7 +23,7 @@ from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.help_screen import HelpScreen, KeyReference
-from sparktui.ui.keys import RECOVERY_ACTIONS, help_sections
+from sparktui.ui.keys import help_sections
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
@@ -186,8 +187,10 @@ async def test_kiosk_refuses_every_key_palette_and_click() -> None:
         await pilot.pause()
         assert isinstance(app.screen, KioskScreen)
         assert app.theme == theme and not app.paused and app.is_running
-        for action in ("quit", "cycle_theme", "toggle_pause", "help", "command_palette", *RECOVERY_ACTIONS):
+        for action in ("quit", "cycle_theme", "toggle_pause", "help", "command_palette"):
             assert app.check_action(action, ()) is False, action
+        for listed in ACTIONS:
+            assert app.check_action("act", (listed.id.value,)) is False, listed.id
 
 
 async def test_kiosk_rotates_pages_and_banners_down_nodes() -> None:
@@ -217,8 +220,8 @@ async def test_kiosk_unlock_key_leaves_for_the_read_only_dashboard() -> None:
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
         assert not app.kiosk and app.read_only
-        for action in RECOVERY_ACTIONS:
-            assert app.check_action(action, ()) is False
+        for action in ACTIONS:
+            assert app.check_action("act", (action.id.value,)) is False
 
 
 async def test_findings_show_on_the_fleet_row_and_the_node_screen() -> None:

@@ -10,7 +10,6 @@ import pytest
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import (
-    ActionKind,
     ActionPlan,
     FixPlan,
     Refusal,
@@ -21,6 +20,7 @@ from sparktui.actions.plans import (
     plan_kill_workers,
     plan_restart,
 )
+from sparktui.actions.registry import ActionKind
 from sparktui.actions.runner import ActionRunner, Outcome
 from sparktui.config import load_catalogue
 from sparktui.diagnosis.catalogue import CatalogueError, Severity, parse_catalogue
