@@ -246,6 +246,16 @@ def parse_command(text: str) -> Command:
     checks = parse_kill_workers_command(text)
     if checks is not None:
         return CheckedKillCommand(checks)
+    found = _matched_command(words)
+    if found is not None:
+        return found
+    if words == _DROP_CACHES:
+        return DropCachesCommand()
+    return unknown
+
+
+def _matched_command(words: list[str]) -> Command | None:
+    """The commands of fixed words (logs, service actions, removals, kills, reads, init's discovery)."""
     match words:
         case ["journalctl", "-u", unit, "-f", "-o", "short-iso", "-n", count] if count.isdigit():
             return LogCommand("journal", unit, int(count))
@@ -275,9 +285,7 @@ def parse_command(text: str) -> Command:
             return DiscoveryCommand("inspect", tuple(names))
         case ["ss", options] if options.startswith("-") and set(options[1:]) == set("Hltnp"):
             return DiscoveryCommand("ss")
-    if words == _DROP_CACHES:
-        return DropCachesCommand()
-    return unknown
+    return None
 
 
 # --- the node it answers for -----------------------------------------------------------------------

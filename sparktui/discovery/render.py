@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparktui.discovery.commands import VllmArgs
 from sparktui.discovery.launches import Launch, vllm_launches
 from sparktui.discovery.listeners import Listener
 from sparktui.discovery.names import unique, vllm_name
@@ -113,101 +114,14 @@ class HostReport:
 
 
 def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str]:
-    lines = ["[[nodes.vllm]]"]
-    launch, http = plan.launch, plan.http
-    args = launch.vllm if launch is not None else None
-    if args is not None and args.served_model_name:
-        name_how = "--served-model-name"
-    elif launch is not None:
-        name_how = f"from the {'unit' if launch.unit else 'container'} name"
-    elif http is not None and http.models:
-        name_how = "from the model /v1/models serves"
-    else:
-        name_how = "rename it at will"
-    lines.append(kv("name", name, name_how))
+    lines = ["[[nodes.vllm]]", kv("name", name, _name_how(plan))]
     if plan.port is not None:
-        if http is not None:
-            what = f"vLLM {http.version} answered /version"
-            if http.needs_api_key:
-                what += "; /v1/models wants an API key"
-            elif http.models:
-                what += f"; serves {', '.join(http.models)}"
-        elif launch is not None:
-            what = f"did not answer during init; port from {launch.port_how}"
-        else:
-            what = ""
-        lines.append(kv("port", plan.port, what))
-    if launch is not None:
-        key = "unit" if launch.unit else "container"
-        value = launch.unit or launch.container or ""
-        if launch.unit:
-            how = f"systemd unit (systemctl list-units), {launch.state}"
-        else:
-            how = f"docker container (docker ps), {launch.state}"
-        lines.append(kv(key, value, how))
-        if args is not None and args.gpu_memory_utilization is not None:
-            lines.append(
-                kv(
-                    "gpu_memory_utilization",
-                    args.gpu_memory_utilization,
-                    f"--gpu-memory-utilization in {launch.args_from}",
-                )
-            )
-        elif args is not None and args.gpu_memory_utilization_raw is not None:
-            lines += comment_block(
-                f"--gpu-memory-utilization {args.gpu_memory_utilization_raw} in {launch.args_from} is not a "
-                "fraction between 0 and 1; set gpu_memory_utilization by hand"
-            )
-        elif args is not None:
-            lines += comment_block(
-                f"gpu_memory_utilization: {launch.args_from} has no --gpu-memory-utilization (vLLM's "
-                "default is 0.9); set it for the launch-readiness check"
-            )
-        else:
-            lines += comment_block(
-                f"gpu_memory_utilization: no vllm serve command line found in {launch.label} "
-                f"({launch.runs}); set it to the server's --gpu-memory-utilization"
-            )
-        runs = f"The {key} runs {launch.runs}"
-        if http is not None and not plan.paired:
-            runs += f", on this port by {launch.port_how}"
-        if launch.unit and launch.container:
-            runs += (
-                f"; container {launch.container} is written as the unit, which owns its life (logs from "
-                "journalctl, restarts through systemd)"
-            )
-        lines += comment_block(runs + ".")
-        if plan.paired:
-            lines += comment_block(
-                f"Paired by elimination: {launch.label} is the only vLLM launch whose port could not be read "
-                "and this is the only vLLM that answered without one. Check that they are the same."
-            )
-    else:
-        found = (
-            "No systemd unit or docker container found for it"
-            if ssh_looked
-            else "SSH discovery was skipped for this host"
-        )
-        lines += comment_block(
-            f'{found}: add unit = "..." or container = "..." for its logs and actions, and '
-            "gpu_memory_utilization for the launch-readiness check"
-        )
+        lines.append(kv("port", plan.port, _port_how(plan)))
+    launch, http = plan.launch, plan.http
+    lines += _launch_lines(plan, launch) if launch is not None else _no_launch_lines(ssh_looked=ssh_looked)
+    args = launch.vllm if launch is not None else None
     if args is not None:
-        if args.model:
-            lines += comment_block(f"model: {args.model}")
-        if args.speculative:
-            lines += comment_block(f"speculative decoding: {args.speculative} (--speculative-config)")
-        if args.host in ("127.0.0.1", "localhost", "::1"):
-            lines += comment_block(
-                f"It listens on {args.host} only (--host): sparktui must run on this node to reach it"
-            )
-        if args.nnodes is not None and args.nnodes > 1:
-            lines += comment_block(
-                f'It runs across {args.nnodes} nodes (--nnodes): set role = "head" and a job name here, '
-                'and role = "worker" with the same job on the other nodes'
-            )
-        if args.config_file:
-            lines += comment_block(f"It reads more settings from --config {args.config_file} (not read by init)")
+        lines += _command_line_notes(args)
     if http is not None and http.needs_api_key:
         lines.append(
             kv(
@@ -217,6 +131,116 @@ def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str
                 disabled=True,
             )
         )
+    return lines
+
+
+def _name_how(plan: PlannedVllm) -> str:
+    """Where the entry's name came from."""
+    launch, http = plan.launch, plan.http
+    args = launch.vllm if launch is not None else None
+    if args is not None and args.served_model_name:
+        return "--served-model-name"
+    if launch is not None:
+        return f"from the {'unit' if launch.unit else 'container'} name"
+    if http is not None and http.models:
+        return "from the model /v1/models serves"
+    return "rename it at will"
+
+
+def _port_how(plan: PlannedVllm) -> str:
+    """What answered on the entry's port, or where the port was read."""
+    launch, http = plan.launch, plan.http
+    if http is not None:
+        what = f"vLLM {http.version} answered /version"
+        if http.needs_api_key:
+            what += "; /v1/models wants an API key"
+        elif http.models:
+            what += f"; serves {', '.join(http.models)}"
+        return what
+    if launch is not None:
+        return f"did not answer during init; port from {launch.port_how}"
+    return ""
+
+
+def _launch_lines(plan: PlannedVllm, launch: Launch) -> list[str]:
+    """The unit or container that runs the vLLM, its memory fraction, and how it was paired."""
+    key = "unit" if launch.unit else "container"
+    value = launch.unit or launch.container or ""
+    if launch.unit:
+        how = f"systemd unit (systemctl list-units), {launch.state}"
+    else:
+        how = f"docker container (docker ps), {launch.state}"
+    lines = [kv(key, value, how), *_gpu_memory_lines(launch)]
+    runs = f"The {key} runs {launch.runs}"
+    if plan.http is not None and not plan.paired:
+        runs += f", on this port by {launch.port_how}"
+    if launch.unit and launch.container:
+        runs += (
+            f"; container {launch.container} is written as the unit, which owns its life (logs from "
+            "journalctl, restarts through systemd)"
+        )
+    lines += comment_block(runs + ".")
+    if plan.paired:
+        lines += comment_block(
+            f"Paired by elimination: {launch.label} is the only vLLM launch whose port could not be read "
+            "and this is the only vLLM that answered without one. Check that they are the same."
+        )
+    return lines
+
+
+def _gpu_memory_lines(launch: Launch) -> list[str]:
+    """``gpu_memory_utilization`` from the launch's command line, or why it must be set by hand."""
+    args = launch.vllm
+    if args is not None and args.gpu_memory_utilization is not None:
+        return [
+            kv(
+                "gpu_memory_utilization",
+                args.gpu_memory_utilization,
+                f"--gpu-memory-utilization in {launch.args_from}",
+            )
+        ]
+    if args is not None and args.gpu_memory_utilization_raw is not None:
+        return comment_block(
+            f"--gpu-memory-utilization {args.gpu_memory_utilization_raw} in {launch.args_from} is not a "
+            "fraction between 0 and 1; set gpu_memory_utilization by hand"
+        )
+    if args is not None:
+        return comment_block(
+            f"gpu_memory_utilization: {launch.args_from} has no --gpu-memory-utilization (vLLM's "
+            "default is 0.9); set it for the launch-readiness check"
+        )
+    return comment_block(
+        f"gpu_memory_utilization: no vllm serve command line found in {launch.label} "
+        f"({launch.runs}); set it to the server's --gpu-memory-utilization"
+    )
+
+
+def _no_launch_lines(*, ssh_looked: bool) -> list[str]:
+    found = (
+        "No systemd unit or docker container found for it" if ssh_looked else "SSH discovery was skipped for this host"
+    )
+    return comment_block(
+        f'{found}: add unit = "..." or container = "..." for its logs and actions, and '
+        "gpu_memory_utilization for the launch-readiness check"
+    )
+
+
+def _command_line_notes(args: VllmArgs) -> list[str]:
+    """What the ``vllm serve`` command line says that the config cannot hold, or that changes it."""
+    lines: list[str] = []
+    if args.model:
+        lines += comment_block(f"model: {args.model}")
+    if args.speculative:
+        lines += comment_block(f"speculative decoding: {args.speculative} (--speculative-config)")
+    if args.host in ("127.0.0.1", "localhost", "::1"):
+        lines += comment_block(f"It listens on {args.host} only (--host): sparktui must run on this node to reach it")
+    if args.nnodes is not None and args.nnodes > 1:
+        lines += comment_block(
+            f'It runs across {args.nnodes} nodes (--nnodes): set role = "head" and a job name here, '
+            'and role = "worker" with the same job on the other nodes'
+        )
+    if args.config_file:
+        lines += comment_block(f"It reads more settings from --config {args.config_file} (not read by init)")
     return lines
 
 
@@ -252,7 +276,27 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         kv("name", report.name, f"from {report.name_how}"),
         kv("host", report.host, "as given to sparktui init"),
         "",
+        *_ssh_table(report, ssh),
+        "",
     ]
+    answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
+    launches = vllm_launches(report.ssh.units, report.ssh.containers) if report.ssh is not None else []
+    planned, left_out, notes = plan_vllms(answers, launches)
+    taken: set[str] = set()
+    for plan in planned:
+        base = vllm_name(plan) or "vllm"
+        name = unique(base, taken, str(plan.port) if plan.port is not None else None)
+        lines += [*_vllm_section(plan, name, ssh_looked=report.ssh is not None), ""]
+    lines += _exporter_tables(report)
+    lines += _service_tables(report)
+    lines += _not_found_notes(report)
+    lines += _ssh_notes(report, notes, left_out)
+    lines.append("")
+    return lines
+
+
+def _ssh_table(report: HostReport, ssh: SshSettings) -> list[str]:
+    """``[nodes.ssh]`` with what init was given, or a commented-out one naming the defaults."""
     given = [
         (key, value, option)
         for key, value, option in (
@@ -266,26 +310,19 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         if value is not None
     ]
     if given:
-        lines += ["[nodes.ssh]", *(kv(key, value, option) for key, value, option in given)]
-    else:
-        lines += [
-            "# [nodes.ssh]".ljust(COMMENT_COLUMN - 1) + " # not given to init: the defaults are your user name,",
-            kv("user", "...", "port 22, the SSH agent's keys, ~/.ssh/known_hosts", disabled=True),
-        ]
-    lines.append("")
+        return ["[nodes.ssh]", *(kv(key, value, option) for key, value, option in given)]
+    return [
+        "# [nodes.ssh]".ljust(COMMENT_COLUMN - 1) + " # not given to init: the defaults are your user name,",
+        kv("user", "...", "port 22, the SSH agent's keys, ~/.ssh/known_hosts", disabled=True),
+    ]
 
-    answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
-    launches = vllm_launches(report.ssh.units, report.ssh.containers) if report.ssh is not None else []
-    planned, left_out, notes = plan_vllms(answers, launches)
-    taken: set[str] = set()
-    for plan in planned:
-        base = vllm_name(plan) or "vllm"
-        name = unique(base, taken, str(plan.port) if plan.port is not None else None)
-        lines += [*_vllm_section(plan, name, ssh_looked=report.ssh is not None), ""]
 
+def _exporter_tables(report: HostReport) -> list[str]:
+    """``[nodes.gpu_exporter]`` and ``[nodes.node_exporter]`` for the exporters that answered."""
     exporters = [f for f in report.findings if isinstance(f, ExporterAnswer)]
     gpu = [e for e in exporters if e.kind in _GPU_KINDS]
     node = [e for e in exporters if e.kind is ExporterKind.NODE_EXPORTER]
+    lines: list[str] = []
     if gpu:
         lines += [
             "[nodes.gpu_exporter]",
@@ -306,9 +343,14 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
             kv("port", node[0].port, "/metrics answered: node_exporter"),
             "",
         ]
-    services = [f for f in report.findings if isinstance(f, ServiceAnswer)]
+    return lines
+
+
+def _service_tables(report: HostReport) -> list[str]:
+    """A ``[[nodes.services]]`` for each other HTTP service that answered."""
+    lines: list[str] = []
     service_names: set[str] = set()
-    for service in services:
+    for service in (f for f in report.findings if isinstance(f, ServiceAnswer)):
         base = service.kind if service.kind != "http" else f"http-{service.port}"
         name = unique(base, service_names, str(service.port))
         answered = f"{service.path} answered HTTP {service.status} in {service.elapsed_s * 1000:.0f} ms"
@@ -323,32 +365,40 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         if service.kind == "http" and service.path != "/health":
             lines.append(kv("path", service.path))
         lines.append("")
+    return lines
 
+
+def _not_found_notes(report: HostReport) -> list[str]:
+    """What was probed on the host and did not answer, and why."""
     missing = [f for f in report.findings if isinstance(f, NoAnswer)]
-    if missing:
-        lines.append(f"# Probed on {report.host} and not found:")
-        for item in missing:
-            label = ROLE_LABELS.get(item.role, item.role)
-            lines += comment_block(f"{label} on port {item.port}: {item.reason}", indent="  ")
+    if not missing:
+        return []
+    lines = [f"# Probed on {report.host} and not found:"]
+    for item in missing:
+        label = ROLE_LABELS.get(item.role, item.role)
+        lines += comment_block(f"{label} on port {item.port}: {item.reason}", indent="  ")
+    return lines
+
+
+def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Launch]) -> list[str]:
+    """What SSH discovery found (or why it was skipped), its notes, and the launches left out."""
     if report.ssh is None:
         # Not wrapped: the reason ends in a command to copy.
-        lines += ["# SSH discovery skipped:", f"#   {one_line(report.ssh_skipped or 'not asked', 1000)}"]
-    else:
-        found = (
-            f"{fmt_count(len(report.ssh.units), 'vLLM unit', zero='no')} and "
-            f"{fmt_count(len(report.ssh.containers), 'vLLM container', zero='no')}"
-        )
-        listening = fmt_count(len({item.port for item in report.ssh.listeners}), "listening port", zero="no")
-        lines += comment_block(
-            f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect), {listening} (ss -ltnp)."
-        )
-        for note in [*notes, *report.ssh.notes]:
-            lines += comment_block(note, indent="  ")
-        if left_out:
-            lines.append("# Found over SSH and left out:")
-            for launch in left_out:
-                lines += comment_block(_launch_note(launch), indent="  ")
-    lines.append("")
+        return ["# SSH discovery skipped:", f"#   {one_line(report.ssh_skipped or 'not asked', 1000)}"]
+    found = (
+        f"{fmt_count(len(report.ssh.units), 'vLLM unit', zero='no')} and "
+        f"{fmt_count(len(report.ssh.containers), 'vLLM container', zero='no')}"
+    )
+    listening = fmt_count(len({item.port for item in report.ssh.listeners}), "listening port", zero="no")
+    lines = comment_block(
+        f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect), {listening} (ss -ltnp)."
+    )
+    for note in [*notes, *report.ssh.notes]:
+        lines += comment_block(note, indent="  ")
+    if left_out:
+        lines.append("# Found over SSH and left out:")
+        for launch in left_out:
+            lines += comment_block(_launch_note(launch), indent="  ")
     return lines
 
 

@@ -172,94 +172,130 @@ def _int(text: str) -> int | None:
 def parse_fabric(text: str) -> FabricSample:
     """The fabric command's answer (with the source's ``sha256`` lines). Never raises: what it cannot
     read is left out, and an answer with nothing readable says so in ``problem``."""
-    nics: dict[str, NicSample] = {}
-    order: list[str] = []
-    current: str | None = None
-    in_ethtool = False
-    counters: dict[str, dict[str, float]] = {}
-    others: dict[str, str] = {}  # what ethtool said of an interface instead of counters
-    asked: set[str] = set()  # the interfaces ethtool was asked for
-    mappings: list[tuple[int, str]] = []
-    stats: dict[str, tuple[int, int]] = {}
-    sums: dict[tuple[str, int | None, int | None], str] = {}
-    no_ethtool = complete = False
-    first_unread: str | None = None
+    answer = _FabricAnswer()
     for raw in text.splitlines():
-        line = raw[:MAX_LINE].rstrip("\r")
+        answer.read(raw[:MAX_LINE].rstrip("\r"))
+    return answer.sample()
+
+
+@dataclass(slots=True)
+class _FabricAnswer:
+    """What ``parse_fabric`` has read of one answer so far, a line at a time."""
+
+    nics: dict[str, NicSample] = field(default_factory=dict)  # in the order the answer named them
+    current: str | None = None  # the interface the lines under the last header are of
+    in_ethtool: bool = False  # under an ``=== ethtool`` header: ``ethtool -S`` output
+    counters: dict[str, dict[str, float]] = field(default_factory=dict)
+    others: dict[str, str] = field(default_factory=dict)  # what ethtool said of an interface instead of counters
+    asked: set[str] = field(default_factory=set)  # the interfaces ethtool was asked for
+    mappings: list[tuple[int, str]] = field(default_factory=list)
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+    sums: dict[tuple[str, int | None, int | None], str] = field(default_factory=dict)
+    no_ethtool: bool = False
+    complete: bool = False
+    first_unread: str | None = None
+
+    def read(self, line: str) -> None:
+        if self._section_marker(line) or self._ethtool_line(line) or self._link_line(line):
+            return
+        if self._nccl_line(line):
+            return
+        if line.strip() and self.first_unread is None:
+            self.first_unread = safe_text(line.strip(), LABEL_LIMIT)
+
+    def _section_marker(self, line: str) -> bool:
+        """An ``=== nic``/``=== ethtool`` header starts an interface's lines; any other ``===`` line ends them."""
         header = _HEADER.match(line)
         if header is not None:
             kind, raw_name = header.groups()
-            name = safe_text(raw_name, 32)  # shown on screen: a node's word
-            if not name:  # nothing but control characters
-                current, in_ethtool = None, False
-                continue
-            in_ethtool = kind == "ethtool"
-            if in_ethtool:
-                asked.add(name)
-            if name not in nics:
-                if len(nics) >= MAX_NICS:
-                    current = None
-                    continue
-                nics[name] = NicSample(name, None, None)
-                order.append(name)
-            current = name
-            continue
+            self._start_interface(kind, safe_text(raw_name, 32))  # shown on screen: a node's word
+            return True
         if line == "=== no-ethtool":
-            no_ethtool, in_ethtool = True, False
-            continue
+            self.no_ethtool, self.in_ethtool = True, False
+            return True
         if line.startswith("=== "):
-            current, in_ethtool = None, False
-            complete = complete or line == "=== end"
-            continue
-        if current is not None and in_ethtool:
-            found = _COUNTER.match(line)
-            if found is not None:
-                name, value = found.groups()
-                if name in _COUNTER_SET:
-                    counters.setdefault(current, {})[name] = float(value)
-            elif line.strip() and not line.startswith("NIC statistics"):
-                others.setdefault(current, safe_text(line.strip(), LABEL_LIMIT))
-            continue
-        if current is not None and line.startswith(("operstate ", "speed ")):
-            word, _, value = line.partition(" ")
-            nic = nics[current]
-            if word == "operstate":
-                state = safe_text(value.strip(), 32) or None
-                nics[current] = NicSample(nic.name, state, nic.speed_mbps)
-            else:
-                speed = _int(value.strip())
-                nics[current] = NicSample(nic.name, nic.operstate, float(speed) if speed else None)
-            continue
+            self.current, self.in_ethtool = None, False
+            self.complete = self.complete or line == "=== end"
+            return True
+        return False
+
+    def _start_interface(self, kind: str, name: str) -> None:
+        if not name:  # nothing but control characters
+            self.current, self.in_ethtool = None, False
+            return
+        self.in_ethtool = kind == "ethtool"
+        if self.in_ethtool:
+            self.asked.add(name)
+        if name not in self.nics:
+            if len(self.nics) >= MAX_NICS:
+                self.current = None
+                return
+            self.nics[name] = NicSample(name, None, None)
+        self.current = name
+
+    def _ethtool_line(self, line: str) -> bool:
+        """A line of ``ethtool -S``: a known counter, or what it said instead of counters."""
+        current = self.current
+        if current is None or not self.in_ethtool:
+            return False
+        found = _COUNTER.match(line)
+        if found is not None:
+            name, value = found.groups()
+            if name in _COUNTER_SET:
+                self.counters.setdefault(current, {})[name] = float(value)
+        elif line.strip() and not line.startswith("NIC statistics"):
+            self.others.setdefault(current, safe_text(line.strip(), LABEL_LIMIT))
+        return True
+
+    def _link_line(self, line: str) -> bool:
+        """The interface's ``operstate`` or ``speed`` from /sys."""
+        current = self.current
+        if current is None or not line.startswith(("operstate ", "speed ")):
+            return False
+        word, _, value = line.partition(" ")
+        nic = self.nics[current]
+        if word == "operstate":
+            state = safe_text(value.strip(), 32) or None
+            self.nics[current] = NicSample(nic.name, state, nic.speed_mbps)
+        else:
+            speed = _int(value.strip())
+            self.nics[current] = NicSample(nic.name, nic.operstate, float(speed) if speed else None)
+        return True
+
+    def _nccl_line(self, line: str) -> bool:
+        """A libnccl mapping of a vLLM process, its file's size and mtime, or its checksum."""
         mapped = _MAPPED.match(line)
-        if mapped is not None and len(mappings) < MAX_NCCL:
-            mappings.append((int(mapped.group(1)), safe_text(mapped.group(2), LABEL_LIMIT)))
-            continue
+        if mapped is not None and len(self.mappings) < MAX_NCCL:
+            self.mappings.append((int(mapped.group(1)), safe_text(mapped.group(2), LABEL_LIMIT)))
+            return True
         stat = _STAT.match(line)
         if stat is not None:
             size, mtime, path = stat.groups()
-            stats[safe_text(path, LABEL_LIMIT)] = (int(size), int(mtime))
-            continue
+            self.stats[safe_text(path, LABEL_LIMIT)] = (int(size), int(mtime))
+            return True
         sha = _SHA.match(line)
         if sha is not None:
             digest, size, mtime, path = sha.groups()
-            sums[(safe_text(path, LABEL_LIMIT), _int(size), _int(mtime))] = digest
-            continue
-        if line.strip() and first_unread is None:
-            first_unread = safe_text(line.strip(), LABEL_LIMIT)
-    out: list[NicSample] = []
-    for name in order:
-        nic = nics[name]
-        kept = counters.get(name, {})
-        problem = None if kept or name not in asked else others.get(name, "ethtool -S: none of its counters known")
-        out.append(NicSample(nic.name, nic.operstate, nic.speed_mbps, kept, problem))
-    libs = []
-    for pid, path in mappings:
-        size, mtime = stats.get(path, (None, None))
-        libs.append(NcclLibrary(pid, path, size, mtime, sums.get((path, size, mtime))))
-    problem = None
-    if not out and not libs and not complete:
-        problem = f"fabric: unreadable answer ({first_unread})" if first_unread else "fabric: empty answer"
-    return FabricSample(tuple(out), tuple(libs), no_ethtool, complete, problem)
+            self.sums[(safe_text(path, LABEL_LIMIT), _int(size), _int(mtime))] = digest
+            return True
+        return False
+
+    def sample(self) -> FabricSample:
+        out: list[NicSample] = []
+        for name, nic in self.nics.items():
+            kept = self.counters.get(name, {})
+            asked = name in self.asked
+            problem = None if kept or not asked else self.others.get(name, "ethtool -S: none of its counters known")
+            out.append(NicSample(nic.name, nic.operstate, nic.speed_mbps, kept, problem))
+        libs = []
+        for pid, path in self.mappings:
+            size, mtime = self.stats.get(path, (None, None))
+            libs.append(NcclLibrary(pid, path, size, mtime, self.sums.get((path, size, mtime))))
+        problem = None
+        if not out and not libs and not self.complete:
+            first = self.first_unread
+            problem = f"fabric: unreadable answer ({first})" if first else "fabric: empty answer"
+        return FabricSample(tuple(out), tuple(libs), self.no_ethtool, self.complete, problem)
 
 
 @dataclass(frozen=True, slots=True)

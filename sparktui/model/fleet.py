@@ -46,7 +46,7 @@ from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, T
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import fmt_count, fmt_duration
-from sparktui.model.vllm import WANTED, ScrapeProblem, Sleep, VllmScrape, normalise
+from sparktui.model.vllm import WANTED, ModelScrape, ScrapeProblem, Sleep, VllmScrape, normalise
 
 GIB = 1024**3
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
@@ -455,31 +455,15 @@ class InstanceState:
         does not answer 200."""
         rates = self.tracker.rates(window_s=window_s)
         latest = self.tracker.latest
-        model = None
-        if latest is not None and latest.models:
-            model = latest.models[min(latest.models)]
-        gmu = self.spec.gpu_memory_utilization
-        if gmu is None and latest is not None:
-            configured = [c.gpu_memory_utilization for c in latest.cache_config.values()]
-            gmu = next((g for g in configured if g is not None), None)
+        model = _first_model(latest)
         status = self.status(t, thresholds, rates, head)
-        engines: tuple[EngineView, ...] = ()
-        kv: KvLoad | None = None
-        if model is not None and latest is not None:
-            kv = kv_load(model.kv_usage_by_engine, {e: latest.kv_capacity_of(e) for e in model.kv_usage_by_engine})
-            engine_rates = self.tracker.engine_rates(window_s=window_s) if model.per_engine else {}
-            engines = engine_views(model, latest, engine_rates, thresholds.engine_imbalance_warn)
+        kv, engines = self._engine_load(model, latest, window_s, thresholds)
         last = self.tracker.latest_t
         # Gauges and rates are shown only while the engine answers: a dead engine core's API (/health
         # 503) still serves its last, frozen numbers, and a node that went away leaves its last scrape.
         answering = self.health is not None and self.health.ok
         fresh = answering and (fresh_s is None or (last is not None and t - last <= fresh_s))
-        # Launch readiness answers "would it start now?": it matters while the instance is not
-        # serving. A running instance already holds its memory, so the check would mislead.
-        serving = status.state in (State.UP, State.DEGRADED)
-        launch = None
-        if memory is not None and gmu is not None and not serving:
-            launch = launch_readiness(memory, gmu)
+        gauges = model if fresh else None  # the model whose gauges are shown
         return InstanceView(
             name=self.spec.name,
             url=self.spec.base_url,
@@ -490,25 +474,59 @@ class InstanceState:
             max_model_len=self.max_model_len,
             model_name=model.model_name if model else None,
             engine_stats=bool(latest and latest.has_engine_stats),
-            running=model.running if model and fresh else None,
-            waiting=model.waiting if model and fresh else None,
-            waiting_for_capacity=model.waiting_for_capacity if model and fresh else None,
-            waiting_deferred=model.waiting_deferred if model and fresh else None,
-            sleep=model.sleep if model and fresh else None,
-            kv_usage=model.kv_usage_max if model and fresh else None,
+            running=gauges.running if gauges else None,
+            waiting=gauges.waiting if gauges else None,
+            waiting_for_capacity=gauges.waiting_for_capacity if gauges else None,
+            waiting_deferred=gauges.waiting_deferred if gauges else None,
+            sleep=gauges.sleep if gauges else None,
+            kv_usage=gauges.kv_usage_max if gauges else None,
             kv_capacity_tokens=latest.kv_capacity_tokens if latest else None,
             rates=rates if fresh else None,
-            launch=launch,
+            launch=self._launch(memory, latest, status),
             service=self.service,
             metrics_problem=self.metrics_error if self.spec.base_url is not None else None,
             canary=self.canary.view(t, asleep=self.sleep() is not None) if self.canary is not None else None,
             metrics_age_s=t - last if last is not None else None,
             kv=kv if fresh else None,
             engines=engines if fresh else (),
-            roofline=Roofline.of(rates.mfu, node.peak_memory_bandwidth_gb_s, node.peak_tflops)
-            if rates is not None and rates.mfu is not None and fresh and node is not None
-            else None,
+            roofline=_roofline(rates, node) if fresh else None,
         )
+
+    def _engine_load(
+        self, model: ModelScrape | None, latest: VllmScrape | None, window_s: float | None, thresholds: Thresholds
+    ) -> tuple[KvLoad | None, tuple[EngineView, ...]]:
+        """The KV cache's load over the engines, and each engine's own view."""
+        if model is None or latest is None:
+            return None, ()
+        kv = kv_load(model.kv_usage_by_engine, {e: latest.kv_capacity_of(e) for e in model.kv_usage_by_engine})
+        engine_rates = self.tracker.engine_rates(window_s=window_s) if model.per_engine else {}
+        return kv, engine_views(model, latest, engine_rates, thresholds.engine_imbalance_warn)
+
+    def _launch(self, memory: HostMemory | None, latest: VllmScrape | None, status: Status) -> LaunchReadiness | None:
+        """Launch readiness answers "would it start now?": it matters while the instance is not
+        serving. A running instance already holds its memory, so the check would mislead."""
+        gmu = self.spec.gpu_memory_utilization
+        if gmu is None and latest is not None:
+            configured = [c.gpu_memory_utilization for c in latest.cache_config.values()]
+            gmu = next((g for g in configured if g is not None), None)
+        serving = status.state in (State.UP, State.DEGRADED)
+        if memory is None or gmu is None or serving:
+            return None
+        return launch_readiness(memory, gmu)
+
+
+def _first_model(latest: VllmScrape | None) -> ModelScrape | None:
+    """The model a scrape's numbers are shown for: the first by name (a server serves one)."""
+    if latest is None or not latest.models:
+        return None
+    return latest.models[min(latest.models)]
+
+
+def _roofline(rates: VllmRates | None, node: NodeSpec | None) -> Roofline | None:
+    """Where the instance runs against its node's peak bandwidth and compute, when both are known."""
+    if rates is None or rates.mfu is None or node is None:
+        return None
+    return Roofline.of(rates.mfu, node.peak_memory_bandwidth_gb_s, node.peak_tflops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -763,51 +781,15 @@ class NodeState:
             i.view(now, thresholds, window_s, self.memory, head=heads.get(i.spec.job or ""), fresh_s=fresh_s, node=spec)
             for i in self.instances.values()
         )
-        services = tuple(
-            ServiceView(
-                name=spec.name,
-                kind=spec.kind,
-                url=spec.url,
-                status=_service_status(spec, self.services.get(spec.name), thresholds),
-                latency_s=r.elapsed_s if (r := self.services.get(spec.name)) is not None and r.answered else None,
-            )
-            for spec in self.spec.services
-        )
-        # A side service or exporter that is down degrades the node; the node is down only when
-        # everything it serves is down (or, with no vLLM configured, every service is).
-        parts = [i.status for i in instances] + [_at_most_degraded(s.status) for s in services]
-        parts.extend(self._host_statuses(thresholds))
-        if self.internal_error is not None:
-            parts.append(Status(State.DEGRADED, (self.internal_error,)))
+        services = self._service_views(thresholds)
         host = self.host
         stale_workers = self._stale_workers()
-        if stale_workers:
-            pids = ", ".join(str(p.pid) for p in stale_workers[:6])
-            parts.append(
-                Status(
-                    State.DEGRADED,
-                    (f"{len(stale_workers)} stale VLLM::Worker process(es) while vLLM is stopped (pid {pids})",),
-                )
-            )
-        host_age = now - self.host_t if self.host_t is not None else None
         host_stale_s = host_stale_after(fleet)
-        if self.host_problem is not None:
-            parts.append(Status(State.DEGRADED, (self.host_problem,)))
-        elif host_age is not None and host_age > host_stale_s:
-            parts.append(Status(State.DEGRADED, (f"host state is {host_age:.0f} s old",)))
-        status = Status.worst(parts) if parts else Status(State.UNKNOWN, ("nothing configured",))
-        serving = [i.status for i in instances] or [s.status for s in services]
-        stale_after = fleet.stale_after * fleet.poll_interval_s
-        if self.last_t is None:
-            status = Status(State.UNKNOWN, ("not polled yet",))
-        elif now - self.last_t > max(stale_after, fleet.timeout_s * 2):
-            status = Status(State.STALE, (f"no poll finished for {now - self.last_t:.0f} s",))
-        elif serving and all(s.state is State.DOWN for s in serving):
-            status = Status(State.DOWN, tuple(r for s in parts for r in s.reasons))
+        parts = self._status_parts(now, instances, services, stale_workers, host_stale_s)
         return NodeView(
             name=self.spec.name,
             host=self.spec.host,
-            status=status,
+            status=self._overall_status(now, parts, instances, services),
             instances=instances,
             services=services,
             gpu=self.gpu,
@@ -820,18 +802,85 @@ class NodeState:
             stale_after_s=fresh_s,
             host_stale_after_s=host_stale_s,
             host_state=host,
-            ledger=ledger(host, self._vllm_reserved(instances, host))
-            if host is not None and host.memory.mem_total is not None
-            else None,
+            ledger=self._ledger(host, instances),
             host_problem=self.host_problem,
             shm_leftovers=leftovers(host) if host is not None else (),
             stale_workers=stale_workers,
             fabric=self.fabric_view(now),
-            jobs=tuple(
-                job
-                for name in dict.fromkeys(i.spec.job for i in self.instances.values() if i.spec.job)
-                if name is not None and (job := (jobs or {}).get(name)) is not None
-            ),
+            jobs=self._job_views(jobs or {}),
+        )
+
+    def _service_views(self, thresholds: Thresholds) -> tuple[ServiceView, ...]:
+        """Each side service's status and its last answer's latency."""
+        return tuple(
+            ServiceView(
+                name=spec.name,
+                kind=spec.kind,
+                url=spec.url,
+                status=_service_status(spec, self.services.get(spec.name), thresholds),
+                latency_s=r.elapsed_s if (r := self.services.get(spec.name)) is not None and r.answered else None,
+            )
+            for spec in self.spec.services
+        )
+
+    def _status_parts(
+        self,
+        now: float,
+        instances: tuple[InstanceView, ...],
+        services: tuple[ServiceView, ...],
+        stale_workers: tuple[HostProcess, ...],
+        host_stale_s: float,
+    ) -> list[Status]:
+        """What the node's status is the worst of: its instances, services, host and leftovers."""
+        # A side service or exporter that is down degrades the node; the node is down only when
+        # everything it serves is down (or, with no vLLM configured, every service is).
+        parts = [i.status for i in instances] + [_at_most_degraded(s.status) for s in services]
+        parts.extend(self._host_statuses(self.fleet.thresholds))
+        if self.internal_error is not None:
+            parts.append(Status(State.DEGRADED, (self.internal_error,)))
+        if stale_workers:
+            pids = ", ".join(str(p.pid) for p in stale_workers[:6])
+            parts.append(
+                Status(
+                    State.DEGRADED,
+                    (f"{len(stale_workers)} stale VLLM::Worker process(es) while vLLM is stopped (pid {pids})",),
+                )
+            )
+        host_age = now - self.host_t if self.host_t is not None else None
+        if self.host_problem is not None:
+            parts.append(Status(State.DEGRADED, (self.host_problem,)))
+        elif host_age is not None and host_age > host_stale_s:
+            parts.append(Status(State.DEGRADED, (f"host state is {host_age:.0f} s old",)))
+        return parts
+
+    def _overall_status(
+        self, now: float, parts: list[Status], instances: tuple[InstanceView, ...], services: tuple[ServiceView, ...]
+    ) -> Status:
+        """The worst of the parts, unless the node was never polled, went silent, or serves nothing."""
+        fleet = self.fleet
+        status = Status.worst(parts) if parts else Status(State.UNKNOWN, ("nothing configured",))
+        serving = [i.status for i in instances] or [s.status for s in services]
+        stale_after = fleet.stale_after * fleet.poll_interval_s
+        if self.last_t is None:
+            return Status(State.UNKNOWN, ("not polled yet",))
+        if now - self.last_t > max(stale_after, fleet.timeout_s * 2):
+            return Status(State.STALE, (f"no poll finished for {now - self.last_t:.0f} s",))
+        if serving and all(s.state is State.DOWN for s in serving):
+            return Status(State.DOWN, tuple(r for s in parts for r in s.reasons))
+        return status
+
+    def _ledger(self, host: HostSample | None, instances: tuple[InstanceView, ...]) -> MemoryLedger | None:
+        """Where the node's memory went, once the host's total is known."""
+        if host is None or host.memory.mem_total is None:
+            return None
+        return ledger(host, self._vllm_reserved(instances, host))
+
+    def _job_views(self, jobs: Mapping[str, JobView]) -> tuple[JobView, ...]:
+        """The multi-node jobs this node's instances are ranks of, each once."""
+        return tuple(
+            job
+            for name in dict.fromkeys(i.spec.job for i in self.instances.values() if i.spec.job)
+            if name is not None and (job := jobs.get(name)) is not None
         )
 
     def ranks(self, now: float) -> list[tuple[str, RankView]]:

@@ -205,6 +205,23 @@ class PromParser:
             self._memo[head] = parsed
             self._memo_chars += len(head)
 
+    def _new_head(self, line_no: int, line: str, head: str, rest: list[str]) -> tuple[str, list[str], _Head]:
+        """A sample line whose head is not in the memo, or that is not of a plain sample's shape: its
+        head parsed (and remembered), or read as a sample with an OpenMetrics exemplar; a
+        ``ParseError`` when it is neither. Off the hot path: the memo answers most lines."""
+        found = self._head(head) if rest and len(rest) <= 2 else "expected 'name{labels} value [timestamp]'"
+        if isinstance(found, str):
+            # Not a plain sample: maybe one with an OpenMetrics exemplar ("... # {labels} value").
+            split = _split_exemplar(line)
+            if split is None or isinstance(split, str):
+                raise ParseError(line_no, split or found, line)
+            head, rest = split
+            found = self._memo.get(head) or self._head(head)
+            if isinstance(found, str):
+                raise ParseError(line_no, found, line)
+        self._remember(head, found)
+        return head, rest, found
+
     def parse(self, text: str) -> Exposition:
         samples: dict[str, list[Sample]] = {}
         types: dict[str, str] = {}
@@ -223,15 +240,7 @@ class PromParser:
             if not line:
                 continue
             if line[0] == "#":
-                if line.startswith("# TYPE "):
-                    parts = line.split(None, 3)
-                    if len(parts) != 4 or parts[3].strip() not in _METRIC_TYPES:
-                        raise ParseError(line_no, "malformed TYPE line", line)
-                    types[parts[2]] = parts[3].strip()
-                elif line == "# EOF":
-                    for after, rest_line in enumerate(lines[line_no:], start=line_no + 1):
-                        if rest_line.strip():
-                            raise ParseError(after, "content after # EOF", rest_line.strip())
+                if _read_comment(line, line_no, lines, types):
                     break
                 continue
             # Split the series head from "value [timestamp]". Label values may hold spaces and
@@ -245,18 +254,7 @@ class PromParser:
                 head, rest = parts[0], parts[1:]
             parsed = memo.get(head)
             if parsed is None or not rest or len(rest) > 2:
-                found = self._head(head) if rest and len(rest) <= 2 else "expected 'name{labels} value [timestamp]'"
-                if isinstance(found, str):
-                    # Not a plain sample: maybe one with an OpenMetrics exemplar ("... # {labels} value").
-                    split = _split_exemplar(line)
-                    if split is None or isinstance(split, str):
-                        raise ParseError(line_no, split or found, line)
-                    head, rest = split
-                    found = memo.get(head) or self._head(head)
-                    if isinstance(found, str):
-                        raise ParseError(line_no, found, line)
-                parsed = found
-                self._remember(head, parsed)
+                head, rest, parsed = self._new_head(line_no, line, head, rest)
             number = rest[0]
             try:
                 value = float(number)
@@ -278,6 +276,23 @@ class PromParser:
         if len(set(every_series)) != len(every_series):
             _raise_duplicate(lines, every_series)
         return Exposition(samples=samples, types=types, lines=line_no, series=len(every_series))
+
+
+def _read_comment(line: str, line_no: int, lines: list[str], types: dict[str, str]) -> bool:
+    """A ``#`` line: a TYPE line's type is kept in ``types``; True at ``# EOF``, which ends the
+    exposition (nothing but blank lines may follow it)."""
+    if line.startswith("# TYPE "):
+        parts = line.split(None, 3)
+        if len(parts) != 4 or parts[3].strip() not in _METRIC_TYPES:
+            raise ParseError(line_no, "malformed TYPE line", line)
+        types[parts[2]] = parts[3].strip()
+        return False
+    if line == "# EOF":
+        for after, rest_line in enumerate(lines[line_no:], start=line_no + 1):
+            if rest_line.strip():
+                raise ParseError(after, "content after # EOF", rest_line.strip())
+        return True
+    return False
 
 
 class TooManySeries(ParseError):

@@ -365,44 +365,70 @@ def _gauge_sum(current: float | None, value: float) -> float:
 
 def normalise(expo: Exposition) -> VllmScrape:
     """Turn one parsed vLLM scrape into per-model sums over engines, each engine's part kept."""
-    # model name -> engine label (None: a series without one) -> that engine's part
-    models: dict[str, dict[str | None, _ModelAccumulator]] = {}
-    # The accumulator of each (model_name, engine) pair as the labels spell them: a scrape repeats the
-    # same few pairs on hundreds of series, and each is made safe to show once.
-    seen: dict[tuple[str, str | None], _ModelAccumulator] = {}
+    models = _ScrapeModels()
+    _read_counters(expo, models)
+    _read_histograms(expo, models)
+    _read_gauges(expo, models)
+    cache_config = {
+        _engine_key(labels): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
+        for labels, _value in expo.get(CACHE_CONFIG)
+    }
+    return VllmScrape(
+        models={name: _freeze_model(name, parts) for name, parts in models.models.items()},
+        cache_config=cache_config,
+        process_start=_process_start(expo),
+    )
 
-    def model(labels: Mapping[str, str]) -> _ModelAccumulator:
+
+class _ScrapeModels:
+    """The models of one scrape as ``normalise`` fills them: model name -> engine label (None: a
+    series without one) -> that engine's part."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, dict[str | None, _ModelAccumulator]] = {}
+        # The accumulator of each (model_name, engine) pair as the labels spell them: a scrape repeats
+        # the same few pairs on hundreds of series, and each is made safe to show once.
+        self.seen: dict[tuple[str, str | None], _ModelAccumulator] = {}
+
+    def of(self, labels: Mapping[str, str]) -> _ModelAccumulator:
+        """The part of the model and engine a series' labels name."""
         raw = (labels.get("model_name", ""), labels.get("engine"))
-        acc = seen.get(raw)
+        acc = self.seen.get(raw)
         if acc is not None:
             return acc
         name = safe_text(raw[0], LABEL_LIMIT)  # cut to the length a screen shows
-        parts = models.get(name)
+        parts = self.models.get(name)
         if parts is None:
-            if len(models) >= MAX_MODELS:
+            if len(self.models) >= MAX_MODELS:
                 raise ScrapeProblem(f"more than {MAX_MODELS} model_name labels (a server serves one model)")
-            parts = models[name] = {}
+            parts = self.models[name] = {}
         engine = raw[1] if raw[1] is None else safe_text(raw[1], LABEL_LIMIT)
         acc = parts.get(engine)
         if acc is None:
             acc = parts[engine] = _ModelAccumulator()
             if engine is not None:
                 acc.engines.add(engine)
-        seen[raw] = acc
+        self.seen[raw] = acc
         return acc
 
+
+def _read_counters(expo: Exposition, models: _ScrapeModels) -> None:
+    """The counters, and the counters split by a label (``key:value``)."""
     for key, wires in COUNTERS.items():
         wire = _first_present(expo, wires)
         if wire is not None:
             for labels, value in _counter(wire, expo.get(wire)):
-                model(labels).add_counter(key, value)
+                models.of(labels).add_counter(key, value)
     for key, (wire, label) in LABELLED_COUNTERS.items():
         for labels, value in _counter(wire, expo.get(wire)):
             split = labels.get(label, "")
             if label in INTEGER_LABELS and label_int(split) is None:
                 raise ScrapeProblem(f"{wire} has {label}={split[:40]!r}, which is not a whole number")
-            model(labels).add_counter(f"{key}:{split}", value)
+            models.of(labels).add_counter(f"{key}:{split}", value)
 
+
+def _read_histograms(expo: Exposition, models: _ScrapeModels) -> None:
+    """Each histogram's buckets, sum and count, checked cumulative with a ``+Inf`` bucket."""
     for key, bases in HISTOGRAMS.items():
         base = _first_present(expo, tuple(f"{b}_count" for b in bases))
         if base is None:
@@ -413,7 +439,7 @@ def normalise(expo: Exposition) -> VllmScrape:
             le = labels.get("le")
             if le is None:
                 continue
-            hist = model(labels).hist
+            hist = models.of(labels).hist
             found = hist.get(key)
             if found is None:
                 found = hist[key] = ({}, [0.0, 0.0])
@@ -422,43 +448,35 @@ def normalise(expo: Exposition) -> VllmScrape:
             buckets[bound] = buckets.get(bound, 0.0) + value
         for suffix, index in (("_sum", 0), ("_count", 1)):
             for labels, value in _counter(f"{base}{suffix}", expo.get(f"{base}{suffix}")):
-                _buckets, totals = model(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
+                _buckets, totals = models.of(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
                 totals[index] += value
-        for acc in seen.values():
+        for acc in models.seen.values():
             _check_buckets(wire, acc.hist.get(key))
 
+
+def _read_gauges(expo: Exposition, models: _ScrapeModels) -> None:
+    """Requests running and waiting (by reason too), KV cache usage, prefix hit rate, sleep state."""
     running = _first_present(expo, GAUGES["running"])
     for labels, value in _checked(running, expo.get(running), count_problem) if running else ():
-        acc = model(labels)
+        acc = models.of(labels)
         acc.running = _gauge_sum(acc.running, value)
     waiting = _first_present(expo, GAUGES["waiting"])
     for labels, value in _checked(waiting, expo.get(waiting), count_problem) if waiting else ():
-        acc = model(labels)
+        acc = models.of(labels)
         acc.waiting = _gauge_sum(acc.waiting, value)
     for labels, value in _checked(WAITING_BY_REASON, expo.get(WAITING_BY_REASON), count_problem):
         reason = safe_text(labels.get("reason", ""), LABEL_LIMIT)
-        by_reason = model(labels).waiting_by_reason
+        by_reason = models.of(labels).waiting_by_reason
         by_reason[reason] = by_reason.get(reason, 0.0) + value
     kv = _first_present(expo, GAUGES["kv_usage"])
     for labels, value in _checked(kv, expo.get(kv), fraction_problem) if kv else ():
-        model(labels).kv[_engine_key(labels)] = value
+        models.of(labels).kv[_engine_key(labels)] = value
     hit_rate = _first_present(expo, GAUGES["prefix_hit_rate"])
     for labels, value in _checked(hit_rate, expo.get(hit_rate), fraction_problem) if hit_rate else ():
-        model(labels).prefix_hit_rate[_engine_key(labels)] = value
+        models.of(labels).prefix_hit_rate[_engine_key(labels)] = value
     for labels, value in _checked(SLEEP_STATE, expo.get(SLEEP_STATE)):
-        flags = model(labels).sleep_flags.setdefault(_engine_key(labels), {})
+        flags = models.of(labels).sleep_flags.setdefault(_engine_key(labels), {})
         flags[labels.get("sleep_state", "")] = value
-
-    cache_config = {
-        _engine_key(labels): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
-        for labels, _value in expo.get(CACHE_CONFIG)
-    }
-
-    return VllmScrape(
-        models={name: _freeze_model(name, parts) for name, parts in models.items()},
-        cache_config=cache_config,
-        process_start=_process_start(expo),
-    )
 
 
 def _check_buckets(wire: str, found: tuple[dict[float, float], list[float]] | None) -> None:

@@ -228,90 +228,127 @@ class _Connection(asyncio.Protocol):
     # --- parsing ---
 
     def _advance(self) -> None:
-        buf = self.buf
+        """Read what the buffer holds, one framing step at a time, until a step needs more bytes or the
+        answer is complete. Each step answers whether another may follow at once."""
         while True:
             state = self.state
             if state == _HEAD:
-                end = buf.find(b"\r\n\r\n", self.scan_from)
-                if end < 0:
-                    # A head ended by bare LFs would never match: say so now, not at the deadline.
-                    if b"\n\n" in buf or b"\n\r\n" in buf:
-                        raise ProtocolError("header lines end in a bare LF, not CRLF")
-                    if len(buf) > self.max_head:
-                        raise ProtocolError(f"response headers are over the {self.max_head}-byte cap")
-                    self.scan_from = max(0, len(buf) - 3)
-                    return
-                if end > self.max_head:
-                    raise ProtocolError(f"response headers are over the {self.max_head}-byte cap")
-                head = bytes(buf[:end])
-                del buf[: end + 4]
-                self.scan_from = 0
-                self._on_head(head)
+                more = self._read_head()
             elif state == _LENGTH:
-                size = self.remaining
-                have = len(buf)
-                if have < size:
-                    return
-                body = bytes(buf) if have == size else bytes(buf[:size])
-                del buf[:size]
-                self._finish(body)
-                return
+                more = self._read_sized_body()
             elif state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > self.max_head:
-                        raise ProtocolError("chunk-size line is too long")
-                    return
-                digits = bytes(buf[:end]).split(b";", 1)[0].strip()
-                del buf[: end + 2]
-                if not digits or not _HEX.issuperset(digits):
-                    raise ProtocolError(f"bad chunk size {digits[:20]!r}")
-                size = int(digits, 16)
-                if size == 0:
-                    self.state = _TRAILER
-                    self.scan_from = 0
-                else:
-                    if self.body_size + size > self.max_bytes:
-                        raise TooLarge(self.max_bytes, self.status)
-                    self.remaining = size
-                    self.state = _CHUNK_DATA
+                more = self._read_chunk_size()
             elif state == _CHUNK_DATA:
-                take = min(self.remaining, len(buf))
-                if not take:
-                    return
-                self.parts.append(bytes(buf[:take]))
-                del buf[:take]
-                self.body_size += take
-                self.remaining -= take
-                if not self.remaining:
-                    self.state = _CHUNK_END
+                more = self._read_chunk_data()
             elif state == _CHUNK_END:
-                if len(buf) < 2:
-                    return
-                if buf[:2] != b"\r\n":
-                    raise ProtocolError("chunk data does not end in CRLF")
-                del buf[:2]
-                self.state = _CHUNK_SIZE
+                more = self._read_chunk_end()
             elif state == _TRAILER:
-                if buf[:2] == b"\r\n":
-                    del buf[:2]
-                else:
-                    end = buf.find(b"\r\n\r\n")
-                    if end < 0:
-                        if len(buf) > self.max_head:
-                            raise ProtocolError("chunked trailers are too long")
-                        return
-                    del buf[: end + 4]  # trailers are read past, not kept
-                body = b"".join(self.parts)
-                self.parts = []
-                self._finish(body)
-                return
+                more = self._read_trailers()
             elif state == _UNTIL_CLOSE:
-                if len(buf) > self.max_bytes:
+                if len(self.buf) > self.max_bytes:
                     raise TooLarge(self.max_bytes, self.status)
                 return
             else:  # _IDLE: the answer is already complete or failed
                 return
+            if not more:
+                return
+
+    def _read_head(self) -> bool:
+        """The status line and headers, up to the blank line that ends them."""
+        buf = self.buf
+        end = buf.find(b"\r\n\r\n", self.scan_from)
+        if end < 0:
+            # A head ended by bare LFs would never match: say so now, not at the deadline.
+            if b"\n\n" in buf or b"\n\r\n" in buf:
+                raise ProtocolError("header lines end in a bare LF, not CRLF")
+            if len(buf) > self.max_head:
+                raise ProtocolError(f"response headers are over the {self.max_head}-byte cap")
+            self.scan_from = max(0, len(buf) - 3)
+            return False
+        if end > self.max_head:
+            raise ProtocolError(f"response headers are over the {self.max_head}-byte cap")
+        head = bytes(buf[:end])
+        del buf[: end + 4]
+        self.scan_from = 0
+        self._on_head(head)
+        return True
+
+    def _read_sized_body(self) -> bool:
+        """A body of the Content-Length the head declared, once all of it is here."""
+        buf = self.buf
+        size = self.remaining
+        have = len(buf)
+        if have < size:
+            return False
+        body = bytes(buf) if have == size else bytes(buf[:size])
+        del buf[:size]
+        self._finish(body)
+        return False
+
+    def _read_chunk_size(self) -> bool:
+        """A chunk's size line: the next chunk's length, or 0 for the trailers."""
+        buf = self.buf
+        end = buf.find(b"\r\n")
+        if end < 0:
+            if len(buf) > self.max_head:
+                raise ProtocolError("chunk-size line is too long")
+            return False
+        digits = bytes(buf[:end]).split(b";", 1)[0].strip()
+        del buf[: end + 2]
+        if not digits or not _HEX.issuperset(digits):
+            raise ProtocolError(f"bad chunk size {digits[:20]!r}")
+        size = int(digits, 16)
+        if size == 0:
+            self.state = _TRAILER
+            self.scan_from = 0
+        else:
+            if self.body_size + size > self.max_bytes:
+                raise TooLarge(self.max_bytes, self.status)
+            self.remaining = size
+            self.state = _CHUNK_DATA
+        return True
+
+    def _read_chunk_data(self) -> bool:
+        """As much of the current chunk as has arrived."""
+        buf = self.buf
+        take = min(self.remaining, len(buf))
+        if not take:
+            return False
+        self.parts.append(bytes(buf[:take]))
+        del buf[:take]
+        self.body_size += take
+        self.remaining -= take
+        if not self.remaining:
+            self.state = _CHUNK_END
+        return True
+
+    def _read_chunk_end(self) -> bool:
+        """The CRLF after a chunk's data."""
+        buf = self.buf
+        if len(buf) < 2:
+            return False
+        if buf[:2] != b"\r\n":
+            raise ProtocolError("chunk data does not end in CRLF")
+        del buf[:2]
+        self.state = _CHUNK_SIZE
+        return True
+
+    def _read_trailers(self) -> bool:
+        """The trailers after the last chunk (read past, not kept); then the body is complete."""
+        buf = self.buf
+        if buf[:2] == b"\r\n":
+            del buf[:2]
+        else:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > self.max_head:
+                    raise ProtocolError("chunked trailers are too long")
+                return False
+            del buf[: end + 4]  # trailers are read past, not kept
+        body = b"".join(self.parts)
+        self.parts = []
+        self._finish(body)
+        return False
 
     def _on_head(self, head: bytes) -> None:
         if b"\n" in head.replace(b"\r\n", b""):

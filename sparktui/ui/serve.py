@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aiohttp import web
-    from aiohttp.typedefs import Handler
+    from aiohttp.typedefs import Handler, Middleware
 
 MIN_TOKEN_CHARS = 16
 TOKEN_QUERY = "token"
@@ -257,17 +257,9 @@ def _without_token(request: web.Request) -> str:
     return str(url)
 
 
-def make_web_app(settings: ServeSettings) -> web.Application:
-    """The aiohttp app: textual-serve's page, static files and dashboard processes, behind the access
-    checks of this module."""
-    import aiohttp_jinja2
-    import jinja2
+def _access_checks(settings: ServeSettings) -> list[Middleware]:
+    """What every request passes first: the loopback rule, then the access token."""
     from aiohttp import web
-    from textual_serve.server import Server
-
-    server = Server(settings.command, title=settings.title)
-    session_app = _session_app_class()
-    sessions: set[asyncio.Task[Any]] = set()
 
     @web.middleware
     async def same_host(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -301,6 +293,28 @@ def make_web_app(settings: ServeSettings) -> web.Application:
             text="sparktui serve: this page needs its access token: open it once as /?token=TOKEN\n",
             headers={"WWW-Authenticate": 'Bearer realm="sparktui"'},
         )
+
+    return [same_host, token_required]
+
+
+def _page_template(path: Path, *, kiosk: bool) -> str:
+    """textual-serve's page with its web font made local and our scripts in its head."""
+    template = _WEB_FONT.sub(_LOCAL_FONT, path.read_text(encoding="utf-8"))
+    head = _SAME_ADDRESS + (_KIOSK_RECONNECT if kiosk else "")
+    return template.replace("<head>", "<head>\n" + head, 1)
+
+
+def make_web_app(settings: ServeSettings) -> web.Application:
+    """The aiohttp app: textual-serve's page, static files and dashboard processes, behind the access
+    checks of this module."""
+    import aiohttp_jinja2
+    import jinja2
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    server = Server(settings.command, title=settings.title)
+    session_app = _session_app_class()
+    sessions: set[asyncio.Task[Any]] = set()
 
     async def index(request: web.Request) -> web.StreamResponse:
         try:
@@ -357,10 +371,8 @@ def make_web_app(settings: ServeSettings) -> web.Application:
         if sessions:
             await asyncio.wait(list(sessions), timeout=STOP_TIMEOUT_S)
 
-    app = web.Application(middlewares=[same_host, token_required])
-    template = _WEB_FONT.sub(_LOCAL_FONT, (server.templates_path / "app_index.html").read_text(encoding="utf-8"))
-    head = _SAME_ADDRESS + (_KIOSK_RECONNECT if settings.access.kiosk else "")
-    template = template.replace("<head>", "<head>\n" + head, 1)
+    app = web.Application(middlewares=_access_checks(settings))
+    template = _page_template(server.templates_path / "app_index.html", kiosk=settings.access.kiosk)
     aiohttp_jinja2.setup(app, loader=jinja2.DictLoader({"app_index.html": template}))
     app.add_routes(
         [

@@ -606,13 +606,7 @@ async def test_the_page_needs_the_token_and_never_logs_it(demo_config: Path, tmp
                 assert dashboard.is_running()
 
                 # Stopped with a session open: the session ends, its dashboard with it, cleanly.
-                async def until_closed() -> aiohttp.WSMsgType:
-                    while True:
-                        message = await session.receive(timeout=30)
-                        if message.type != aiohttp.WSMsgType.BINARY:
-                            return message.type
-
-                ending = asyncio.create_task(until_closed())
+                ending = asyncio.create_task(_until_closed(session))
                 assert await asyncio.to_thread(server.stop) == 0
                 assert await ending in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
         assert not dashboard.is_running()
@@ -620,6 +614,14 @@ async def test_the_page_needs_the_token_and_never_logs_it(demo_config: Path, tmp
     assert '"GET /" 303' in output and '"GET /" 200' in output  # the access log is on: paths, no queries
     assert TOKEN not in output and TOKEN[:-1] not in output
     assert "Traceback" not in output
+
+
+async def _until_closed(session: aiohttp.ClientWebSocketResponse) -> aiohttp.WSMsgType:
+    """The type of the first message of the session that is not the screen's bytes (its close)."""
+    while True:
+        message = await session.receive(timeout=30)
+        if message.type != aiohttp.WSMsgType.BINARY:
+            return message.type
 
 
 async def test_without_a_token_the_page_is_open_on_loopback_and_read_only(demo_config: Path, tmp_path: Path) -> None:

@@ -1347,7 +1347,7 @@ def test_the_docs_table_matches_the_data_file() -> None:
 
 def test_every_detector_the_catalogue_may_name_has_an_implementation() -> None:
     from sparktui.diagnosis.catalogue import DETECTOR_SIGNATURES
-    from sparktui.diagnosis.engine import DETECTORS
+    from sparktui.diagnosis.detectors import DETECTORS
 
     assert set(DETECTORS) == set(DETECTOR_SIGNATURES)
     assert all((d.node is None) != (d.instance is None) for d in DETECTORS.values())
