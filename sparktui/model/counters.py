@@ -1,4 +1,4 @@
-"""Reset-safe counter history (``../shared/reference/vllm/formulas.md`` §1).
+"""Reset-safe counter history (``docs/metrics.md``, the "counters" step).
 
 Each scrape's counters (and histogram buckets, flattened) are turned into *corrected* cumulative
 values that never decrease: a reset (process restart, detected by any counter dropping or by

@@ -1,4 +1,4 @@
-"""The numbers on the screen, from counter increases (``../shared/reference/vllm/formulas.md``).
+"""The numbers on the screen, from counter increases (``docs/metrics.md``, "The numbers").
 
 Ratios are ratios of sums over the window; a zero denominator is "no traffic" (``None``), never 0 and
 never NaN. Quantiles follow Prometheus ``histogram_quantile`` on bucket increases.
@@ -92,7 +92,7 @@ WEAK_POSITION_YIELD = 0.2
 
 @dataclass(frozen=True, slots=True)
 class SpecDecodeStats:
-    """Speculative decoding over a window (formulas.md §3)."""
+    """Speculative decoding over a window (``docs/metrics.md``: acceptance rate, mean length, per position)."""
 
     num_speculative_tokens: int
     drafts: float
@@ -267,7 +267,7 @@ def _window_summary(deltas: Deltas, latest: ModelScrape, key: str) -> LatencySum
 
 def _prefix_hit_rate(deltas: Deltas, latest: ModelScrape) -> float | None:
     """Hits over queries in the window; on V0, which has no such counters, its own ratio gauge (the
-    latest value: V0 computes it over its own recent requests, formulas.md §4)."""
+    latest value: V0 computes it over its own recent requests; ``docs/metrics.md``, prefix-cache hit rate)."""
     queries = deltas.get("prefix_cache_queries")
     if queries is None:
         return latest.prefix_hit_rate_gauge
@@ -281,7 +281,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
         return None
     finished = deltas.labelled("finished")
     # Prompt tokens actually prefilled; a server without the by-source counter (< 0.16) has only the
-    # total, which its own log line reported as the prompt throughput (formulas.md §2).
+    # total, which its own log line reported as the prompt throughput (``docs/metrics.md``, prompt tok/s).
     computed = (
         deltas.get("prompt_by_source:local_compute")
         if deltas.labelled("prompt_by_source")

@@ -6,7 +6,7 @@ vLLM counts its own estimate of the FLOPs, bytes read and bytes written per GPU
 ``MFU: x TF/s/device y GB/s/device`` from the same numbers. The series are always registered, at 0
 without the flag, so "absent" and "flat" both mean there is nothing to show, and the reason says why.
 
-Formulas (``../shared/reference/vllm/formulas.md``, row "MFU"), per GPU, over a window of Δt seconds:
+Formulas (``docs/metrics.md``, "The roofline"), per GPU, over a window of Δt seconds:
 FLOP/s = Δflops / Δt, bytes/s = (Δread + Δwrite) / Δt; with several engines (data parallel, each on its
 own GPUs) the counters are summed over engines by the normaliser, so per GPU is that sum over the number
 of engines. The share of the node's peak is achieved / peak.

@@ -82,7 +82,8 @@ GAUGES: Mapping[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-    # V0 only: the prefix-cache hit rate, already a ratio (formulas.md §4); V1 exports counters instead
+    # V0 only: the prefix-cache hit rate, already a ratio (``docs/metrics.md``, prefix-cache hit rate); V1
+    # exports counters instead
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
 }
 

@@ -15,7 +15,8 @@ each target, and the time of each target's last scrape. Both halves come from on
 are consistent. For each target whose scrape is newer than the last one seen, the answer is written
 back as Prometheus text and handed to the sink as an ordinary ``NodeObservation``, stamped with the
 scrape's own time: counters, resets, windows and quantiles are then computed by the very code of
-direct mode, over the scrape instants (``formulas.md``: "use the scrape timestamps").
+direct mode, over the scrape instants (``docs/metrics.md``, the "rates" step: the scrape times, not
+the nominal interval).
 
 ``up == 0``, or a target Prometheus does not scrape at all, is a refused connection to the model,
 with a reason that names Prometheus (and Prometheus's own last error for the target, which costs a

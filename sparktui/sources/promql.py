@@ -184,7 +184,7 @@ def numbers() -> tuple[Number, ...]:
         Number(
             "prompt_tokens_computed_per_s",
             "prompt computed",
-            # without the by-source counter (< 0.16): every prompt token (formulas.md §2)
+            # without the by-source counter (< 0.16): every prompt token (``docs/metrics.md``, prompt tok/s)
             f"({_labelled('prompt_by_source', 'local_compute')}) or ({_counter('prompt_tokens')})",
             " tok/s",
         ),
@@ -192,7 +192,7 @@ def numbers() -> tuple[Number, ...]:
         Number(
             "prefix_cache_hit_rate",
             "prefix cache hit",
-            # V0 exports the ratio itself (formulas.md §4)
+            # V0 exports the ratio itself (``docs/metrics.md``, prefix-cache hit rate)
             f"({_ratio(_counter('prefix_cache_hits'), _counter('prefix_cache_queries'))})"
             f" or ({_gauge('prefix_hit_rate', 'avg')})",
             percent=True,
