@@ -469,20 +469,27 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
                 assert reaction not in before_unlock, f"a key got through: {what} appeared"
             assert "-closed" not in await page.evaluate("document.body.className")  # the session is up
             assert all(d.is_running() for d in dashboards)  # q, ctrl+q and ctrl+c quit nothing
-            # Nothing ran: each action key is audited as refused by the kiosk (every refusal leaves a line).
-            records = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
-            assert records and {r["action"] for r in records} <= {"restart", "drop-caches", "kill-workers", "warmup"}
+            # Nothing ran: each action key is audited as refused by the kiosk (every refusal leaves a line,
+            # written by a worker of its own: awaited, not read at once).
+            actions = {"restart", "drop-caches", "kill-workers", "warmup"}
+            await _until("the four refusals audited", lambda: {r["action"] for r in _audited(audit)} == actions)
+            records = _audited(audit)
+            assert len(records) == len(actions)
             assert all((r["event"], r["refused_by"], r["command"]) == ("refused", "kiosk", []) for r in records)
 
             # The same keys do reach the dashboard: after the unlock key, t works.
             mark = len(page.received)
             await page.press("t", "KeyT", 84, text="t")
             await page.wait_for_text("theme:", since=mark, timeout_s=10)
-        assert [json.loads(line) for line in audit.read_text().splitlines()] == records  # t is no action
+        assert _audited(audit) == records  # t is no action
         assert await asyncio.to_thread(server.stop) == 0
         assert "Traceback" not in server.output()
     _gone, alive = psutil.wait_procs(dashboards, timeout=10)
     assert alive == [], "a dashboard outlived sparktui serve"
+
+
+def _audited(audit: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
 
 
 async def _until(what: str, check: Any, timeout_s: float = 30) -> None:
