@@ -379,6 +379,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 # --- the browser tests -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, demo_config: Path, tmp_path: Path) -> None:
     args = ["--kiosk", "--config", str(demo_config), "--token-env", TOKEN_ENV]
     with served(tmp_path / "serve", args, **{TOKEN_ENV: TOKEN}) as server:
@@ -431,6 +432,7 @@ def _with_unlock_key(demo_config: Path, config: Path) -> Path:
     return config
 
 
+@pytest.mark.slow
 async def test_keys_sent_through_the_browser_trigger_no_action(
     chromium: str, demo_config: Path, tmp_path: Path
 ) -> None:
@@ -503,6 +505,7 @@ def _ended(process: psutil.Process) -> bool:
         return True
 
 
+@pytest.mark.slow
 async def test_the_kiosk_page_comes_back_by_itself(chromium: str, demo_config: Path, tmp_path: Path) -> None:
     """A wall screen has nobody to press Restart: the page reopens its session after the dashboard died,
     after the server went silent (a dead network) and after the server restarted."""

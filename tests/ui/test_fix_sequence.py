@@ -49,6 +49,7 @@ def _told(app: SparkApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return told
 
 
+@pytest.mark.slow
 async def test_x_shows_every_step_of_the_fix_and_runs_them_in_order(
     incident: SparkApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
