@@ -258,7 +258,6 @@ def test_screenshot_without_out_writes_into_the_current_directory(tmp_path: Path
     assert "<svg" in (tmp_path / "sparktui-fleet-spark-dark.svg").read_text()
 
 
-@pytest.mark.slow
 def test_config_check_of_a_fleet_with_no_vllm_says_there_is_nothing_to_watch(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     config.write_text('[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n')
@@ -284,7 +283,6 @@ def test_the_dashboard_without_a_config_says_in_one_line_how_to_try_the_demo_or_
     assert line.startswith(str(missing)) and "sparktui init" in line and "sparktui demo" in line
 
 
-@pytest.mark.slow
 def test_a_config_others_can_read_holding_a_secret_gets_one_warning_line(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     hook = "https://hooks.slack.com/services/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"

@@ -6,8 +6,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability.md"
 CITED = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)(?:\[([^\]`]+)\])?`")
@@ -29,7 +27,6 @@ def _fault_rows(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("|") and CITED.search(line)]
 
 
-@pytest.mark.slow
 def test_every_test_the_fault_matrix_cites_exists() -> None:
     text = DOC.read_text(encoding="utf-8")
     cited = CITED.findall(text)
