@@ -4,7 +4,8 @@ Tests live in tiers, one folder each: ``unit`` (pure functions on fixture data),
 HTTP servers, sshd, Prometheus, recordings on disk, subprocesses), ``ui`` (the Textual app under
 Pilot), ``snapshots`` (SVG screenshots), ``e2e`` (a real terminal, a real browser). Each test is marked
 with its tier, and with what it needs beyond Python: ``sshd``, ``prometheus``, ``browser``, ``tmux``,
-``vllm`` (``pytest -m "unit"``, ``pytest -m "not sshd"``; ``pytest --markers`` lists them).
+``vllm`` (``pytest -m "unit"``, ``pytest -m "not sshd"``; ``pytest --markers`` lists them). A test over
+about 5 s is ``slow``: every ``vllm`` test here, the others by hand (``pytest -m "not slow"``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("sshd")
         if VLLM_FIXTURES_NEEDED & fixtures:
             item.add_marker("vllm")
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker("slow")  # the real engine takes a minute or more to start
 
 
 @pytest.fixture

@@ -379,6 +379,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 # --- the browser tests -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_kiosk_in_headless_chromium_shows_the_fleet(chromium: str, demo_config: Path, tmp_path: Path) -> None:
     args = ["--kiosk", "--config", str(demo_config), "--token-env", TOKEN_ENV]
     with served(tmp_path / "serve", args, **{TOKEN_ENV: TOKEN}) as server:
@@ -431,6 +432,7 @@ def _with_unlock_key(demo_config: Path, config: Path) -> Path:
     return config
 
 
+@pytest.mark.slow
 async def test_keys_sent_through_the_browser_trigger_no_action(
     chromium: str, demo_config: Path, tmp_path: Path
 ) -> None:
@@ -469,20 +471,27 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
                 assert reaction not in before_unlock, f"a key got through: {what} appeared"
             assert "-closed" not in await page.evaluate("document.body.className")  # the session is up
             assert all(d.is_running() for d in dashboards)  # q, ctrl+q and ctrl+c quit nothing
-            # Nothing ran: each action key is audited as refused by the kiosk (every refusal leaves a line).
-            records = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
-            assert records and {r["action"] for r in records} <= {"restart", "drop-caches", "kill-workers", "warmup"}
+            # Nothing ran: each action key is audited as refused by the kiosk (every refusal leaves a line,
+            # written by a worker of its own: awaited, not read at once).
+            actions = {"restart", "drop-caches", "kill-workers", "warmup"}
+            await _until("the four refusals audited", lambda: {r["action"] for r in _audited(audit)} == actions)
+            records = _audited(audit)
+            assert len(records) == len(actions)
             assert all((r["event"], r["refused_by"], r["command"]) == ("refused", "kiosk", []) for r in records)
 
             # The same keys do reach the dashboard: after the unlock key, t works.
             mark = len(page.received)
             await page.press("t", "KeyT", 84, text="t")
             await page.wait_for_text("theme:", since=mark, timeout_s=10)
-        assert [json.loads(line) for line in audit.read_text().splitlines()] == records  # t is no action
+        assert _audited(audit) == records  # t is no action
         assert await asyncio.to_thread(server.stop) == 0
         assert "Traceback" not in server.output()
     _gone, alive = psutil.wait_procs(dashboards, timeout=10)
     assert alive == [], "a dashboard outlived sparktui serve"
+
+
+def _audited(audit: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
 
 
 async def _until(what: str, check: Any, timeout_s: float = 30) -> None:
@@ -496,6 +505,7 @@ def _ended(process: psutil.Process) -> bool:
         return True
 
 
+@pytest.mark.slow
 async def test_the_kiosk_page_comes_back_by_itself(chromium: str, demo_config: Path, tmp_path: Path) -> None:
     """A wall screen has nobody to press Restart: the page reopens its session after the dashboard died,
     after the server went silent (a dead network) and after the server restarted."""

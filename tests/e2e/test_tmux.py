@@ -75,6 +75,7 @@ def tmux() -> Iterator[Tmux]:
         session.kill()
 
 
+@pytest.mark.slow
 def test_demo_dashboard_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
     # The shell records the exit status itself: tmux's #{pane_dead_status} was seen empty on CI although
     # the dashboard had exited (tmux had not recorded it), which said nothing about sparktui.
@@ -126,6 +127,7 @@ def test_a_signal_ends_the_kiosk_and_gives_the_terminal_back(tmux: Tmux, tmp_pat
 
 
 @pytest.mark.parametrize("mode", ["dashboard", "kiosk"])
+@pytest.mark.slow
 def test_a_recording_that_can_no_longer_be_written_is_on_the_screen_and_the_dashboard_goes_on(
     tmux: Tmux, tmp_path: Path, mode: str
 ) -> None:

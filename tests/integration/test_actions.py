@@ -669,7 +669,7 @@ async def test_one_action_at_a_time_per_node_while_another_node_proceeds(
     sshd_factory: Callable[[str], Sshd], tmp_path: Path
 ) -> None:
     slow, other = sshd_factory("spark1"), sshd_factory("spark2")
-    slow.sudo_sleep(1.5)
+    slow.sudo_hold()  # spark1's drop-caches runs until released: spark2's may take as long as it takes
     fleet = fleet_of(slow.node("spark1"), other.node("spark2"))
     views = views_with(fleet, {"spark1": host_sample(), "spark2": host_sample()})
     first = plan_action("drop-caches", fleet, "spark1", views=views, settings=FAST)
@@ -690,8 +690,10 @@ async def test_one_action_at_a_time_per_node_while_another_node_proceeds(
             )
             proceeded = await runner.run(elsewhere)
             assert proceeded.ok and not running.done()  # spark2 ran while spark1 was still busy
+            slow.sudo_hold(False)
             assert (await running).ok
     finally:
+        slow.sudo_hold(False)
         await runner.close()
     assert runner.busy("spark1") is None
     assert len(calls_with(slow, "drop_caches")) == 1  # the refused one sent nothing

@@ -56,6 +56,34 @@ def test_the_model_imports_no_io_library_at_runtime() -> None:
     assert result.stdout.strip() == ""
 
 
+def _printed_by_a_fresh_interpreter(code: str) -> list[str]:
+    """The lines ``code`` prints, run by a new Python: nothing the tests imported is loaded there."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    return done.stdout.splitlines()
+
+
+def test_specs_import_no_io_or_ui_libraries() -> None:
+    code = (
+        "import sys, sparktui.model.specs\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('httpx', 'asyncio', 'asyncssh', 'textual', 'rich', 'psutil') or m == 'sparktui.config')\n"
+        "print(','.join(bad))\n"
+    )
+    assert _printed_by_a_fresh_interpreter(code) == [""]
+
+
+def test_the_log_buffer_imports_only_the_standard_library() -> None:
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import sparktui.model.logbuffer\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "print(','.join(sorted(new - set(sys.stdlib_module_names) - {'sparktui'})))\n"
+        "print('asyncio' in sys.modules)\n"
+    )
+    assert _printed_by_a_fresh_interpreter(code) == ["", "False"]
+
+
 def _import_graph(*args: str) -> subprocess.CompletedProcess[str]:
     script = ROOT / "scripts" / "import_graph.py"
     return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=False)

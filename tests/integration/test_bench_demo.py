@@ -45,6 +45,7 @@ async def demo_fleet() -> AsyncIterator[tuple[DemoFleet, FleetSpec]]:
         await fleet.stop()
 
 
+@pytest.mark.slow
 async def test_every_kind_of_case_runs_on_the_demo_and_its_counters_come_back() -> None:
     async with demo_fleet() as (_fleet, spec):
         node, instance = find_instance(spec, "spark1")
@@ -119,6 +120,7 @@ def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_command_saves_prints_and_compares(tmp_path: Path) -> None:
     before, after = tmp_path / "before.json", tmp_path / "after.json"
     bench = [sys.executable, "-m", "sparktui", "bench", "spark2", "--cases", "short", "--requests", "1"]
@@ -149,6 +151,7 @@ def test_a_file_that_is_not_a_result_is_refused_with_exit_2(tmp_path: Path) -> N
 REQUESTS = 3  # a case's requests in the Ctrl-C test
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_command_and_keeps_the_cases_that_finished(tmp_path: Path) -> None:
     config, out = tmp_path / "demo.toml", tmp_path / "run.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -122,6 +122,7 @@ def test_check_exits_one_when_degraded_and_names_the_problem(fleet: tuple[list[F
     assert lines[-1] == "3 nodes: 1 degraded, 2 up"
 
 
+@pytest.mark.slow
 def test_one_node_with_a_bad_bucket_bound_is_degraded_and_every_other_node_is_reported(
     fleet: tuple[list[FixtureNode], Path],
 ) -> None:
@@ -151,6 +152,7 @@ def test_one_node_with_a_bad_bucket_bound_is_degraded_and_every_other_node_is_re
     assert any(line.startswith(f"{unreadable} ({evidence})") for line in alerts.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_a_position_label_int_refuses_and_a_huge_context_length_crash_no_mode_and_stop_no_other_node(
     fleet: tuple[list[FixtureNode], Path],
 ) -> None:
@@ -223,6 +225,7 @@ def test_missing_config_says_what_to_do(tmp_path: Path) -> None:
     assert "sparktui init" in result.stderr and "sparktui demo" in result.stderr
 
 
+@pytest.mark.slow
 def test_screenshot_runs_the_demo_for_the_seconds_asked(tmp_path: Path) -> None:
     """``--seconds`` is how much of the scenario the picture shows: the fleet chart's span says so."""
     import re
@@ -240,6 +243,7 @@ def test_screenshot_runs_the_demo_for_the_seconds_asked(tmp_path: Path) -> None:
     assert spans and max(spans) <= 8  # the default would run 60 s
 
 
+@pytest.mark.slow
 def test_screenshot_without_out_writes_into_the_current_directory(tmp_path: Path) -> None:
     """Run from anywhere, the default file lands where the operator is, not in a docs/ folder there."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

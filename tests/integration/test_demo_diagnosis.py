@@ -88,6 +88,7 @@ async def diagnosed(request: pytest.FixtureRequest) -> AsyncIterator[Diagnosed]:
         yield found
 
 
+@pytest.mark.slow
 async def test_a_healthy_fleet_polled_every_second_opens_no_finding_for_seven_minutes() -> None:
     """No false alarm from ordinary traffic: seed 2 once opened decode-stall at 373 s, when a long
     prompt's prefill held a running slot for seconds while the other requests decoded."""
@@ -101,6 +102,7 @@ def _param(rule: Rule, name: str) -> float:
 
 
 @pytest.mark.parametrize("diagnosed", ["wedged"], indirect=True)
+@pytest.mark.slow
 async def test_a_wedged_engine_opens_engine_wedged_in_time_and_a_restart_clears_it(diagnosed: Diagnosed) -> None:
     key = ("spark1", "engine-wedged")
     rule = diagnosed.rule("engine-wedged")
@@ -124,6 +126,7 @@ async def test_a_wedged_engine_opens_engine_wedged_in_time_and_a_restart_clears_
 
 
 @pytest.mark.parametrize("diagnosed", ["spec-degradation"], indirect=True)
+@pytest.mark.slow
 async def test_a_collapsed_draft_position_opens_its_finding_and_clears_once_it_recovers(diagnosed: Diagnosed) -> None:
     key = ("spark2", "spec-position-collapse")
     rule = diagnosed.rule("spec-position-collapse")
@@ -144,6 +147,7 @@ async def test_a_collapsed_draft_position_opens_its_finding_and_clears_once_it_r
 
 
 @pytest.mark.parametrize("diagnosed", ["node-down"], indirect=True)
+@pytest.mark.slow
 async def test_a_node_that_loses_power_opens_node_vanished_and_clears_once_it_serves(diagnosed: Diagnosed) -> None:
     key = ("spark2", "node-vanished")
     rule = diagnosed.rule("node-vanished")
@@ -163,6 +167,7 @@ async def test_a_node_that_loses_power_opens_node_vanished_and_clears_once_it_se
 
 
 @pytest.mark.parametrize("diagnosed", ["kv-pressure"], indirect=True)
+@pytest.mark.slow
 async def test_a_full_kv_cache_that_preempts_opens_kv_pressure_in_time_and_a_restart_clears_it(
     diagnosed: Diagnosed,
 ) -> None:

@@ -102,6 +102,7 @@ def test_the_demo_recognises_the_fabric_command() -> None:
     assert parse_command(under_remote_timeout(checksum_command(PIP_NCCL.path), 55)) == ChecksumCommand(PIP_NCCL.path)
 
 
+@pytest.mark.slow
 async def test_the_fabric_scenario_opens_and_clears_its_findings(watch: FabricWatch) -> None:
     (link_on, link_off), (spin_on, spin_off), (nccl_off,) = FABRIC_TIMES
     await watch.until(link_on + 20.0)

@@ -119,6 +119,7 @@ async def _into_the_crash_loop(incident: Incident) -> tuple[float, float, NodeVi
         assert incident.fleet.elapsed < 240.0, view.status
 
 
+@pytest.mark.slow
 async def test_page_cache_blocks_the_start_and_the_unit_crash_loops(incident: Incident) -> None:
     view = await incident.run_until(8.0)
     assert view.status.state is State.UP and view.instances[0].launch is None  # serving: not asked
@@ -192,6 +193,7 @@ async def test_page_cache_blocks_the_start_and_the_unit_crash_loops(incident: In
     assert any("Free memory on device cuda:0" in line for line in page_cache.evidence)
 
 
+@pytest.mark.slow
 async def test_drop_caches_and_restart_bring_it_back_and_warmup_clears_the_cold_jit(incident: Incident) -> None:
     _, _, view = await _into_the_crash_loop(incident)
     while not view.shm_leftovers:

@@ -138,6 +138,7 @@ GPU_RULES = {"gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low"}
 
 
 @pytest.mark.parametrize("watch", [("thermal", "spark1", SHORT_CLEAR, 5.0)], indirect=True)
+@pytest.mark.slow
 async def test_a_throttled_a_stuck_and_a_spinning_gpu_each_open_their_finding_and_clear(watch: KernelWatch) -> None:
     phases = dict(zip(("gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low"), THERMAL_TIMES, strict=True))
     await watch.until(THERMAL_TIMES[0][0] + 25.0)

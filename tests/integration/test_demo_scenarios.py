@@ -77,6 +77,7 @@ async def test_spec_degradation_flags_the_last_position(stepper: Stepper) -> Non
 
 
 @pytest.mark.parametrize("stepper", ["kv-pressure"], indirect=True)
+@pytest.mark.slow
 async def test_kv_pressure_fills_the_cache_and_preempts(stepper: Stepper) -> None:
     views = await stepper.run_until(120.0)
     instance = views["spark1"].instances[0]
@@ -88,6 +89,7 @@ async def test_kv_pressure_fills_the_cache_and_preempts(stepper: Stepper) -> Non
 
 
 @pytest.mark.parametrize("stepper", ["node-down"], indirect=True)
+@pytest.mark.slow
 async def test_node_down_then_back_after_its_model_loads(stepper: Stepper) -> None:
     views = await stepper.run_until(26.0)
     assert views["spark2"].status.state is State.DOWN
@@ -136,6 +138,7 @@ async def test_a_wedged_engine_freezes_its_gauges_and_hides_new_requests_like_th
 
 
 @pytest.mark.parametrize("stepper", ["engine-dead"], indirect=True)
+@pytest.mark.slow
 async def test_a_dead_engine_answers_503_for_a_second_then_its_server_exits_and_is_restarted(stepper: Stepper) -> None:
     views = await stepper.run_until(11.0, dt=0.5)
     assert "qwen235: engine dead (/health 503)" in views["spark3"].status.reasons
@@ -149,6 +152,7 @@ async def test_a_dead_engine_answers_503_for_a_second_then_its_server_exits_and_
     assert service.restarts == 1
 
 
+@pytest.mark.slow
 async def test_an_engine_wedged_while_idle_is_found_by_the_canary_alone_and_clears_when_it_runs_again() -> None:
     """Nothing moves in any number once spark1 is quiet, wedged or not: only the canary's request,
     hanging unseen in the wedged engine, tells the two apart."""

@@ -89,6 +89,7 @@ async def test_ssh_drop_refuses_ssh_while_http_goes_on(soak: Soak) -> None:
     assert soak.ssh_listening("spark02")
 
 
+@pytest.mark.slow
 async def test_malformed_scrape_is_garbage_then_truncated_next_round_and_whole_between(soak: Soak) -> None:
     await soak.at(50.5)
     assert "fault malformed-scrape spark03/qwen36: /metrics serves a garbage body" in soak.lines[-1]

@@ -344,6 +344,7 @@ async def test_only_the_demo_key_is_accepted_and_the_host_key_is_checked(fleet: 
     assert result.problem is not None and result.problem.kind is SshProblemKind.HOST_KEY_UNKNOWN
 
 
+@pytest.mark.slow
 async def test_ssh_drop_shows_on_the_node_while_http_keeps_updating_and_recovers() -> None:
     demo = DemoFleet(seed=21, scenario=SCENARIOS["ssh-drop"])
     await demo.start()
@@ -402,6 +403,7 @@ async def test_ssh_drop_shows_on_the_node_while_http_keeps_updating_and_recovers
         await demo.stop()
 
 
+@pytest.mark.slow
 def test_demo_command_prints_ssh_endpoints_and_snapshot_shows_host_memory(tmp_path: Path) -> None:
     config = tmp_path / "demo.toml"
     result = subprocess.run(

@@ -92,6 +92,7 @@ def test_the_docs_mark_blocks_runnable() -> None:
 
 
 @pytest.mark.parametrize(("path", "body"), RUNNABLE, ids=lambda v: v.name if isinstance(v, Path) else "")
+@pytest.mark.slow
 def test_runnable_blocks_run_against_the_demo_fleet(path: Path, body: str, demo_config: Path, tmp_path: Path) -> None:
     scripts = Path(sys.executable).parent
     if not (scripts / "sparktui").exists():

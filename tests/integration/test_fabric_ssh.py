@@ -2,19 +2,21 @@
 ``/sys/class/net`` (an mlx5_core interface beside another driver's), ``ethtool -S`` a stub printing the
 mlx5 readings of tests/data/fabric, and a process whose command line reads as vLLM's mapping a file named
 libnccl: the collector finds its PID in the sampler's process list, reads its mapping and has the file's
-sha256 computed once, and the fleet model turns two readings into the link's rates."""
+sha256 computed once, and the fleet model turns two readings into the link's rates. First, the command
+alone, run by a local ``sh`` on the same constructed folder."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sparktui.model.fabric import checksum_command
+from sparktui.model.fabric import checksum_command, fabric_command, parse_fabric
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec
@@ -40,6 +42,22 @@ def libnccl(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     library.write_bytes(bytes(range(256)) * 64)
     with mapping(library, "vllm", "serve", "fake-model") as pid:
         yield library, pid
+
+
+def test_the_command_reads_an_mlx5_interface_and_the_nccl_mapped(net_dir: Path, tmp_path: Path) -> None:
+    """The script itself, run by sh on a constructed /sys/class/net, with a process that maps a file
+    named libnccl (its maps line is the kernel's), without ethtool asked."""
+    library = tmp_path / "lib dir" / "libnccl.so.2"
+    library.parent.mkdir()
+    library.write_bytes(b"\0" * 8192)
+    with mapping(library) as pid:
+        command = fabric_command([pid], ethtool=False, net_dir=str(net_dir))
+        out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10, check=True).stdout
+    sample = parse_fabric(out)
+    assert [(n.name, n.operstate, n.speed_mbps) for n in sample.nics] == [(NIC, "up", 200000.0)]
+    (mapped,) = sample.nccl
+    assert (mapped.pid, mapped.path, mapped.size) == (pid, str(library), 8192)
+    assert sample.complete
 
 
 async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import FixPlan, plan_fix
 from sparktui.actions.registry import ActionKind
@@ -20,6 +22,7 @@ STEPS = load_catalogue().rule(FINDING).fix_actions  # drop-caches, restart, warm
 DROP = "sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
 
 
+@pytest.mark.slow
 async def test_a_fix_on_the_demo_fleet_runs_in_order_and_stops_at_the_first_failing_step(tmp_path: Path) -> None:
     audit = AuditLog(tmp_path / "audit.log", user="tester")
     async with fast_demo(seed=11) as fleet:

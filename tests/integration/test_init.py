@@ -433,6 +433,7 @@ def test_unknown_host_key_still_writes_the_http_config_with_a_comment_and_one_st
     assert line.startswith("sparktui init: SSH discovery skipped for 127.0.0.1") and line.endswith(fix)
 
 
+@pytest.mark.slow
 def test_print_writes_the_config_to_stdout_and_no_file(
     fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

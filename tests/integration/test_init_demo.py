@@ -70,6 +70,7 @@ def _sparktui(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 async def test_the_init_command_the_demo_prints_writes_a_config_of_its_nodes_that_the_dashboard_reads(
     demo: tuple[subprocess.Popen[str], Path], tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def demo_json() -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("command", ["snapshot", "check"])
+@pytest.mark.slow
 def test_the_demo_fleets_json_validates_against_the_schema(
     command: str, schema: dict[str, Any], demo_json: dict[str, dict[str, Any]]
 ) -> None:
@@ -56,6 +57,7 @@ def test_the_demo_fleets_json_validates_against_the_schema(
     assert ("exit_code" in payload) is (command == "check")
 
 
+@pytest.mark.slow
 def test_a_payload_that_breaks_the_contract_does_not_validate(
     schema: dict[str, Any], demo_json: dict[str, dict[str, Any]]
 ) -> None:

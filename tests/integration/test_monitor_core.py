@@ -88,6 +88,7 @@ async def _dashboard(path: Path) -> Trace:
     return trace
 
 
+@pytest.mark.slow
 async def test_dashboard_watch_replay_and_black_box_see_the_same_findings_and_alerts(
     incident: Path, tmp_path: Path
 ) -> None:

@@ -211,21 +211,25 @@ async def run() -> AsyncIterator[Run]:
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_every_number_from_prometheus_matches_direct_computation(run: Run) -> None:
     assert_numbers_match_direct(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_prometheus_rate_and_histogram_quantile_give_sparktuis_numbers(run: Run) -> None:
     await assert_server_gives_sparktuis_numbers(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_snapshot_from_prometheus_has_rates_at_once(run: Run) -> None:
     await assert_snapshot_has_rates_at_once(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_snapshot_compare_prints_direct_beside_prometheus(run: Run) -> None:
     clock = asyncio.create_task(run.demo.run_clock())
     try:
@@ -250,6 +254,7 @@ async def test_snapshot_compare_prints_direct_beside_prometheus(run: Run) -> Non
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_mixed_mode_metrics_from_prometheus_host_state_over_ssh(run: Run) -> None:
     await assert_mixed_mode(run)
 
@@ -287,6 +292,7 @@ class AuthProxy:
         ('username = "grafana"\npassword_env = "PROM_TOKEN"', "Basic Z3JhZmFuYTpzM2NyZXQtdG9rZW4="),
     ],
 )
+@pytest.mark.slow
 async def test_the_auth_header_is_sent(run: Run, extra: str, expected: str) -> None:
     proxy = AuthProxy(run.server.url, expected)
     await proxy.server.start()
@@ -306,11 +312,13 @@ async def test_the_auth_header_is_sent(run: Run, extra: str, expected: str) -> N
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_discovery_finds_the_nodes_prometheus_scrapes(run: Run) -> None:
     await assert_discovery_finds_the_demo_node(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_a_target_down_in_prometheus_is_down_here(run: Run) -> None:
     # Runs last: it powers a node off.
     reasons = await assert_a_target_down_is_down_here(run)
@@ -318,6 +326,7 @@ async def test_a_target_down_in_prometheus_is_down_here(run: Run) -> None:
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_the_cli_snapshot_reads_prometheus_and_discovers_the_nodes(
     run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -155,6 +155,7 @@ def close(ours: float | None, theirs: float | None, rel: float) -> bool:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_merged_percentiles_equal_prometheus_over_the_same_samples(replicas: list[Replica]) -> None:
     require_prometheus()
     fleet = parse_config(fleet_toml(replicas), env={})

@@ -552,6 +552,7 @@ def test_the_black_box_writes_nothing_without_an_incident(tmp_path: Path) -> Non
     assert list(RecordingReader(tmp_path / "box.db").records()) == []
 
 
+@pytest.mark.slow
 def test_the_black_box_keeps_the_window_before_and_a_period_after_each_incident(tmp_path: Path) -> None:
     path = tmp_path / "box.db"
     clock = ManualClock(T0)

@@ -136,6 +136,7 @@ def bomb(inflated: int) -> bytes:
     return bytes((Z_PLAIN,)) + b"".join(chunks)
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_is_refused_at_its_cap_in_bounded_memory(
     recording: Path, good_rows: int, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ def node() -> Iterator[FixtureNode]:
         server.stop()
 
 
+@pytest.mark.slow
 async def test_watch_goes_on_when_its_recording_can_no_longer_be_written(node: FixtureNode, tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     config.write_text(fleet_config([node], interval_s=0.25) + ALERT_AT_ONCE)

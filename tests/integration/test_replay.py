@@ -120,6 +120,7 @@ async def _record_the_incident(path: Path) -> tuple[list[Moment], frozenset[str]
     return moments, frozenset(seen), spec
 
 
+@pytest.mark.slow
 async def test_the_incident_replays_with_the_numbers_and_findings_computed_live(tmp_path: Path) -> None:
     path = tmp_path / "incident.db"
     live, seen, spec = await _record_the_incident(path)
@@ -313,6 +314,7 @@ def _bar(app: ReplayApp) -> str:
     return str(app.screen.query_one(ReplayBar).content)
 
 
+@pytest.mark.slow
 async def test_the_replay_dashboard_shows_the_recording_and_its_time_cursor(recording: Path) -> None:
     source = ReplaySource(recording, playing=False)
     app = ReplayApp(source)

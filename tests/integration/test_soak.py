@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test reads the report of one 3-minute run
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = ROOT / "benchmarks" / "soak.py"
 ARGS = (

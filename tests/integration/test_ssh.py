@@ -347,6 +347,7 @@ async def test_stalled_stream_is_detected_by_its_read_timeout_and_reconnects(fre
             assert time.monotonic() - frozen < 6
 
 
+@pytest.mark.slow
 async def test_stalled_idle_connection_is_detected_by_keepalive(fresh_sshd: Sshd) -> None:
     async with ssh_for(fresh_sshd) as ssh:  # default keepalive: 2 s, 2 unanswered
         assert (await ssh.run("true", timeout_s=5)).ok

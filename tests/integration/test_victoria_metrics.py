@@ -91,16 +91,19 @@ async def run() -> AsyncIterator[Run]:
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_every_number_from_victoria_metrics_matches_direct_computation(run: Run) -> None:
     assert_numbers_match_direct(run, exact=STORED_DIGITS_EXACT)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_metricsql_rate_and_histogram_quantile_give_sparktuis_numbers(run: Run) -> None:
     await assert_server_gives_sparktuis_numbers(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_metricsql_rate_starts_at_the_last_scrape_before_its_window(run: Run) -> None:
     """Half a scrape interval into the window, Prometheus's ``rate()`` would extrapolate the increase
     between the scrapes inside it; MetricsQL's still starts at the scrape before the window: the first
@@ -109,21 +112,25 @@ async def test_metricsql_rate_starts_at_the_last_scrape_before_its_window(run: R
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_snapshot_from_victoria_metrics_has_rates_at_once(run: Run) -> None:
     await assert_snapshot_has_rates_at_once(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_discovery_finds_the_nodes_victoria_metrics_scrapes(run: Run) -> None:
     await assert_discovery_finds_the_demo_node(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_mixed_mode_metrics_from_victoria_metrics_host_state_over_ssh(run: Run) -> None:
     await assert_mixed_mode(run)
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_the_default_latency_offset_does_not_hide_the_last_scrape(run: Run) -> None:
     """VictoriaMetrics answers "now" as of 30 s ago by default; sparktui's queries ask it not to."""
     urls = fleet_metrics_urls(run.fleet)
@@ -145,6 +152,7 @@ async def test_the_default_latency_offset_does_not_hide_the_last_scrape(run: Run
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.slow
 async def test_a_target_down_in_victoria_metrics_is_down_here(run: Run) -> None:
     # Runs last: it powers a node off.
     reasons = await assert_a_target_down_is_down_here(run)

@@ -149,6 +149,7 @@ def lines_of(out: io.StringIO, **fields: str) -> list[str]:
 # --- one alert through every notifier format ---------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_node_down_fires_once_after_for_s_and_resolves_once_in_every_format(
     node_down: Demo, receiver: Receiver
 ) -> None:
@@ -210,6 +211,7 @@ async def test_node_down_fires_once_after_for_s_and_resolves_once_in_every_forma
         assert secret not in out.getvalue()
 
 
+@pytest.mark.slow
 async def test_a_finding_alert_carries_the_finding_evidence_and_fix(receiver: Receiver) -> None:
     demo = DemoFleet(nodes=DEFAULT_NODES[2:], seed=21, scenario=SCENARIOS["engine-dead"])
     await demo.start()
@@ -237,6 +239,7 @@ async def test_a_finding_alert_carries_the_finding_evidence_and_fix(receiver: Re
 # --- a slow or dead notifier -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_slow_and_a_dead_notifier_delay_no_poll_and_no_tick(receiver: Receiver) -> None:
     receiver.behaviour = Behaviour(delay_s=5.0)  # answers after 5 s
     dead = free_port()

@@ -20,7 +20,7 @@ state is. The stubs append every call to ``state/calls.log`` and answer from fil
 ``append_docker_log``. The ``sudo`` stub runs its command with the privileged paths redirected into
 ``state/`` (``/proc/sys/vm/drop_caches`` → ``drop_caches_file``, ``/dev/shm/`` → ``shm_dir``), kills only
 PIDs allowed with ``sudo_may_kill``, and can be made to want a password (``sudo_needs_password``) or to
-wait first (``sudo_sleep``); see tests/stubs/sudo.
+wait first (``sudo_sleep``, or until released: ``sudo_hold``); see tests/stubs/sudo.
 
 Needs ``/usr/sbin/sshd`` (Debian: ``apt-get install -y openssh-server openssh-client``). Without it
 the fixtures skip, or fail when ``CI=true``.
@@ -561,14 +561,22 @@ SetEnv PATH={path} SPARKTUI_STUB_STATE={self.state_dir}
         """Where the sudo stub sends writes to ``/proc/sys/vm/drop_caches``."""
         return self.state_dir / "drop_caches"
 
-    def sudo_needs_password(self, needs: bool = True) -> None:
-        """Make ``sudo -n`` answer "sudo: a password is required" (exit 1), as a sudoers rule without
-        NOPASSWD does."""
-        flag = self.state_dir / "sudo" / "password"
-        if needs:
+    def _sudo_flag(self, name: str, on: bool) -> None:
+        flag = self.state_dir / "sudo" / name
+        if on:
             flag.touch()
         else:
             flag.unlink(missing_ok=True)
+
+    def sudo_needs_password(self, needs: bool = True) -> None:
+        """Make ``sudo -n`` answer "sudo: a password is required" (exit 1), as a sudoers rule without
+        NOPASSWD does."""
+        self._sudo_flag("password", needs)
+
+    def sudo_hold(self, held: bool = True) -> None:
+        """While held, the sudo stub waits before running its command: an action that is still running
+        for as long as the test needs, however slow the machine, and goes on once released."""
+        self._sudo_flag("hold", held)
 
     def sudo_sleep(self, seconds: float | None) -> None:
         """Make the sudo stub wait ``seconds`` before running its command (None: at once)."""

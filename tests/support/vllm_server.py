@@ -21,7 +21,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,10 +178,18 @@ def vllm_command(python: Path, model: Path, port: int, *extra: str) -> list[str]
     ]
 
 
-def start_vllm(python: Path, model: Path, log: Path, *extra: str, port: int | None = None) -> VllmServer:
+def start_vllm(
+    python: Path,
+    model: Path,
+    log: Path,
+    *extra: str,
+    port: int | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> VllmServer:
+    """A server started in the background (``wait_healthy`` waits for it); ``extra_env`` adds to ``SERVER_ENV``."""
     port = port or free_port()
     before = shm_names()
-    env = {**os.environ, **SERVER_ENV}
+    env = {**os.environ, **SERVER_ENV, **(extra_env or {})}
     env.pop("VLLM_CPU_OMP_THREADS_BIND", None)  # its "all" is not accepted
     with log.open("wb") as out:
         process = psutil.Popen(

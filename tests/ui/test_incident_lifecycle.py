@@ -111,6 +111,7 @@ async def _confirm(pilot: Pilot[None], key: str, command: str) -> None:
     await pilot.press("y")
 
 
+@pytest.mark.slow
 async def test_the_page_cache_finding_opens_in_time_clears_after_the_fix_and_the_warmup_opens_no_wedge(
     incident: Incident,
 ) -> None:

@@ -304,6 +304,7 @@ async def _long_run(ticks: int) -> None:
         assert list(app.poll_errors) == []
 
 
+@pytest.mark.slow
 async def test_the_kiosk_stays_bounded_and_rotates_over_hundreds_of_polls() -> None:
     await _long_run(TICKS)
 

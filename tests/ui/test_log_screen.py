@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from rich.segment import Segment
 from textual.widgets import Static
 
@@ -160,6 +161,7 @@ async def test_wrap_toggles_between_cut_lines_that_scroll_sideways_and_wrapped_r
         assert not view.wrap and not any("END" in _plain(row) for row in _rows(view))
 
 
+@pytest.mark.slow
 async def test_signature_lines_are_drawn_in_the_critical_colour_and_others_are_not() -> None:
     buffer = LogBuffer()
     buffer.append(T0, "INFO Starting vLLM API server on http://0.0.0.0:8000")

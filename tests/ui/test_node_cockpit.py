@@ -162,6 +162,7 @@ async def test_lines_arriving_in_the_tail_follow_it_to_the_end_without_reflowing
         assert [w for w in layouts if w.startswith("LogView")] == []
 
 
+@pytest.mark.slow
 async def test_at_80x24_no_two_panels_overlap_and_the_memory_ledger_scrolls_into_view(incident: SparkApp) -> None:
     app = incident
     async with app.run_test(size=(80, 24)) as pilot:

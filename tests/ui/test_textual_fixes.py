@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 from importlib import metadata
 
+import pytest
 from textual._styles_cache import StylesCache
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -39,6 +40,7 @@ def _gone_render_caches(app: SparkApp) -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, StylesCache) and id(o) not in shown)
 
 
+@pytest.mark.slow
 async def test_visiting_nodes_leaves_no_dead_footer_keys_behind() -> None:
     """textual#6666: each recompose of the fleet screen's footer left its old keys reachable."""
     app = fed_app()
@@ -53,6 +55,7 @@ async def test_visiting_nodes_leaves_no_dead_footer_keys_behind() -> None:
         assert len(watchers.get("compact", [])) <= len(keys)
 
 
+@pytest.mark.slow
 async def test_gone_widgets_leave_no_render_cache_behind() -> None:
     """textual#6665: an lru_cache on an instance method kept the rendered lines of 1024 gone widgets."""
     app = fed_app()

@@ -32,6 +32,7 @@ def _node_screens_alive() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, NodeScreen))
 
 
+@pytest.mark.slow
 async def test_node_screens_no_longer_kept_are_removed() -> None:
     clock = Clock()
     app = TwoKeptApp(fleet_spec(), collect=False, clock=clock)

@@ -34,6 +34,7 @@ def _spark1(app: SparkApp) -> InstanceView:
     return view.instances[0]
 
 
+@pytest.mark.slow
 async def test_incident_recovered_with_keys_only(incident: SparkApp, tmp_path: Path) -> None:
     app = incident
     async with app.run_test(size=(160, 48)) as pilot:

@@ -4,9 +4,6 @@ side by side in the fleet view."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from sparktui.model.counters import CounterHistory
@@ -28,7 +25,7 @@ from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.units import fmt_bits
 from sparktui.record.codec import host_update_from_json, host_update_to_json
-from tests.support.fabric import ETHTOOL, NIC, fabric_answer, fake_net, mapping, nccl_lines
+from tests.support.fabric import ETHTOOL, NIC, fabric_answer, nccl_lines
 
 BEFORE, AFTER = ETHTOOL
 SHA = "3f" * 32
@@ -123,23 +120,6 @@ def test_a_hostile_answer_is_bounded_and_never_raises(text: str) -> None:
     assert not any("\x1b" in f"{nic.name}{nic.operstate}{nic.problem}" for nic in sample.nics)
     if not sample.nics and not sample.complete:
         assert sample.problem is not None and "\x1b" not in sample.problem and len(sample.problem) < 300
-
-
-def test_the_command_reads_an_mlx5_interface_and_the_nccl_mapped(tmp_path: Path) -> None:
-    """The script itself, run by sh on a constructed /sys/class/net, with a process that maps a file
-    named libnccl (its maps line is the kernel's), without ethtool asked."""
-    net = fake_net(tmp_path, {NIC: "mlx5_core", "eno1": "igb"})
-    library = tmp_path / "lib dir" / "libnccl.so.2"
-    library.parent.mkdir()
-    library.write_bytes(b"\0" * 8192)
-    with mapping(library) as pid:
-        command = fabric_command([pid], ethtool=False, net_dir=str(net))
-        out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10, check=True).stdout
-    sample = parse_fabric(out)
-    assert [(n.name, n.operstate, n.speed_mbps) for n in sample.nics] == [(NIC, "up", 200000.0)]
-    (mapped,) = sample.nccl
-    assert (mapped.pid, mapped.path, mapped.size) == (pid, str(library), 8192)
-    assert sample.complete
 
 
 def test_the_fleet_shows_a_jobs_ranks_side_by_side_with_their_links() -> None:
