@@ -19,6 +19,9 @@ The kinds (``docs/reliability.md``, "Numbers by kind"):
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 LABEL_INT_DIGITS = 9  # a position or an engine index: nothing real has more than a few
 # Requests one engine holds running or waiting: vLLM's max_num_seqs is at most a few thousand, and a
@@ -77,3 +80,20 @@ def fraction_problem(value: float) -> str | None:
     if problem is None and not 0.0 <= value <= 1.0:
         return f"{value:.6g}, outside [0, 1]"
     return problem
+
+
+@dataclass(frozen=True, slots=True)
+class NumberKind:
+    """A kind of number as a range (for a test of a whole series at C speed: ``low <= value <= high``
+    is False for NaN and for what is out of range) and the reason a value is not of it."""
+
+    low: float
+    high: float
+    problem: Callable[[float], str | None]
+
+
+_LARGEST = sys.float_info.max
+FINITE = NumberKind(-_LARGEST, _LARGEST, finite_problem)
+COUNTER = NumberKind(0.0, _LARGEST, counter_problem)
+COUNT = NumberKind(0.0, MAX_COUNT, count_problem)
+FRACTION = NumberKind(0.0, 1.0, fraction_problem)

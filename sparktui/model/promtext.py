@@ -231,7 +231,9 @@ class PromParser:
         if len(memo) >= self._memo_limit or self._memo_chars >= self._memo_chars_limit:
             memo.clear()
             self._memo_chars = 0
-        if text.count("\n") > MAX_SERIES and (count := _sample_lines(text)) > MAX_SERIES:
+        # A sample line is at least 4 characters ("a 1\n"): a shorter text cannot be over the budget,
+        # and a real scrape (72 KB for one engine) pays no count of its lines.
+        if len(text) > 4 * MAX_SERIES and (count := _sample_lines(text)) > MAX_SERIES:
             raise TooManySeries(count)
         lines = text.split("\n")
         line_no = 0
@@ -240,7 +242,8 @@ class PromParser:
             if not line:
                 continue
             if line[0] == "#":
-                if _read_comment(line, line_no, lines, types):
+                # Only TYPE and EOF mean anything; HELP and other comments cost no call.
+                if (line.startswith("# TYPE ") or line == "# EOF") and _read_comment(line, line_no, lines, types):
                     break
                 continue
             # Split the series head from "value [timestamp]". Label values may hold spaces and

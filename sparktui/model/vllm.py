@@ -13,19 +13,14 @@ instance shows it as its reason, like a ``ParseError``, and no number from that 
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
-from sparktui.model.numbers import (
-    count_problem,
-    counter_problem,
-    finite_problem,
-    fraction_problem,
-    label_int,
-)
+from sparktui.model.numbers import COUNT, COUNTER, FINITE, FRACTION, NumberKind, label_int
 from sparktui.model.promtext import Exposition, Sample, parse_number
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 
@@ -126,13 +121,15 @@ class ScrapeProblem(ValueError):
     """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
 
 
-def _checked(
-    wire: str, series: list[Sample], problem_of: Callable[[float], str | None] = finite_problem
-) -> list[Sample]:
-    """``series`` when every value is a number of its kind (``problem_of``: ``model/numbers.py``), else
-    ``ScrapeProblem`` naming ``wire`` and the value."""
+def _checked(wire: str, series: list[Sample], kind: NumberKind = FINITE) -> list[Sample]:
+    """``series`` when every value is a number of its ``kind`` (``model/numbers.py``), else
+    ``ScrapeProblem`` naming ``wire`` and the value. The range is tested first, in one pass: a scrape
+    of good numbers costs no call per sample."""
+    low, high = kind.low, kind.high
+    if all(low <= value <= high for _labels, value in series):
+        return series
     for _labels, value in series:
-        problem = problem_of(value)
+        problem = kind.problem(value)
         if problem is not None:
             raise ScrapeProblem(f"{problem} in {wire}" if problem in _NON_FINITE else f"{wire} is {problem}")
     return series
@@ -142,7 +139,7 @@ _NON_FINITE = frozenset({"NaN", "+Inf", "-Inf"})
 
 
 def _counter(wire: str, series: list[Sample]) -> list[Sample]:
-    return _checked(wire, series, counter_problem)
+    return _checked(wire, series, COUNTER)
 
 
 def _bucket_bound(wire: str, le: str) -> float:
@@ -375,7 +372,7 @@ def normalise(expo: Exposition) -> VllmScrape:
         for labels, _value in expo.get(CACHE_CONFIG)
     }
     return VllmScrape(
-        models={name: _freeze_model(name, parts) for name, parts in models.models.items()},
+        models={name: _freeze_model(name, parts, models.hist_wires) for name, parts in models.models.items()},
         cache_config=cache_config,
         process_start=_process_start(expo),
     )
@@ -390,6 +387,7 @@ class _ScrapeModels:
         # The accumulator of each (model_name, engine) pair as the labels spell them: a scrape repeats
         # the same few pairs on hundreds of series, and each is made safe to show once.
         self.seen: dict[tuple[str, str | None], _ModelAccumulator] = {}
+        self.hist_wires: dict[str, str] = {}  # histogram key -> the ``_bucket`` wire name read for it
 
     def of(self, labels: Mapping[str, str]) -> _ModelAccumulator:
         """The part of the model and engine a series' labels name."""
@@ -451,48 +449,42 @@ def _read_histograms(expo: Exposition, models: _ScrapeModels) -> None:
             for labels, value in _counter(f"{base}{suffix}", expo.get(f"{base}{suffix}")):
                 _buckets, totals = models.of(labels).hist.setdefault(key, ({}, [0.0, 0.0]))
                 totals[index] += value
-        for acc in models.seen.values():
-            _check_buckets(wire, acc.hist.get(key))
+        models.hist_wires[key] = wire
 
 
 def _read_gauges(expo: Exposition, models: _ScrapeModels) -> None:
     """Requests running and waiting (by reason too), KV cache usage, prefix hit rate, sleep state."""
     running = _first_present(expo, GAUGES["running"])
-    for labels, value in _checked(running, expo.get(running), count_problem) if running else ():
+    for labels, value in _checked(running, expo.get(running), COUNT) if running else ():
         acc = models.of(labels)
         acc.running = _gauge_sum(acc.running, value)
     waiting = _first_present(expo, GAUGES["waiting"])
-    for labels, value in _checked(waiting, expo.get(waiting), count_problem) if waiting else ():
+    for labels, value in _checked(waiting, expo.get(waiting), COUNT) if waiting else ():
         acc = models.of(labels)
         acc.waiting = _gauge_sum(acc.waiting, value)
-    for labels, value in _checked(WAITING_BY_REASON, expo.get(WAITING_BY_REASON), count_problem):
+    for labels, value in _checked(WAITING_BY_REASON, expo.get(WAITING_BY_REASON), COUNT):
         reason = safe_text(labels.get("reason", ""), LABEL_LIMIT)
         by_reason = models.of(labels).waiting_by_reason
         by_reason[reason] = by_reason.get(reason, 0.0) + value
     kv = _first_present(expo, GAUGES["kv_usage"])
-    for labels, value in _checked(kv, expo.get(kv), fraction_problem) if kv else ():
+    for labels, value in _checked(kv, expo.get(kv), FRACTION) if kv else ():
         models.of(labels).kv[_engine_key(labels)] = value
     hit_rate = _first_present(expo, GAUGES["prefix_hit_rate"])
-    for labels, value in _checked(hit_rate, expo.get(hit_rate), fraction_problem) if hit_rate else ():
+    for labels, value in _checked(hit_rate, expo.get(hit_rate), FRACTION) if hit_rate else ():
         models.of(labels).prefix_hit_rate[_engine_key(labels)] = value
     for labels, value in _checked(SLEEP_STATE, expo.get(SLEEP_STATE)):
         flags = models.of(labels).sleep_flags.setdefault(_engine_key(labels), {})
         flags[labels.get("sleep_state", "")] = value
 
 
-def _check_buckets(wire: str, found: tuple[dict[float, float], list[float]] | None) -> None:
+def _check_buckets(wire: str, bounds: tuple[float, ...], cumulative: tuple[float, ...]) -> None:
     """A histogram's buckets as Prometheus requires them: a ``+Inf`` bucket, cumulative counts that
     never decrease with the bound. Without them every quantile would be silently "–" or wrong."""
-    if found is None:
-        return
-    buckets = found[0]
-    if math.inf not in buckets:
+    if not bounds or bounds[-1] != math.inf:
         raise ScrapeProblem(f"{wire} has no +Inf bucket")
-    before = 0.0
-    for bound in sorted(buckets):
-        if buckets[bound] < before:
-            raise ScrapeProblem(f"{wire} is not cumulative: the le={bound:g} bucket counts fewer than the one below")
-        before = buckets[bound]
+    if not all(below <= above for below, above in itertools.pairwise(cumulative)):
+        at = next(i for i in range(1, len(cumulative)) if cumulative[i] < cumulative[i - 1])
+        raise ScrapeProblem(f"{wire} is not cumulative: the le={bounds[at]:g} bucket counts fewer than the one below")
 
 
 def _process_start(expo: Exposition) -> float | None:
@@ -532,22 +524,27 @@ MAX_ENGINES = 64
 MAX_MODELS = 16
 
 
-def _freeze_model(name: str, parts: Mapping[str | None, _ModelAccumulator]) -> ModelScrape:
+def _freeze_model(name: str, parts: Mapping[str | None, _ModelAccumulator], wires: Mapping[str, str]) -> ModelScrape:
     """The model's sums made from its engines' parts, and each engine alone when there are several."""
     labelled = len(parts) - (None in parts)  # the series without an engine label are no engine
     if labelled > MAX_ENGINES:
         raise ScrapeProblem(f"{labelled} engine labels for model {name[:60]!r} (at most {MAX_ENGINES})")
     if len(parts) == 1:
-        return _freeze(name, next(iter(parts.values())))
+        return _freeze(name, next(iter(parts.values())), wires)
     total = _ModelAccumulator()
     for part in parts.values():
         total.add(part)
     engines = sorted((e for e in parts if e is not None), key=engine_order)
-    per_engine = {e: _freeze(name, parts[e]) for e in engines} if len(engines) > 1 else {}
-    return _freeze(name, total, per_engine)
+    per_engine = {e: _freeze(name, parts[e], wires) for e in engines} if len(engines) > 1 else {}
+    return _freeze(name, total, wires, per_engine)
 
 
-def _freeze(name: str, acc: _ModelAccumulator, per_engine: Mapping[str, ModelScrape] | None = None) -> ModelScrape:
+def _freeze(
+    name: str,
+    acc: _ModelAccumulator,
+    wires: Mapping[str, str],
+    per_engine: Mapping[str, ModelScrape] | None = None,
+) -> ModelScrape:
     # Finite values can still sum past the largest float over engines.
     sums = {**acc.counters, "running": acc.running or 0.0, "waiting": acc.waiting or 0.0}
     sums.update({f"waiting:{reason}": value for reason, value in acc.waiting_by_reason.items()})
@@ -558,9 +555,11 @@ def _freeze(name: str, acc: _ModelAccumulator, per_engine: Mapping[str, ModelScr
     histograms: dict[str, HistogramSample] = {}
     for key, (buckets, (total, count)) in acc.hist.items():
         bounds = tuple(sorted(buckets))
+        cumulative = tuple(buckets[b] for b in bounds)
+        _check_buckets(wires.get(key, key), bounds, cumulative)
         histograms[key] = HistogramSample(
             bounds=bounds,
-            cumulative=tuple(buckets[b] for b in bounds),
+            cumulative=cumulative,
             sum=total,
             count=count,
         )
