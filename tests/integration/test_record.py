@@ -504,7 +504,7 @@ def test_findings_are_recorded_when_they_open_and_clear(tmp_path: Path) -> None:
     assert len(actions) == 1 and actions[0].node == "spark1"
 
 
-def test_a_tap_on_the_core_hears_everything_it_is_fed(tmp_path: Path) -> None:
+def test_a_tap_on_the_core_hears_everything_it_is_fed() -> None:
     """A recorder is one tap on the monitor core (``Monitor.attach``), the same in every mode: what the
     core is fed reaches the tap as it was fed."""
     tapped = monitor_for(fleet_spec())

@@ -19,6 +19,7 @@ from sparktui.model.fleet import FleetState, NodeState
 from sparktui.model.numbers import count_problem, counter_problem, fraction_problem, json_int, label_int
 from sparktui.model.observations import NodeObservation, VllmObservation
 from sparktui.model.promtext import MAX_SERIES, TooManySeries, parse
+from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from tests.support.fixture_fleet import gb10_nvidia_exporter_page
 from tests.unit.test_status import FLEET, SCRAPES, observe, ok, view
@@ -35,36 +36,20 @@ HOSTILE = "\x1b]2;owned\x1b\\\x1b]52;c;ZWNobyBoaQ==\x07\x1b[2J\u009b31m\u0085\u2
 TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 GPU_PAGE = gb10_nvidia_exporter_page()
-GPU_FLEET = parse_config(
-    """
-[[nodes]]
-name = "spark1"
-host = "10.0.0.1"
-[[nodes.vllm]]
-name = "qwen"
-port = 8001
-[nodes.gpu_exporter]
-port = 9835
-""",
-    source="test.toml",
-)
-TWO_NODES = parse_config(
-    """
-[[nodes]]
-name = "spark1"
-host = "10.0.0.1"
-[[nodes.vllm]]
-name = "qwen"
-port = 8001
-[[nodes]]
-name = "spark2"
-host = "10.0.0.2"
-[[nodes.vllm]]
-name = "qwen"
-port = 8001
-""",
-    source="test.toml",
-)
+
+
+def _fleet(*names: str, gpu_exporter: bool = False) -> FleetSpec:
+    """Nodes serving one vLLM instance ``qwen`` each, with a GPU exporter or without."""
+    exporter = "[nodes.gpu_exporter]\nport = 9835\n" if gpu_exporter else ""
+    nodes = (
+        f'[[nodes]]\nname = "{name}"\nhost = "10.0.0.{n}"\n[[nodes.vllm]]\nname = "qwen"\nport = 8001\n{exporter}'
+        for n, name in enumerate(names, start=1)
+    )
+    return parse_config("".join(nodes), source="test.toml")
+
+
+GPU_FLEET = _fleet("spark1", gpu_exporter=True)
+TWO_NODES = _fleet("spark1", "spark2")
 
 
 def _with_value(head: str, value: str, scrape: str = SCRAPES[0]) -> str:
