@@ -99,7 +99,7 @@ class Arrivals:
     seen: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
 
     def install(self, app: SparkApp) -> None:
-        apply_observation = app.observation
+        apply_observation = app.monitor.observation
 
         def recording_observation(observation: NodeObservation) -> None:
             apply_observation(observation)
@@ -108,7 +108,7 @@ class Arrivals:
             value = float(found.group(1)) if found else None
             self.seen.setdefault(observation.node, []).append((time.monotonic(), value))
 
-        app.observation = recording_observation  # type: ignore[method-assign]
+        app.monitor.observation = recording_observation  # type: ignore[method-assign]
 
     def first(self, node: str, value: int, after: float) -> float | None:
         return next((t for t, v in self.seen.get(node, ()) if t >= after and v == value), None)

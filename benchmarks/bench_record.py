@@ -104,7 +104,7 @@ async def _collect(config: Path, path: Path, seconds: float) -> dict[str, float]
             sink._timed(lambda: recorder.tick(time.monotonic()))
 
     started = time.monotonic()
-    tasks = [asyncio.create_task(LiveFleet(fleet).run(sink)), asyncio.create_task(ticks())]
+    tasks = [asyncio.create_task(LiveFleet(fleet).deliver(sink)), asyncio.create_task(ticks())]
     await asyncio.sleep(seconds)
     for task in tasks:
         task.cancel()

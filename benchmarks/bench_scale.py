@@ -178,7 +178,7 @@ def _time_the_loop_work(app: SparkApp) -> tuple[list[tuple[float, float]], list[
     observation to the model (parsing the scrape). Wrapped on the instance, before it mounts."""
     ticks: list[tuple[float, float]] = []
     applies: list[float] = []
-    refresh_views, apply_observation = app.refresh_views, app.observation
+    refresh_views, apply_observation = app.refresh_views, app.monitor.observation
 
     def timed_refresh(force: bool = False) -> None:
         start = time.monotonic()
@@ -191,7 +191,7 @@ def _time_the_loop_work(app: SparkApp) -> tuple[list[tuple[float, float]], list[
         applies.append(time.perf_counter() - start)
 
     app.refresh_views = timed_refresh  # type: ignore[method-assign]
-    app.observation = timed_observation  # type: ignore[method-assign]
+    app.monitor.observation = timed_observation  # type: ignore[method-assign]
     return ticks, applies
 
 

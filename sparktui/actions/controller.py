@@ -6,10 +6,15 @@ on (the dashboard's, or one collected poll), how the operator confirms (a dialog
 ``--yes``) and where the progress goes. The table (``sparktui.actions.registry``) says how each
 action is planned and which modes refuse it; the runner runs it and writes its ``started`` record
 before anything is sent. Every refusal, wherever it is decided, is one line in the audit log.
+
+A controller given the monitor core (``core``: the dashboard's) tells it what each step touches while
+it runs and when it ended (``Monitor.action_started`` / ``action_ended``): an action's own restart
+and warmup are no wedge. A one-shot ``sparktui action`` has no core that outlives it, and passes none.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -30,6 +35,7 @@ from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import NodeView
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.core import Monitor
 
 Plan = ActionPlan | FixPlan | BenchPlan
 Planner = Callable[[ActionSpec, str], Awaitable[Plan | Refusal]]
@@ -72,9 +78,19 @@ class ActionController:
     actions (read-only or kiosk), None when actions are on; a runner made read-only (``sparktui
     --read-only action``) refuses every action too, before anything is planned or collected."""
 
-    def __init__(self, runner: ActionRunner, *, mode: Mode | None = None) -> None:
+    def __init__(
+        self,
+        runner: ActionRunner,
+        *,
+        mode: Mode | None = None,
+        core: Monitor | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``core`` (with ``clock``, the core's tick clock) is told of each run (the module docstring)."""
         self.runner = runner
         self.mode = mode
+        self.core = core
+        self.clock = clock
 
     async def request(
         self,
@@ -118,6 +134,7 @@ class ActionController:
             return await refuse("a bench runs from the dashboard, or as `sparktui bench`", "runner", planned)
         if before_run is not None:
             before_run(planned)
+        self._hold(planned, started=True)
         result: ActionResult | None = None
         try:
             if isinstance(planned, BenchPlan):
@@ -126,6 +143,18 @@ class ActionController:
             else:
                 result = await self.runner.run(planned, progress)
         finally:
+            self._hold(planned, started=False)
             if after_run is not None:
                 after_run(planned, result)
         return result
+
+    def _hold(self, planned: Plan, *, started: bool) -> None:
+        """Tell the core that the plan's steps on the engine began, or ended (a bench touches none)."""
+        if self.core is None:
+            return
+        steps = planned.plans if isinstance(planned, FixPlan) else (planned,) if isinstance(planned, ActionPlan) else ()
+        for step in steps:
+            if started:
+                self.core.action_started(step.nodes, step.instance)
+            else:
+                self.core.action_ended(step.nodes, step.instance, self.clock())

@@ -1,10 +1,11 @@
 """``sparktui watch``: the dashboard's collection and rules with no screen, sending alerts.
 
 The watcher drives the same monitor core as the dashboard (``sparktui.monitor.core.Monitor``) from the
-same collection (``LiveFleet``, or any source with its ``run(sink)`` shape, such as a replay): every
-poll interval (or at a recording's ticks) the core computes the views, one diagnosis evaluation per
-node and the alert rules, so the watcher sees what the dashboard sees by construction. Each alert
-that fires or resolves is logged and handed to the notifiers, which send from their own queues: a
+same collection (``LiveFleet``, or any source with its ``run(core)`` shape, such as a replay): the
+source feeds the core, the watcher subscribes to it. Every poll interval (or at a recording's ticks)
+the core computes the views, one diagnosis evaluation per node and the alert rules, so the watcher
+sees what the dashboard sees by construction. Each alert that fires or resolves (``ticked``) is
+logged and handed to the notifiers, which send from their own queues: a
 slow or dead notifier never delays a poll or a tick.
 
 The log is one line per event on stdout, ``key=value`` pairs after a level word, no colour::
@@ -30,9 +31,7 @@ from sparktui.config import catalogue_for
 from sparktui.diagnosis.alerts import AlertEvent, AlertState, alert_rules, firing_now
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
-from sparktui.model.fleet import CanaryOrder, NodeView
-from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.fleet import NodeView
 from sparktui.model.specs import FleetSpec
 from sparktui.model.units import fmt_count
 from sparktui.monitor.core import (
@@ -40,9 +39,10 @@ from sparktui.monitor.core import (
     WINDOW_S,
     Monitor,
     MonitorObserver,
+    MonitorRecorder,
     MonitorTap,
-    collect_error_text,
 )
+from sparktui.monitor.schedule import next_due
 from sparktui.notify.notifiers import DEFAULT_DRAIN_S, NotifierHub
 from sparktui.sources.live import FleetSource
 from sparktui.sources.prometheus import fleet_source
@@ -56,7 +56,6 @@ PRIORITIES: Mapping[str, int] = {"crit": 2, "err": 3, "warning": 4, "notice": 5,
 _FIRING_LEVEL = {Severity.CRIT: "crit", Severity.WARN: "warning", Severity.INFO: "notice"}
 REPEAT_ERROR_S = 60.0  # the same collection error is logged again at most this often
 MAX_EVIDENCE_LOGGED = 5
-_SINK_METHODS = ("observation", "host", "log_batch", "error")
 
 
 def _field(value: object) -> str:
@@ -80,11 +79,13 @@ class Watcher:
         source: FleetSource | None = None,
         taps: Sequence[MonitorTap] = (),
         observers: Sequence[MonitorObserver] = (),
+        recorder: MonitorRecorder | None = None,
         journal: bool = False,
         window_s: float = WINDOW_S,
     ) -> None:
         """``taps`` hear everything the core is fed, ``observers`` every tick, finding and alert of the
-        core (a recorder or a black box is both: ``Monitor.attach``)."""
+        core; ``recorder`` (``--record``, ``--black-box``) is attached as the dashboard attaches its
+        own (``Monitor.attach``)."""
         self.fleet = fleet
         self.out = out if out is not None else sys.stdout
         self.clock = clock
@@ -99,53 +100,44 @@ class Watcher:
             observers=observers,
             taps=taps,
         )
+        if recorder is not None:
+            self.monitor.attach(recorder)
+        self.monitor.subscribe(self)
         self.source: FleetSource = source or fleet_source(fleet, clock=clock)
         self.hub = NotifierHub(fleet.notifiers, report=self._report, wall=wall, ca_file=fleet.ca_file)
         self._errors_logged: dict[tuple[str, str], float] = {}
         self._problems_logged: set[str] = set()
         self._tap_failures_logged = 0
 
-    # --- FleetSink: what the source collects goes to the core ----------------------------------------
+    # --- MonitorSubscriber: what the core publishes -------------------------------------------------
 
-    def reset(self) -> None:
-        """A recording starts again (a new session, or a gap): so does the core."""
-        self.monitor.reset()
+    def arrived(self, node: str) -> None:
+        pass  # nothing to draw: the tick evaluates
 
-    def observation(self, observation: NodeObservation) -> None:
-        self.monitor.observation(observation)
-
-    def preread(self, observation: NodeObservation) -> None:
-        self.monitor.preread(observation)  # in a worker thread: the parse leaves the event loop
-
-    def host(self, update: HostUpdate) -> None:
-        self.monitor.host(update)
-
-    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        self.monitor.log_batch(node, instance, lines)
-
-    def error(self, node: str, exc: Exception) -> None:
-        self.monitor.error(node, exc)
-        message = collect_error_text(exc)
+    def failed(self, node: str, line: str) -> None:
+        """A collection error, logged at most once per ``REPEAT_ERROR_S`` per node and message."""
         now = time.monotonic()
-        last = self._errors_logged.get((node, message))
+        last = self._errors_logged.get((node, line))
         if last is None or now - last >= REPEAT_ERROR_S:
-            self._errors_logged[(node, message)] = now
-            self.log("err", node=node, event="collect-error", error=message)
+            self._errors_logged[(node, line)] = now
+            self.log("err", node=node, event="collect-error", error=line)
 
-    def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
-        return self.monitor.canaries_due(node, t)
-
-    # --- the tick -------------------------------------------------------------------------------------
-
-    def tick(self, now: float | None = None) -> tuple[AlertEvent, ...]:
-        """The core ticked at ``now`` (default: the clock's; a recording's ticks pass their own), its
-        alert events logged and sent: returns them."""
-        events = self.monitor.tick(self.clock() if now is None else now, self.wall())
+    def ticked(self, now: float, events: tuple[AlertEvent, ...]) -> None:
+        """Each tick of the core, whoever drove it (this watcher's clock, or a recording's ticks): its
+        alert events logged and handed to the notifiers."""
         for event in events:
             self._log_event(event)
             self.hub.submit(event)
         self._log_problems()
-        return events
+
+    def restarted(self) -> None:
+        pass  # a recording started again (a new session, or a gap): the core did; nothing kept here
+
+    # --- the tick -------------------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> tuple[AlertEvent, ...]:
+        """Tick the core at ``now`` (default: the clock's); ``ticked`` logs and sends its events."""
+        return self.monitor.tick(self.clock() if now is None else now, self.wall())
 
     def _log_problems(self) -> None:
         for problem in self.monitor.diagnosis.problems:
@@ -183,7 +175,7 @@ class Watcher:
             config=self.fleet.source,
         )
         self.hub.start()
-        collect = asyncio.create_task(self.source.run(self), name="collect")
+        collect = asyncio.create_task(self.source.run(self.monitor), name="collect")
         stopper = asyncio.create_task(stop.wait(), name="stop") if stop is not None else None
         waits: list[asyncio.Future[Any]] = [collect] if stopper is None else [collect, stopper]
         started = loop.time()
@@ -201,14 +193,12 @@ class Watcher:
                     break
                 if stopper is not None and stopper.done():
                     break
-                if not self.source.drives_ticks:  # a recording calls ``tick`` at its own ticks
+                if not self.source.drives_ticks:  # a recording ticks the core at its own ticks
                     self._safe_tick()
                 now = loop.time()
                 if deadline is not None and now >= deadline:
                     break
-                next_at += interval
-                if next_at < now:  # a tick overran: skip the missed ones rather than bunch up
-                    next_at = now + interval - ((now - next_at) % interval)
+                next_at = next_due(next_at, now, interval)  # a tick that overran skips the ones it missed
         finally:
             for task in (collect, stopper):
                 if task is not None:
@@ -275,6 +265,7 @@ async def watch(
     source: FleetSource | None = None,
     taps: Sequence[MonitorTap] = (),
     observers: Sequence[MonitorObserver] = (),
+    recorder: MonitorRecorder | None = None,
     stop_after_s: float | None = None,
     stop: asyncio.Event | None = None,
     journal: bool = False,
@@ -292,6 +283,7 @@ async def watch(
         source=source,
         taps=taps,
         observers=observers,
+        recorder=recorder,
         journal=journal,
     )
     return await watcher.run(stop_after_s=stop_after_s, stop=stop, drain_s=drain_s)
@@ -346,12 +338,8 @@ def main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorde
 
 
 async def _main(fleet: FleetSpec, *, stop_after_s: float | None, journal: bool, recorder: Recorder | None) -> int:
-    # A recorder (--record, --black-box) taps what is collected, and observes the core's ticks, findings
-    # and alerts: both as ``Monitor.attach`` makes it.
-    taps: tuple[MonitorTap, ...] = (recorder,) if recorder is not None else ()
-    observers: tuple[MonitorObserver, ...] = (recorder,) if recorder is not None else ()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    return await watch(fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, taps=taps, observers=observers)
+    return await watch(fleet, stop_after_s=stop_after_s, stop=stop, journal=journal, recorder=recorder)

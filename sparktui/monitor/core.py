@@ -5,12 +5,20 @@ replay (in the dashboard or headless, as ``sparktui export`` does) and, through 
 recorder and the black box. Because they all run this one class they cannot disagree on a number,
 a finding or an alert.
 
-- Fed: the ``FleetSink`` methods (``observation``, ``host``, ``log_batch``, ``error``), called by a
-  source (live HTTP and SSH, Prometheus, or a recording) on the event loop.
+- Fed: every source (live HTTP and SSH, Prometheus, or a recording) is run with the core as its
+  sink (``source.run(monitor)``) and calls ``observation``, ``host``, ``log_batch`` and ``error`` on
+  the event loop (``preread`` in a worker thread first); a live source asks the core which canaries
+  are due (``canaries_due``); a recording ticks it and resets it. Nothing reaches the core through a
+  consumer: the dashboard and ``watch`` are subscribers, not pipes.
+- Published: each subscriber (``MonitorSubscriber``, ``subscribe``) hears of each observation applied
+  (``arrived``: the dashboard draws that node's row), of each collection error as its one line
+  (``failed``), of each tick with its alert events (``ticked``: ``watch`` logs and sends them), and of
+  a reset (``restarted``).
 - Ticked: ``tick(now, wall)`` once per poll interval (or at a recording's ticks) computes the views
   over the window, a point of history, one diagnosis evaluation per node over the log lines written
   since the last tick and the last scrape interval, then the alert rules; the observers hear of the
-  tick, each node's findings and every alert that fires; the alert events are returned.
+  tick, each node's findings and every alert that fires, then the subscribers; the alert events are
+  returned. When a live consumer ticks is one rule for all of them (``sparktui.monitor.schedule``).
 - Told of actions: ``action_started`` / ``action_ended`` (the dashboard's recovery actions) hold the
   diagnosis's wedge-type detectors for what the action touches while it runs and a settle time after
   (``diagnosis.engine.ACTION_SETTLE_S``): a restart's cold first request is no wedge.
@@ -56,6 +64,16 @@ class MonitorObserver(Protocol):
     def tick(self, now: float) -> None: ...
     def findings(self, node: str, active: Sequence[Finding], now: float | None = None) -> None: ...
     def alert(self, reason: str, node: str | None = None) -> None: ...
+
+
+class MonitorSubscriber(Protocol):
+    """A consumer of the core (the dashboard, ``watch``): told what the core publishes, it draws or
+    sends; it never feeds the core. Each method is called on the event loop and must not block."""
+
+    def arrived(self, node: str) -> None: ...
+    def failed(self, node: str, line: str) -> None: ...
+    def ticked(self, now: float, events: tuple[AlertEvent, ...]) -> None: ...
+    def restarted(self) -> None: ...
 
 
 class MonitorTap(Protocol):
@@ -114,6 +132,7 @@ class Monitor:
         self.log_lines = log_lines
         self.observers: list[MonitorObserver] = list(observers)
         self.taps: list[MonitorTap] = list(taps)
+        self.subscribers: list[MonitorSubscriber] = []
         self.tap_failures: list[TapFailure] = []  # each tap's first failure of each kind, in order
         self._taps_failed: set[tuple[int, str]] = set()
         # Every log signature of the catalogue, for highlighting in a log view.
@@ -128,6 +147,10 @@ class Monitor:
         what it derives. The one way every mode records, so a recording is the same whoever made it."""
         self.taps.append(recorder)
         self.observers.append(recorder)
+
+    def subscribe(self, subscriber: MonitorSubscriber) -> None:
+        """``subscriber`` hears of every arrival, error, tick and reset from now on (``MonitorSubscriber``)."""
+        self.subscribers.append(subscriber)
 
     @classmethod
     def once(cls, fleet: FleetSpec, catalogue: Catalogue) -> Monitor:
@@ -152,6 +175,8 @@ class Monitor:
         """Forget everything collected and derived: the source starts again (a replay's seek)."""
         self._start()
         self.resets += 1
+        for subscriber in self.subscribers:
+            subscriber.restarted()
 
     # --- FleetSink: what a source collects ----------------------------------------------------------
 
@@ -159,6 +184,8 @@ class Monitor:
         self.state.apply(observation)
         self._wall_offset = observation.wall - observation.t
         self._tap("observation", observation)
+        for subscriber in self.subscribers:
+            subscriber.arrived(observation.node)
 
     def preread(self, observation: NodeObservation) -> None:
         """Parse the bodies ``observation`` carries ahead of ``observation`` (``FleetState.preread``):
@@ -178,9 +205,12 @@ class Monitor:
         self._tap("log_batch", node, instance, lines)
 
     def error(self, node: str, exc: Exception) -> None:
-        """Keep the error's one line (``errors``, the newest ``MAX_ERRORS``)."""
-        self.errors.append(f"{node}: {collect_error_text(exc)}")
+        """Keep the error's one line (``errors``, the newest ``MAX_ERRORS``) and tell the subscribers."""
+        line = collect_error_text(exc)
+        self.errors.append(f"{node}: {line}")
         self._tap("error", node, exc)
+        for subscriber in self.subscribers:
+            subscriber.failed(node, line)
 
     def _tap(self, method: str, *args: object) -> None:
         """Hand what the core was fed to its taps; one that fails is noted once (``tap_failures``) and
@@ -249,6 +279,8 @@ class Monitor:
                 observer.findings(node, findings, now)
             for reason, node in fired:
                 observer.alert(reason, node)
+        for subscriber in self.subscribers:
+            subscriber.ticked(now, events)
         return events
 
     def observer_problems(self) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from sparktui.diagnosis.engine import Finding
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.history import NODE_METRICS
 from sparktui.monitor.core import WINDOW_S, Monitor
-from sparktui.record.replay import Feeder
+from sparktui.record.replay import replay_into
 from sparktui.record.store import RecordingReader
 
 Value = float | str | None
@@ -142,9 +142,7 @@ def export(
             rows += 1
 
     try:
-        feeder = Feeder(monitor, reader.gap_s, on_tick)
-        for record in reader.records():
-            feeder.feed(record)
+        replay_into(reader, monitor, on_tick)  # the same feed as every replay
     finally:
         reader.close()
     problems = [p for p in (reader.problem, reader.skipped_note) if p is not None]

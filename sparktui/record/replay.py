@@ -1,17 +1,20 @@
 """Replaying a recording into the same monitor core as live data (``sparktui.monitor.core.Monitor``).
 
-``ReplaySource`` is a ``FleetSource``: ``run(sink)`` hands the recorded observations, host updates,
-log batches and errors to the sink at the recorded pace times ``speed``, and moves a clock
-(``clock()``, the recording's time) that the consumer computes its views with. It has the controls
+``ReplaySource`` is a ``FleetSource``: ``run(core)`` hands the recorded observations, host updates,
+log batches and errors to the monitor core at the recorded pace times ``speed``, and moves a clock
+(``clock()``, the recording's time) that the consumer reads the core with. It has the controls
 of a player: ``pause()``, ``resume()``, ``step()``, ``seek(t)``, ``seek_by(dt)``, ``speed``.
 
-A sink may have three more methods, called when present (``ReplaySink``):
+Besides what a live source delivers, a recording drives the core (``ReplaySink``):
 
-- ``tick(now)``: the recorded consumer computed its views here (or, in a recording without ticks, a
-  poll interval passed): compute views and findings now, as the live consumer did;
+- ``tick(now, wall)``: the recorded consumer computed its views here (or, in a recording without
+  ticks, a poll interval passed): the core computes views and findings now, as the live one did, and
+  its subscribers hear of it;
 - ``reset()``: forget everything (a seek backwards, a new session, a gap): the source then replays
-  from up to ``rebuild_s`` before the target, fast, so windows, histories and findings are rebuilt;
-- ``recorded(record)``: a finding or an action the recorder was told of.
+  from up to ``rebuild_s`` before the target, fast, so windows, histories and findings are rebuilt.
+
+A finding or an action the recorder was told of is not the core's to know: it goes to the
+source's ``on_recorded`` (the replay dashboard shows it).
 
 A damaged file replays up to the damage; ``problem`` then says where, in one line. A record whose
 fields cannot be is skipped; ``skipped_note`` says how many, in one line.
@@ -26,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -34,44 +37,49 @@ from sparktui.model.specs import FleetSpec
 from sparktui.record.store import RecordingReader
 from sparktui.record.types import CollectError, Kind, LogBatch, Record, recorded_error
 
-if TYPE_CHECKING:
-    from sparktui.sources.live import FleetSink
-
 SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 REBUILD_S = 300.0  # a seek rebuilds the state from this long before the target
 CHUNK = 256  # records read (in a thread) at a time
 
 
 class ReplaySink(Protocol):
-    """A ``FleetSink`` with the replay's extras (each optional for ``ReplaySource``)."""
+    """What a recording is replayed into: the monitor core (``Monitor``), or a test's stand-in."""
 
     def observation(self, observation: NodeObservation) -> None: ...
     def host(self, update: HostUpdate) -> None: ...
     def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None: ...
     def error(self, node: str, exc: Exception) -> None: ...
-    def tick(self, now: float) -> None: ...
+    def tick(self, now: float, wall: float | None = None) -> object: ...
     def reset(self) -> None: ...
 
 
 class Feeder:
-    """Hands records to a sink by kind; resets it at a new session or after a gap."""
+    """Hands records to the core by kind; resets it at a new session or after a gap."""
 
-    def __init__(self, sink: FleetSink, gap_s: float, on_tick: Callable[[float], None] | None = None) -> None:
-        """``on_tick(t)`` is called after the sink's own ``tick`` (an export reads the core then)."""
+    def __init__(
+        self,
+        sink: ReplaySink,
+        gap_s: float,
+        on_tick: Callable[[float], None] | None = None,
+        *,
+        wall: Callable[[float], float] | None = None,
+        on_record: Callable[[Record], None] | None = None,
+    ) -> None:
+        """``on_tick(t)`` is called after the core's own ``tick`` (an export reads the core then);
+        ``wall(t)`` maps the recording's clock to unix time for the alerts (None: the core's own
+        mapping); ``on_record`` hears of the records that are neither fed nor a tick."""
         self.sink = sink
         self.gap_s = gap_s
         self.on_tick = on_tick
-        self._tick: Callable[[float], None] | None = getattr(sink, "tick", None)
-        self._reset: Callable[[], None] | None = getattr(sink, "reset", None)
-        self._recorded: Callable[[Record], None] | None = getattr(sink, "recorded", None)
+        self.wall = wall
+        self.on_record = on_record
         self.session: int | None = None
         self.last_t: float | None = None
 
     def reset(self) -> None:
         self.session = None
         self.last_t = None
-        if self._reset is not None:
-            self._reset()
+        self.sink.reset()
 
     def feed(self, record: Record) -> None:
         if self.session is not None and (
@@ -91,12 +99,11 @@ class Feeder:
         elif isinstance(payload, CollectError):
             sink.error(payload.node, recorded_error(payload.kind, payload.message))
         elif record.kind is Kind.TICK:
-            if self._tick is not None:
-                self._tick(record.t)
+            sink.tick(record.t, self.wall(record.t) if self.wall is not None else None)
             if self.on_tick is not None:
                 self.on_tick(record.t)
-        elif self._recorded is not None:
-            self._recorded(record)
+        elif self.on_record is not None:
+            self.on_record(record)
 
 
 class ReplaySource:
@@ -143,6 +150,7 @@ class ReplaySource:
         self._exhausted = False
         self._feeder: Feeder | None = None
         self.on_moved: Callable[[], None] | None = None  # called after a seek or a step is done
+        self.on_recorded: Callable[[Record], None] | None = None  # a finding or an action recorded
 
     # --- the clock ------------------------------------------------------------------------------------
 
@@ -217,9 +225,9 @@ class ReplaySource:
 
     # --- running --------------------------------------------------------------------------------------
 
-    async def run(self, sink: FleetSink) -> None:
+    async def run(self, core: ReplaySink) -> None:
         self._wake = asyncio.Event()
-        self._feeder = Feeder(sink, self.reader.gap_s)
+        self._feeder = Feeder(core, self.reader.gap_s, wall=self.reader.wall_at, on_record=self._recorded)
         loop = asyncio.get_running_loop()
         target = self._seek_to if self._seek_to is not None else self.start_t
         self._seek_to = None
@@ -252,6 +260,10 @@ class ReplaySource:
                 await self._wait()
         finally:
             self._close_records()
+
+    def _recorded(self, record: Record) -> None:
+        if self.on_recorded is not None:
+            self.on_recorded(record)
 
     def _moved(self) -> None:
         if self.on_moved is not None and self._seek_to is None and not self._steps:
@@ -354,10 +366,10 @@ class ReplaySource:
             self._records = None
 
 
-def replay_into(reader: RecordingReader, sink: FleetSink, on_tick: Callable[[float], None] | None = None) -> int:
-    """Every record of ``reader`` into ``sink``, synchronously and as fast as possible (for exports
-    and tests); returns how many were delivered. ``reader.problem`` tells of damage."""
-    feeder = Feeder(sink, reader.gap_s, on_tick)
+def replay_into(reader: RecordingReader, sink: ReplaySink, on_tick: Callable[[float], None] | None = None) -> int:
+    """Every record of ``reader`` into ``sink`` (the core), synchronously and as fast as possible (for
+    exports and tests); returns how many were delivered. ``reader.problem`` tells of damage."""
+    feeder = Feeder(sink, reader.gap_s, on_tick, wall=reader.wall_at)
     count = 0
     for record in reader.records():
         feeder.feed(record)

@@ -1,8 +1,9 @@
 """Live collection of a whole fleet, for every consumer alike (the dashboard, ``watch``, recording):
 the HTTP poll loops, one host sampler, one log stream per vLLM instance and one of the kernel, over
-each node's single SSH connection. What arrives goes to a ``FleetSink``; ``run()`` goes on until cancelled.
+each node's single SSH connection. What arrives goes to the monitor core (``run(core)``), the one door
+every consumer reads from; the core is asked which canaries are due; ``run()`` goes on until cancelled.
 
-A recording's replay source has the same ``run(sink)`` shape, so the dashboard and the watcher run
+A recording's replay source has the same ``run(core)`` shape, so the dashboard and the watcher run
 on live or recorded data through the same code.
 """
 
@@ -11,21 +12,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from sparktui.model.logbuffer import LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
-from sparktui.sources.canary import CanaryPlanner, CanarySender
+from sparktui.sources.canary import CanarySender
 from sparktui.sources.host import HostCollector, wants_host_state
 from sparktui.sources.http import make_poll_client
 from sparktui.sources.logs import BATCH_MAX_LINES, LogStream, followed_logs
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
 
+if TYPE_CHECKING:
+    from sparktui.monitor.core import Monitor
+
 
 class FleetSink(Protocol):
-    """Where collected data goes. Each method is called on the event loop and must not block."""
+    """What a source delivers to: the monitor core (``Monitor``), or, for a test of a source alone, any
+    object with these methods. Each is called on the event loop and must not block."""
 
     def observation(self, observation: NodeObservation) -> None: ...
     def host(self, update: HostUpdate) -> None: ...
@@ -33,19 +38,12 @@ class FleetSink(Protocol):
     def error(self, node: str, exc: Exception) -> None: ...
 
 
-@runtime_checkable
-class Prereader(Protocol):
-    """A sink that reads an observation's bodies ahead, in a worker thread (``Monitor.preread``)."""
-
-    def preread(self, observation: NodeObservation) -> None: ...
-
-
 class FleetSource(Protocol):
-    # True when the source carries the clock: a recording's ticks call the consumer's ``tick(now)``,
-    # and the consumer evaluates then, not on a timer of its own. False for live sources.
+    # True when the source carries the clock: a recording ticks the core at its own ticks, and no
+    # consumer ticks it on a timer of its own. False for live sources.
     drives_ticks: bool
 
-    async def run(self, sink: FleetSink) -> None: ...
+    async def run(self, core: Monitor) -> None: ...
 
 
 class LiveFleet:
@@ -75,10 +73,17 @@ class LiveFleet:
             found = self.ssh[name] = NodeSsh(node)
         return found
 
-    async def run(self, sink: FleetSink) -> None:
+    async def run(self, core: Monitor) -> None:
+        """Collect into ``core`` until cancelled."""
+        await self.deliver(core, core)
+
+    async def deliver(self, sink: FleetSink, planner: Monitor | None = None) -> None:
+        """Collect into ``sink`` until cancelled; ``planner`` (the core) plans the canaries and reads
+        each observation ahead in a worker thread. ``run`` passes the core as both; a test of the
+        collection alone passes a sink of its own and no planner."""
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self._http(sink))
+                group.create_task(self._http(sink, planner))
                 for node in self.fleet.nodes:
                     if wants_host_state(node):
                         ssh = None if node.local else self.node_ssh(node.name)
@@ -91,11 +96,9 @@ class LiveFleet:
             for ssh in self.ssh.values():
                 await ssh.close()
 
-    async def _http(self, sink: FleetSink) -> None:
-        # A sink that plans canaries (the monitor core behind the dashboard or ``watch``) gets them sent.
-        planner = sink if isinstance(sink, CanaryPlanner) else None
+    async def _http(self, sink: FleetSink, planner: Monitor | None) -> None:
         canaries = CanarySender(self.fleet) if planner is not None else None
-        preread = sink.preread if isinstance(sink, Prereader) else None
+        preread = planner.preread if planner is not None else None
         try:
             async with make_poll_client(fleet_origins(self.fleet), ca_file=self.fleet.ca_file) as client:
                 poller = FleetPoller(self.fleet, client, clock=self.clock, canaries=canaries)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
+from sparktui.monitor.schedule import next_due
 from sparktui.sources.canary import CanaryPlanner, CanarySender
 from sparktui.sources.collector import Clock, NodeCollector
 from sparktui.sources.http import FetchClient, origin_of
@@ -114,8 +115,6 @@ class FleetPoller:
             except Exception as exc:  # a bug must not stop this node's polling, nor the others'
                 if on_error is not None:
                     on_error(collector.node.name, exc)
-            next_at += interval
             now = self.schedule_clock()
-            if next_at < now:  # the poll overran: skip the missed ticks rather than bunch up
-                next_at = now + interval - ((now - next_at) % interval)
+            next_at = next_due(next_at, now, interval)  # a poll that overran skips the slots it missed
             await self.sleep(next_at - now)

@@ -51,6 +51,7 @@ from sparktui.model.specs import (
     check_host,
 )
 from sparktui.monitor.core import Monitor
+from sparktui.monitor.schedule import next_due
 from sparktui.sources._httpx import httpx
 from sparktui.sources.collector import NodeCollector
 from sparktui.sources.http import USER_AGENT, make_client, origin_of
@@ -523,7 +524,8 @@ class PrometheusSource(LiveFleet):
 
     # --- the loop (replaces LiveFleet's HTTP polling) ---
 
-    async def _http(self, sink: FleetSink) -> None:
+    async def _http(self, sink: FleetSink, planner: Monitor | None) -> None:
+        # Prometheus scraped the engines: no canary goes out from here (``planner`` unused).
         if not self.refresh_loop:
             return
         origins = [origin_of(self.spec.url)]
@@ -550,10 +552,8 @@ class PrometheusSource(LiveFleet):
                         sink.error("prometheus", exc)
                 except Exception as exc:  # a bug must not stop the refreshes
                     sink.error("prometheus", exc)
-                next_at += self.refresh_s
                 now = time.monotonic()
-                if next_at < now:  # the refresh overran: skip the missed ticks rather than bunch up
-                    next_at = now + self.refresh_s - ((now - next_at) % self.refresh_s)
+                next_at = next_due(next_at, now, self.refresh_s)  # a refresh that overran skips the missed ones
                 await asyncio.sleep(next_at - now)
 
 
@@ -613,20 +613,18 @@ def fleet_source(
     return LiveFleet(fleet, clock=clock, logs=logs)
 
 
-class _StateSink:
-    def __init__(self, monitor: Monitor) -> None:
-        self.monitor = monitor
-        self.refreshed = asyncio.Event()
-        self.errors: list[str] = []
+class _HostsHeard:
+    """A tap on the one-shot core: set once every node that has host state was heard from."""
+
+    def __init__(self, wanted: set[str]) -> None:
         self.heard: set[str] = set()
-        self.wanted: set[str] = set()
+        self.wanted = wanted
         self.all_heard = asyncio.Event()
 
     def observation(self, observation: NodeObservation) -> None:
-        self.monitor.observation(observation)
+        pass
 
     def host(self, update: HostUpdate) -> None:
-        self.monitor.host(update)
         self.heard.add(update.node)
         if self.wanted <= self.heard:
             self.all_heard.set()
@@ -635,7 +633,7 @@ class _StateSink:
         pass
 
     def error(self, node: str, exc: Exception) -> None:
-        self.errors.append(str(exc) if isinstance(exc, PrometheusError) else f"{node}: {type(exc).__name__}: {exc}")
+        pass
 
 
 async def collect(
@@ -648,12 +646,12 @@ async def collect(
     from sparktui.sources.host import wants_host_state
 
     fleet = monitor.fleet
-    sink = _StateSink(monitor)
     source = PrometheusSource(fleet, clock=clock, logs=False, refresh_loop=False)
     hosted = {node.name for node in fleet.nodes if wants_host_state(node)}
-    sink.wanted = hosted
+    heard = _HostsHeard(hosted)
+    monitor.taps.append(heard)
     deadline = time.monotonic() + max((n.ssh.connect_timeout_s for n in fleet.nodes), default=0.0) + 3.0
-    task = asyncio.create_task(source.run(sink)) if hosted else None
+    task = asyncio.create_task(source.run(monitor)) if hosted else None
     try:
         origins = [origin_of(fleet.prometheus.url)] if fleet.prometheus else []
         async with make_client(origins, ca_file=fleet.ca_file) as client:
@@ -663,8 +661,9 @@ async def collect(
             monitor.observation(observation)
         if task is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(sink.all_heard.wait(), max(0.0, deadline - time.monotonic()))
+                await asyncio.wait_for(heard.all_heard.wait(), max(0.0, deadline - time.monotonic()))
     finally:
+        monitor.taps.remove(heard)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -10,7 +10,7 @@ import re
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -23,21 +23,21 @@ from textual.dom import DOMNode
 from textual.timer import Timer
 
 from sparktui.actions.controller import ActionController, Plan, Shown, plan_for
-from sparktui.actions.plans import ActionPlan, BenchPlan, FixPlan, Refusal
+from sparktui.actions.plans import BenchPlan, Refusal
 from sparktui.actions.registry import ActionSpec, Mode, action_spec, refused_in
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.config import catalogue_for
-from sparktui.diagnosis.alerts import AlertEngine
+from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding
 from sparktui.model.bench import BenchRun
 from sparktui.model.drift import drift_report
-from sparktui.model.fleet import CanaryOrder, FleetState, NodeView
+from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.history import History
-from sparktui.model.logbuffer import DEFAULT_MAX_LINES, LogBuffer, LogLine
-from sparktui.model.observations import HostUpdate, NodeObservation
+from sparktui.model.logbuffer import DEFAULT_MAX_LINES, LogBuffer
 from sparktui.model.specs import FleetSpec
 from sparktui.model.units import fmt_clock
-from sparktui.monitor.core import UNSHOWN_LOG_LINES, WINDOW_S, Monitor, collect_error_text
+from sparktui.monitor.core import UNSHOWN_LOG_LINES, WINDOW_S, Monitor
+from sparktui.monitor.schedule import TickRounds
 from sparktui.record.recorder import Recorder
 from sparktui.sources.bench import BenchJob
 from sparktui.sources.live import FleetSource, LiveFleet
@@ -60,13 +60,6 @@ apply_textual_fixes()  # known bugs of the pinned Textual (textual_fixes.py)
 
 FREEZE_AFTER_S = 5.0  # the first polls answered and the first full frame drawn
 ARRIVAL_DELAY_S = 0.05  # observations arriving this close together are drawn in one frame
-# The render tick follows the polls: the first frame of arrivals at least TICK_ON_ARRIVAL of a render
-# period after the last tick is the tick (one frame a round, not one for the arrivals and another for
-# the tick); the timer is the fallback when nothing arrives, after TICK_FALLBACK periods. Both count
-# the render period on the timer's clock (``SparkApp.timer_clock``), not the app's (a test's or a
-# replay's may run faster): the tick comes as often as before, at the polls.
-TICK_ON_ARRIVAL = 0.9
-TICK_FALLBACK = 1.25
 EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a service stopping it, its terminal closed
 
 
@@ -120,6 +113,7 @@ class SparkApp(App[None]):
         )
         if recorder is not None:
             self.monitor.attach(recorder)  # taps what the core is fed, observes what it derives
+        self.monitor.subscribe(self)
         self.collect = collect
         self.kiosk = kiosk
         self.read_only = read_only or kiosk  # the kiosk is read-only by construction
@@ -129,9 +123,8 @@ class SparkApp(App[None]):
         self._arrived: set[str] = set()  # nodes observed since the last frame drew them
         self._kept_screens: list[str] = []  # installed node screens, the least recently opened first
         self._arrival_pending = False
-        self._render_every_s = 1.0  # set on mount
         self._render_timer: Timer | None = None
-        self._ticked_at: float | None = None  # timer_clock() at the last tick of the core (refresh_views)
+        self.rounds = TickRounds(1.0)  # when the core ticks: its period is set on mount
         self.timer_clock: Callable[[], float] = time.monotonic  # the render timer's clock (tests set it)
         self.action_log: list[tuple[str, tuple[str, ...]]] = []
         self.action_results: list[ActionResult] = []
@@ -169,14 +162,12 @@ class SparkApp(App[None]):
             memory=lambda name: self.state.nodes[name].memory if name in self.state.nodes else None,
             clock=self.clock,
         )
-        self.controller = ActionController(self.actions, mode=self._mode)
+        self.controller = ActionController(self.actions, mode=self._mode, core=self.monitor, clock=self.clock)
         if self.collect:
-            self.run_worker(self.source.run(self), name="collect", group="collect", exit_on_error=False)
+            self.run_worker(self.source.run(self.monitor), name="collect", group="collect", exit_on_error=False)
         every = self.render_every_s if self.render_every_s is not None else max(0.5, self.fleet.poll_interval_s)
-        self._render_every_s = every
-        self._render_timer = self.set_interval(
-            every * TICK_FALLBACK if self._ticks_on_arrival else every, self.refresh_views, name="render"
-        )
+        self.rounds = TickRounds(every, follows_arrivals=self.DRAW_ON_ARRIVAL and not self.source.drives_ticks)
+        self._render_timer = self.set_interval(self.rounds.timer_period_s, self.refresh_views, name="render")
         if self.freeze_gc:
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup, name="gc-freeze")
 
@@ -249,31 +240,27 @@ class SparkApp(App[None]):
     def window_s(self) -> float:
         return self.monitor.window_s or WINDOW_S
 
-    # --- FleetSink: what the source collects goes to the core ----------------------------------------
+    # --- MonitorSubscriber: what the core publishes -------------------------------------------------
 
-    def observation(self, observation: NodeObservation) -> None:
-        self.monitor.observation(observation)
-        if self.DRAW_ON_ARRIVAL:
-            self._arrived.add(observation.node)
+    def arrived(self, node: str) -> None:
+        """An observation of ``node`` reached the core: its row is drawn within ``ARRIVAL_DELAY_S``.
+        Before the app runs (a core fed ahead, as a test does) there is nothing to draw yet: the
+        first tick draws everything."""
+        if self.DRAW_ON_ARRIVAL and self.is_running:
+            self._arrived.add(node)
             if not self._arrival_pending:
                 self._arrival_pending = True
                 self.set_timer(ARRIVAL_DELAY_S, self._draw_arrivals, name="arrivals")
 
-    def preread(self, observation: NodeObservation) -> None:
-        self.monitor.preread(observation)  # in a worker thread: the parse leaves the event loop
+    def failed(self, node: str, line: str) -> None:
+        if self.is_running:
+            self.notify(f"{node}: {line}", severity="error")
 
-    def host(self, update: HostUpdate) -> None:
-        self.monitor.host(update)
+    def ticked(self, now: float, events: tuple[AlertEvent, ...]) -> None:
+        pass  # drawn by the render tick (``refresh_views``), which ticks a live core itself
 
-    def log_batch(self, node: str, instance: str, lines: Sequence[LogLine]) -> None:
-        self.monitor.log_batch(node, instance, lines)
-
-    def error(self, node: str, exc: Exception) -> None:
-        self.monitor.error(node, exc)
-        self.notify(f"{node}: {collect_error_text(exc)}", severity="error")
-
-    def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]:
-        return self.monitor.canaries_due(node, t)
+    def restarted(self) -> None:
+        pass  # only a replay starts the core again (``ReplayApp``)
 
     async def on_unmount(self) -> None:
         self._restore_signals()
@@ -286,26 +273,12 @@ class SparkApp(App[None]):
         self.refresh_views(force=True)
 
     def refresh_views(self, force: bool = False) -> None:
-        """The render tick: the core ticked (unless the source carries the clock: a recording's ticks
-        call ``tick``), the screen redrawn."""
+        """The render tick: the core ticked (unless the source carries the clock: a recording ticks the
+        core itself), the screen redrawn."""
         if not self.source.drives_ticks:
-            self._ticked_at = self.timer_clock()
+            self.rounds.ticked(self.timer_clock())
             self.monitor.tick(self.clock())
         self._draw(force)
-
-    def _round_due(self) -> bool:
-        """Whether arrivals now are a new round, drawn by the tick (see TICK_ON_ARRIVAL)."""
-        return (
-            self._ticks_on_arrival
-            and self._ticked_at is not None
-            and self.timer_clock() - self._ticked_at >= TICK_ON_ARRIVAL * self._render_every_s
-        )
-
-    @property
-    def _ticks_on_arrival(self) -> bool:
-        """Whether the render tick follows the arrivals (see TICK_ON_ARRIVAL): a live source's, whose
-        clock is the app's; a recording's ticks are its own."""
-        return self.DRAW_ON_ARRIVAL and not self.source.drives_ticks
 
     def _draw(self, force: bool = False) -> None:
         if (self.paused and not force) or not self.screen_stack:
@@ -325,7 +298,7 @@ class SparkApp(App[None]):
         # On a node screen the round is its node's: ticked at another node's arrival, it would be drawn
         # again a moment later at its own.
         ours = not isinstance(screen, NodeScreen) or screen.node in names
-        if ours and self._round_due() and self._render_timer is not None:
+        if ours and self.rounds.round_due(self.timer_clock()) and self._render_timer is not None:
             self.refresh_views()  # the tick, early or a little late: every row drawn once this round
             self._render_timer.reset()
             return
@@ -487,12 +460,8 @@ class SparkApp(App[None]):
 
     def _before_run(self, plan: Plan) -> None:
         self.notify(f"{plan.title}: started", timeout=3)
-        for step in _steps(plan):  # its own restart and warmup are no wedge
-            self.monitor.action_started(step.nodes, step.instance)
 
     def _after_run(self, plan: Plan, result: ActionResult | None) -> None:
-        for step in _steps(plan):
-            self.monitor.action_ended(step.nodes, step.instance, self.clock())
         if result is None:  # cancelled: sparktui is stopping
             return
         self.action_results.append(result)
@@ -596,11 +565,6 @@ class SparkApp(App[None]):
 
 _REFUSED_READ_ONLY = {(action,) for action in refused_in(Mode.READ_ONLY)}
 _REFUSED_KIOSK = {(action,) for action in refused_in(Mode.KIOSK)}
-
-
-def _steps(plan: Plan) -> tuple[ActionPlan, ...]:
-    """The actions of a plan on the engine (a fix's, in order); a bench is none."""
-    return plan.plans if isinstance(plan, FixPlan) else (plan,) if isinstance(plan, ActionPlan) else ()
 
 
 def make_app(fleet: FleetSpec, **options: object) -> SparkApp:

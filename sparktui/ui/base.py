@@ -1,13 +1,17 @@
-"""The screens' base: one typed way back to the app that holds the fleet's state (``spark``).
+"""The screens' base, and what a screen may ask of the app (``Dashboard``, reached as ``spark``).
 
-``sparktui.ui.app`` imports every screen, so the app's class is imported here only for the type
-checker and, at run time, when first asked for.
+A screen draws what the monitor core knows and asks the app to navigate or to act; it never reaches
+into the app. ``Dashboard`` names everything it may use, typed, and nothing else; the app
+(``sparktui.ui.app.SparkApp``) is one, checked by the type checker (``tests/ui/test_dashboard.py``).
+No module here imports the app: the app imports the screens, never the other way round.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, TypeVar
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from textual import events
 from textual.css.query import NoMatches
@@ -16,17 +20,71 @@ from textual.visual import VisualType
 from textual.widgets import Footer, Static
 
 if TYPE_CHECKING:
-    from sparktui.ui.app import SparkApp
+    from sparktui.diagnosis.alerts import AlertEngine
+    from sparktui.diagnosis.engine import DiagnosisEngine, Finding
+    from sparktui.model.fleet import NodeView
+    from sparktui.model.history import History
+    from sparktui.model.logbuffer import LogBuffer
+    from sparktui.model.specs import FleetSpec
+    from sparktui.monitor.core import Monitor
 
 ResultType = TypeVar("ResultType")
 
 
-def spark_app(app: object) -> SparkApp:
-    """``app`` as the dashboard's app: every screen and command provider here runs in one."""
-    from sparktui.ui.app import SparkApp
+class Dashboard(Protocol):
+    """What a screen, a dialog or the command palette may ask of the app (see the module docstring)."""
 
-    assert isinstance(app, SparkApp)
-    return app
+    # the fleet and how the app runs
+    fleet: FleetSpec
+    read_only: bool
+    kiosk: bool
+    clock: Callable[[], float]
+    paused: bool
+    # what the core knows
+    monitor: Monitor
+
+    @property
+    def views(self) -> tuple[NodeView, ...]: ...
+    @property
+    def findings(self) -> dict[str, tuple[Finding, ...]]: ...
+    @property
+    def history(self) -> History: ...
+    @property
+    def diagnosis(self) -> DiagnosisEngine: ...
+    @property
+    def alerts(self) -> AlertEngine: ...
+    @property
+    def signature_patterns(self) -> tuple[re.Pattern[str], ...]: ...
+    @property
+    def window_s(self) -> float: ...
+
+    action_log: list[tuple[str, tuple[str, ...]]]  # the actions run this session, newest last
+
+    def log_buffers(self, node_name: str) -> Mapping[str, LogBuffer]: ...
+    def firing_alerts(self) -> list[tuple[str, str]]: ...
+    def own_problems(self) -> list[str]: ...
+
+    # how to draw
+    colours: dict[str, str]
+    theme: str
+    no_color: bool
+
+    @property
+    def theme_names(self) -> list[str]: ...
+
+    # navigation and actions
+    def open_node(self, name: str) -> None: ...
+    def open_logs(self, name: str) -> None: ...
+    def close_node(self) -> None: ...
+    def step_node(self, current: str, step: int) -> None: ...
+    def unlock_kiosk(self) -> None: ...
+    def start_action(self, action_id: str, node: str | None = None) -> None: ...
+    def action_toggle_pause(self) -> None: ...
+
+
+def spark_app(app: object) -> Dashboard:
+    """``app`` as the dashboard: every screen and command provider here runs in one (``Dashboard``)."""
+    return cast("Dashboard", app)
 
 
 def update_panel(panel: Static, content: VisualType) -> None:
@@ -67,7 +125,7 @@ class SparkScreen(Screen[ResultType]):
             self.query_one(Footer).compact = event.size.width < COMPACT_FOOTER_BELOW
 
     @property
-    def spark(self) -> SparkApp:
+    def spark(self) -> Dashboard:
         return spark_app(self.app)
 
     @property
@@ -87,5 +145,5 @@ class SparkModal(ModalScreen[ResultType]):
     """A dialog or list over the dashboard."""
 
     @property
-    def spark(self) -> SparkApp:
+    def spark(self) -> Dashboard:
         return spark_app(self.app)

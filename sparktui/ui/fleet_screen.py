@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events
@@ -41,7 +41,7 @@ from sparktui.model.units import (
     fmt_rate,
     fmt_seconds,
 )
-from sparktui.ui.base import SparkScreen, update_panel
+from sparktui.ui.base import Dashboard, SparkScreen, update_panel
 from sparktui.ui.chart import ChartPanel
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
@@ -59,9 +59,6 @@ from sparktui.ui.render import (
     status_text,
 )
 from sparktui.ui.table import RowTable, TableColumn
-
-if TYPE_CHECKING:
-    from sparktui.ui.app import SparkApp
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,7 +626,7 @@ def _chart(
     return head, column_rows(series, width, height - 1, high=top or None)
 
 
-def _job_of(app: SparkApp, node: str, instance: str) -> str | None:
+def _job_of(app: Dashboard, node: str, instance: str) -> str | None:
     spec = app.fleet.node(node)
     if spec is None:
         return None

@@ -78,20 +78,16 @@ class ReplayApp(SparkApp):
         self._problem_told = False
         self._skipped_told = False
         source.on_moved = self._moved
+        source.on_recorded = self.recorded
 
-    # --- what the replay hands over, besides the FleetSink ---------------------------------------------
-
-    def tick(self, now: float) -> None:
-        """The recording's consumer evaluated here: so does the core (drawn by the render timer)."""
-        self.monitor.tick(now, self.replay.wall(now))
+    # --- what the core and the recording publish ---------------------------------------------------------
 
     @property
     def ticks(self) -> int:
         return self.monitor.ticks
 
-    def reset(self) -> None:
-        """Forget everything: the replay starts again before a seek target."""
-        self.monitor.reset()
+    def restarted(self) -> None:
+        """The core forgot everything: the replay starts again before a seek target."""
         if self.screen_stack and isinstance(self.screen, NodeScreen):
             self.call_later(self._renew_node_screen)
 

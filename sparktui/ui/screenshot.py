@@ -57,7 +57,7 @@ async def capture(
         ssh = {n.name: NodeSsh(n) for n in spec.nodes if n.ssh.enabled and not n.local}
 
         def to_app(node: str) -> Callable[[str, list[LogLine]], None]:
-            return lambda instance, lines: app.log_batch(node, instance, lines)
+            return lambda instance, lines: app.monitor.log_batch(node, instance, lines)
 
         logs = [
             asyncio.create_task(LogStream(ssh[n.name], vllm, on_batch=to_app(n.name)).run())

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.actions.audit import AUDIT_ENV, AuditLog
+from sparktui.actions.controller import ActionController
 from sparktui.actions.plans import (
     ActionPlan,
     Refusal,
@@ -32,13 +33,14 @@ from sparktui.actions.plans import (
     plan_restart,
     plan_warmup,
 )
-from sparktui.actions.registry import ActionKind
+from sparktui.actions.registry import ActionKind, ActionSpec, action_spec
 from sparktui.actions.runner import ActionResult, ActionRunner, MemoryReader, Outcome
 from sparktui.cli import main
-from sparktui.config import parse_config
+from sparktui.config import catalogue_for, parse_config
 from sparktui.demo.fleet import DemoFleet, InstanceSpec
 from sparktui.demo.fleet import NodeSpec as DemoNodeSpec
 from sparktui.demo.sim import PROFILES
+from sparktui.diagnosis.engine import ACTION_SETTLE_S
 from sparktui.headless.action import main as actions_main
 from sparktui.headless.snapshot import collect
 from sparktui.model.commands import KILL_SCRIPT, ProcessIdentity, posix_cksum
@@ -48,6 +50,7 @@ from sparktui.model.memory import GIB, HostMemory
 from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
 from sparktui.model.units import fmt_seconds
+from sparktui.monitor.core import Monitor
 from tests.support.actions import FAST, config_for, fast_demo, host_process
 from tests.support.fixture_fleet import Endpoint, FixtureServer
 from tests.support.sshd import Sshd
@@ -813,6 +816,45 @@ async def test_local_node_runs_the_commands_here_without_ssh(
     assert (state / "calls.log").read_text().splitlines()[0] == "sudo -n sh -c sync; echo 3 > /proc/sys/vm/drop_caches"
     assert (state / "drop_caches").read_text() == "3\n"
     assert "MemAvailable before/after unknown" in result.message
+
+
+async def test_the_controller_holds_the_cores_wedge_detectors_while_an_action_runs_and_as_it_settles(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard's controller tells its core what an action touches: held from the start of the
+    run, released ``ACTION_SETTLE_S`` after its end on the core's clock."""
+    state = tmp_path / "state"
+    for sub in ("shm", "sudo"):
+        (state / sub).mkdir(parents=True)
+    (state / "calls.log").write_text("")
+    monkeypatch.setenv("PATH", f"{sshd.stub_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("SPARKTUI_STUB_STATE", str(state))
+    fleet = fleet_of(NodeSpec(name="here", host="127.0.0.1", local=True))
+    core = Monitor(fleet, catalogue_for(fleet.diagnosis))
+    now = [100.0]
+    runner = runner_for(fleet, tmp_path, memory=lambda _node: None, memory_settle_s=0.1)
+    controller = ActionController(runner, core=core, clock=lambda: now[0])
+    held_before: list[bool] = []
+    held_during: list[bool] = []
+
+    async def plan(spec: ActionSpec, node: str) -> ActionPlan | Refusal:
+        return plan_drop_caches(fleet, node, None, settings=FAST)
+
+    async def confirm(_planned: object) -> bool:
+        held_before.append(core.diagnosis.held("here", "any", now[0]))
+        return True
+
+    def progress(_message: str) -> None:
+        held_during.append(core.diagnosis.held("here", "any", now[0]))
+
+    spec = action_spec("drop-caches")
+    assert spec is not None
+    async with asyncio.timeout(20):
+        result = await controller.request(spec, "here", plan=plan, confirm=confirm, progress=progress)
+    assert result.ok, result.lines()
+    assert held_before == [False] and held_during and all(held_during)
+    assert core.diagnosis.held("here", "any", 100.0 + ACTION_SETTLE_S - 1.0)
+    assert not core.diagnosis.held("here", "any", 100.0 + ACTION_SETTLE_S)
 
 
 async def test_a_local_commands_output_is_kept_to_its_tail(monkeypatch: pytest.MonkeyPatch) -> None:

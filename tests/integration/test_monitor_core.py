@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import pkgutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -13,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+import sparktui.monitor
+from sparktui.diagnosis.alerts import AlertEvent
 from sparktui.diagnosis.engine import ACTION_SETTLE_S, Finding
 from sparktui.headless.watch import Watcher
 from sparktui.model.logbuffer import LogLine
+from sparktui.model.observations import NodeObservation
 from sparktui.monitor.core import Monitor, collect_error_text
 from sparktui.record.blackbox import BlackBox
 from sparktui.record.replay import ReplaySource, replay_into
@@ -111,6 +115,56 @@ async def test_dashboard_watch_replay_and_black_box_see_the_same_findings_and_al
     assert box.problem is None
 
 
+@dataclass
+class Heard:
+    """A ``MonitorSubscriber`` that keeps what the core published, in order."""
+
+    events: list[tuple[str, object]] = field(default_factory=list)
+
+    def arrived(self, node: str) -> None:
+        self.events.append(("arrived", node))
+
+    def failed(self, node: str, line: str) -> None:
+        self.events.append(("failed", f"{node}: {line}"))
+
+    def ticked(self, now: float, events: tuple[AlertEvent, ...]) -> None:
+        self.events.append(("ticked", now))
+
+    def restarted(self) -> None:
+        self.events.append(("restarted", None))
+
+
+def test_a_consumer_subscribes_to_the_core_and_hears_what_it_was_fed_and_derived() -> None:
+    monitor = monitor_for(fleet_spec())
+    heard = Heard()
+    monitor.subscribe(heard)
+    monitor.observation(NodeObservation(node="spark3", t=NOW, wall=1e9 + NOW))
+    monitor.error("spark2", KeyError("x"))
+    monitor.tick(NOW + 1.0)
+    monitor.reset()
+    assert heard.events == [
+        ("arrived", "spark3"),
+        ("failed", "spark2: internal error while collecting: KeyError: 'x'"),
+        ("ticked", NOW + 1.0),
+        ("restarted", None),
+    ]
+    assert monitor.views == () and monitor.subscribers == [heard]  # a reset keeps who listens
+
+
+async def test_a_recording_ticks_the_core_and_every_subscriber_hears_each_tick(incident: Path) -> None:
+    reader = RecordingReader(incident)
+    monitor = monitor_for(reader.fleet)
+    heard, trace = Heard(), Trace()
+    monitor.subscribe(heard)
+    monitor.observers.append(trace)
+    replay_into(reader, monitor)
+    reader.close()
+    ticks = [t for kind, t in heard.events if kind == "ticked"]
+    assert ticks and ticks == trace.ticks  # the recording drove them; no consumer forwarded them
+    arrivals = {node for kind, node in heard.events if kind == "arrived"}
+    assert arrivals == {node.name for node in reader.fleet.nodes}
+
+
 def test_log_gap_markers_stay_markers_in_the_core() -> None:
     monitor = monitor_for(fleet_spec())
     monitor.log_batch("spark1", "gptoss", [LogLine(0, None, "a"), LogLine(1, None, "-- reconnected --", gap=True)])
@@ -161,7 +215,8 @@ def test_the_core_and_the_diagnosis_import_no_io_library_or_ui_at_runtime() -> N
         "print(','.join(sorted(bad)) or 'clean', len([n for n in sys.modules if n.startswith('sparktui.monitor')]))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["clean", "2"]
+    modules = 1 + len(list(pkgutil.iter_modules(sparktui.monitor.__path__)))  # the package and each module
+    assert result.stdout.split() == ["clean", str(modules)]
 
 
 def test_a_tick_at_an_unmoved_clock_replaces_its_history_point_instead_of_adding_one() -> None:

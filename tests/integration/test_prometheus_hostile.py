@@ -221,7 +221,7 @@ async def test_the_refresh_loop_reports_a_hostile_answer_as_one_line(case: str) 
         answers = {QUERY: success("vector", [{"metric": labelled(VLLM, model_name={"a": 1}), "value": [NOW, "1"]}])}
     with HandMadePrometheus(answers) as prometheus:
         recorder = Recorder()
-        task = asyncio.create_task(PrometheusSource(fleet_of(prometheus.url), logs=False).run(recorder))
+        task = asyncio.create_task(PrometheusSource(fleet_of(prometheus.url), logs=False).deliver(recorder))
         try:
             await wait_until(lambda: recorder.errors, 10.0, what="an error from the refresh loop")
         finally:

@@ -66,6 +66,19 @@ def stopped_core(server: VllmServer) -> Iterator[psutil.Process]:
         core.resume()
 
 
+STOP_ATTEMPTS = 3  # stops of the core tried until one freezes it with requests counted
+
+
+async def frozen_in_flight(client: httpx.AsyncClient, server: VllmServer) -> float:
+    """Requests running or waiting in the engine's own gauges, read straight from its ``/metrics`` with
+    the core stopped (the numbers are frozen there). 0 when the stop landed in the moment between one
+    request's end and the next one's arrival: a stop then is an idle wedge, the canary's to find, not
+    the in-flight rule's (CI failed on that twice, opened by the canary 47-48 ticks on)."""
+    text = (await client.get(f"{server.url}/metrics", timeout=30.0)).text
+    gauge = re.compile(r"^vllm:num_requests_(?:running|waiting)\{[^}]*\} (\S+)$", re.MULTILINE)
+    return sum(float(value) for value in gauge.findall(text))
+
+
 async def run_check(config: Path) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
@@ -203,18 +216,35 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
         if not views:
             return "no view yet"
         (instance,) = views[0].instances
-        return f"{instance.status}, running {instance.running}, rates {instance.rates}"
+        return f"{instance.status}, running {instance.running}, waiting {instance.waiting}, rates {instance.rates}"
+
+    trace: list[str] = []  # what the rule saw at each tick after the stop, for the failure's message
+
+    def findings_traced() -> tuple[Finding, ...]:
+        line = f"tick {watcher.monitor.ticks}: {observed()}"
+        if not trace or trace[-1] != line:
+            trace.append(line)
+        return findings()
 
     watching = asyncio.create_task(watcher.run(stop=stop, drain_s=1.0))
     async with httpx.AsyncClient() as client:
         requests = [asyncio.create_task(keep_busy(client, lane)) for lane in range(3)]
         try:
-            await wait_until(moving, 120.0, what="requests running and tokens moving", interval_s=0.2, detail=observed)
-            with stopped_core(real_vllm):
-                stopped_at = watcher.monitor.ticks
-                await wait_until(findings, 120.0, what="engine-wedged", interval_s=0.1)
-                opened_after = watcher.monitor.ticks - stopped_at
-                (finding,) = findings()
+            for attempt in range(1, STOP_ATTEMPTS + 1):
+                await wait_until(
+                    moving, 120.0, what="requests running and tokens moving", interval_s=0.2, detail=observed
+                )
+                with stopped_core(real_vllm):
+                    stopped_at = watcher.monitor.ticks
+                    frozen = await frozen_in_flight(client, real_vllm)
+                    if frozen == 0 and attempt < STOP_ATTEMPTS:
+                        continue  # the stop landed between requests: the engine froze idle; stop it again
+                    assert frozen > 0, f"every stop froze the engine with no request counted ({STOP_ATTEMPTS} tries)"
+                    trace.clear()
+                    await wait_until(findings_traced, 120.0, what="engine-wedged", interval_s=0.1)
+                    opened_after = watcher.monitor.ticks - stopped_at
+                    (finding,) = findings()
+                break
             await wait_until(lambda: not findings(), CLEAR_WITHIN_S, what="engine-wedged cleared", interval_s=0.5)
         finally:
             for request in requests:
@@ -222,7 +252,7 @@ async def test_a_wedge_with_requests_in_flight_opens_engine_wedged_within_its_ru
             await asyncio.gather(*requests, return_exceptions=True)
             stop.set()
             await watching
-    assert opened_after <= promised_ticks, (opened_after, promised_ticks)
+    assert opened_after <= promised_ticks, (opened_after, promised_ticks, finding.evidence, *trace[:12])
     assert finding.instance == SERVED_NAME
     assert any(re.match(r"[1-9]\d* running, \d+ waiting at ", line) for line in finding.evidence), finding.evidence
     assert any(line.startswith("0 tokens generated over the last") for line in finding.evidence), finding.evidence

@@ -245,7 +245,7 @@ async def assert_mixed_mode(run: Run) -> None:
     """Metrics from the server, host state over SSH, from one running source."""
     recorder = Recorder()
     source = PrometheusSource(run.prom_fleet, logs=False)
-    task = asyncio.create_task(source.run(recorder))
+    task = asyncio.create_task(source.deliver(recorder))
     names = {n.name for n in run.prom_fleet.nodes}
 
     def every_node_seen() -> bool:

@@ -362,7 +362,7 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
         assert before.startswith("7/")
         body = re.sub(r"(vllm:num_requests_running\{[^}]*\}) [0-9.]+", r"\1 23.0", scenario_scrapes("mtp2-steady")[29])
         clock.t = NOW + 1
-        app.observation(
+        app.monitor.observation(
             NodeObservation(
                 node="spark1",
                 t=clock.t,
@@ -397,17 +397,17 @@ async def test_the_render_tick_follows_the_polls_and_a_round_is_one_frame() -> N
     def arrive(after_s: float) -> None:
         timer.t += after_s
         vllm = (VllmObservation("gptoss", _ok("u"), _ok("u", body)),)
-        app.observation(NodeObservation(node="spark1", t=clock.t, wall=1e9 + clock.t, vllm=vllm))
+        app.monitor.observation(NodeObservation(node="spark1", t=clock.t, wall=1e9 + clock.t, vllm=vllm))
 
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        ticks, ticked_at = app.monitor.ticks, app._ticked_at
+        ticks, ticked_at = app.monitor.ticks, app.rounds.ticked_at
         arrive(60.0)  # a minute after the last tick: not a round yet
         await wait_until(lambda: not app._arrival_pending, 10.0, what="the arrival drawn")
         assert app.monitor.ticks == ticks
         arrive(3540.0)  # a render period after the tick: this arrival is the round's tick
         await wait_until(lambda: app.monitor.ticks == ticks + 1, 10.0, what="the arrival's frame ticked")
-        assert ticked_at is not None and app._ticked_at == ticked_at + 3600.0
+        assert ticked_at is not None and app.rounds.ticked_at == ticked_at + 3600.0
         arrive(1.0)
         await wait_until(lambda: not app._arrival_pending, 10.0, what="the arrival drawn")
         assert app.monitor.ticks == ticks + 1
@@ -425,7 +425,7 @@ async def test_on_a_node_screen_the_round_is_ticked_at_its_own_nodes_arrival() -
 
     def arrive(node: str, instance: str) -> None:
         vllm = (VllmObservation(instance, _ok("u"), _ok("u", body)),)
-        app.observation(NodeObservation(node=node, t=clock.t, wall=1e9 + clock.t, vllm=vllm))
+        app.monitor.observation(NodeObservation(node=node, t=clock.t, wall=1e9 + clock.t, vllm=vllm))
 
     async with app.run_test(size=(160, 48)) as pilot:
         app.open_node("spark1")
