@@ -5,7 +5,8 @@
 outside the clone, ``/var/cache/sparktui/llama-server/<version>``; ``.ci/run`` runs it and exports
 ``$SPARKTUI_LLAMA_SERVER`` (the binary) and ``$SPARKTUI_LLAMA_MODELS`` (the folder of ``tiny.gguf`` and
 ``draft.gguf``). Without them the default cache is looked in. Without a build the tests that need it are
-skipped with one line; under ``CI=true`` they fail.
+skipped with one line; under ``CI=true`` they fail. CI's build runs beside the tests: under ``CI=true``
+the first test that needs it waits for the build's ``COMPLETE`` marker (or its ``FAILED`` one).
 
 The server answers ``/health`` 0.2 s after it starts and exits 1-3 s after SIGTERM. Its log (stderr,
 ``LlamaServer.log_text()``) has a ``print_timing`` block per finished request.
@@ -41,6 +42,9 @@ BUILD_HINT = (
 DEFAULT_ARGS = ("--metrics", "--slots", "-np", "2", "-c", "4096", "-t", "1", "-tb", "1")
 START_TIMEOUT_S = 60.0  # 0.2 s on an idle machine; the model is 5 MB
 STOP_TIMEOUT_S = 15.0  # SIGTERM ends it in 1-3 s; then SIGKILL
+# .ci/run's background build: about 9 minutes alone, longer beside the tests (it runs at nice 19).
+BUILD_WAIT_S = 40 * 60.0
+BUILD_POLL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -56,11 +60,29 @@ def find_llama_server() -> tuple[Path, LlamaModels] | None:
     return LLAMA_SERVER, models
 
 
+def wait_for_build(deadline_s: float = BUILD_WAIT_S) -> str | None:
+    """Under CI, ``.ci/run`` builds llama-server in the background while the tests run: wait until its
+    ``COMPLETE`` marker is written (None) or its ``FAILED`` marker says why (one line)."""
+    complete, failed = LLAMA_MODELS / "COMPLETE", LLAMA_MODELS / "FAILED"
+    deadline = time.monotonic() + deadline_s
+    while not complete.is_file():
+        if failed.is_file():
+            return f"the background build of llama-server failed: see {failed.read_text().strip()}"
+        if time.monotonic() > deadline:
+            return f"the background build of llama-server did not finish within {deadline_s:g} s"
+        time.sleep(BUILD_POLL_S)
+    return None
+
+
 def require_llama_server() -> tuple[Path, LlamaModels]:
-    """The binary and the models, or skip the test (fail it when CI=true: CI must have built them)."""
+    """The binary and the models, or skip the test (fail it when CI=true: CI must have built them,
+    waited for while its build runs)."""
+    in_ci = os.environ.get("CI") == "true"
+    if in_ci and (problem := wait_for_build()) is not None:
+        pytest.fail(problem)
     found = find_llama_server()
     if found is None:
-        if os.environ.get("CI") == "true":
+        if in_ci:
             pytest.fail(BUILD_HINT)
         pytest.skip(BUILD_HINT)
     return found
