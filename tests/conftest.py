@@ -4,8 +4,9 @@ Tests live in tiers, one folder each: ``unit`` (pure functions on fixture data),
 HTTP servers, sshd, Prometheus, recordings on disk, subprocesses), ``ui`` (the Textual app under
 Pilot), ``snapshots`` (SVG screenshots), ``e2e`` (a real terminal, a real browser). Each test is marked
 with its tier, and with what it needs beyond Python: ``sshd``, ``prometheus``, ``browser``, ``tmux``,
-``vllm`` (``pytest -m "unit"``, ``pytest -m "not sshd"``; ``pytest --markers`` lists them). A test over
-about 5 s is ``slow``: every ``vllm`` test here, the others by hand (``pytest -m "not slow"``).
+``vllm``, ``llamacpp`` (``pytest -m "unit"``, ``pytest -m "not sshd"``; ``pytest --markers`` lists
+them). A test over about 5 s is ``slow``: every ``vllm`` test here, the others by hand (``pytest -m "not
+slow"``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-pytest_plugins = ["tests.support.sshd", "tests.support.vllm_server"]
+pytest_plugins = ["tests.support.sshd", "tests.support.vllm_server", "tests.support.llama_server"]
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data"
@@ -30,6 +31,7 @@ VLLM_FIXTURES = DATA / "vllm-0.33"
 TIERS = ("unit", "integration", "ui", "snapshots", "e2e")
 SSHD_FIXTURES = frozenset({"sshd", "sshd_factory", "fresh_sshd"})
 VLLM_FIXTURES_NEEDED = frozenset({"real_vllm", "tiny_model"})
+LLAMACPP_FIXTURES_NEEDED = frozenset({"real_llama_server", "llama_models"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,6 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("sshd")
         if VLLM_FIXTURES_NEEDED & fixtures:
             item.add_marker("vllm")
+        if LLAMACPP_FIXTURES_NEEDED & fixtures:
+            item.add_marker("llamacpp")
         if item.get_closest_marker("vllm") is not None:
             item.add_marker("slow")  # the real engine takes a minute or more to start
 
