@@ -97,6 +97,7 @@ class Sleep(StrEnum):
     KV_RELEASED = "kv_released"  # awake = 0 with neither level flag: release_kv_cache_memory()
     WEIGHTS_OFFLOADED = "weights_offloaded"  # sleep level 1
     DISCARD_ALL = "discard_all"  # sleep level 2
+    MODEL_FREED = "model_freed"  # llama-server's --sleep-idle-seconds: the model freed while idle
 
     @property
     def asleep(self) -> bool:
@@ -113,6 +114,7 @@ _SLEEP_WORDS = {
     Sleep.KV_RELEASED: "asleep (KV cache memory released)",
     Sleep.WEIGHTS_OFFLOADED: "asleep (level 1: weights offloaded to host memory)",
     Sleep.DISCARD_ALL: "asleep (level 2: weights and KV cache discarded)",
+    Sleep.MODEL_FREED: "asleep (idle: the model is freed; the next request loads it again)",
 }
 PROCESS_START = "process_start_time_seconds"
 
