@@ -181,7 +181,7 @@ def _engine_line(engine: EngineView) -> str:
 def _instance_lines(view: InstanceView) -> list[str]:
     head = f"  {view.name}  {view.url or '(worker)'}  {view.status.state.value}"
     if view.version:
-        head += f"  vLLM {view.version}"
+        head += f"  {view.engine} {view.version}"
     if view.model_name:
         head += f"  {view.model_name}"
     lines = [head]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, ParamSpec, TypeVar
 
 from sparktui.model import safe_json
@@ -40,13 +40,14 @@ from sparktui.model.memory import (
 from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import Exposition, ParseError, PromParser, TooManySeries, decode, looks_truncated
+from sparktui.model.reading import DEFAULT_READINGS, VLLM, Answers, EngineReading
 from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import fmt_count, fmt_duration
-from sparktui.model.vllm import WANTED, ModelScrape, ScrapeProblem, Sleep, VllmScrape, normalise
+from sparktui.model.vllm import ModelScrape, ScrapeProblem, Sleep, VllmScrape
 
 GIB = 1024**3
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
@@ -59,6 +60,7 @@ class InstanceView:
     role: str
     status: Status
     version: str | None
+    engine: str  # the engine it runs, as the operator says it ("vLLM", "llama.cpp")
     served_models: tuple[str, ...]
     max_model_len: int | None
     model_name: str | None
@@ -79,6 +81,7 @@ class InstanceView:
     kv: KvLoad | None = None  # the KV cache over all engines in one kind (``kv_usage`` is the busiest's)
     engines: tuple[EngineView, ...] = ()  # each engine of a data-parallel instance; () with one engine
     roofline: Roofline | None = None  # memory bandwidth and FLOP/s per GPU against the node's peaks
+    lacks: Mapping[str, str] = field(default_factory=dict)  # what its engine exports none of, and why
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -195,10 +198,13 @@ def _unreadable(what: str, exc: ParseError) -> str:
     return f"{what} is not Prometheus text: {safe_text(str(exc))}"
 
 
-def read_metrics(parser: PromParser, result: HttpResult) -> tuple[VllmScrape | None, str | None]:
-    """A 2xx ``/metrics`` answer read: its normalised scrape, or the one-line reason it cannot be used
-    (not UTF-8, not Prometheus text, over the series budget, empty, a number not of its kind). Pure:
-    the live source calls it off the event loop (``InstanceState.preread``), a replay on it."""
+def read_metrics(
+    parser: PromParser, result: HttpResult, reading: EngineReading = VLLM, answers: Answers | None = None
+) -> tuple[VllmScrape | None, str | None]:
+    """A 2xx ``/metrics`` answer read by its engine's ``reading`` (with the engine's other ``answers``):
+    its normalised scrape, or the one-line reason it cannot be used (not UTF-8, not Prometheus text,
+    over the series budget, empty, a number not of its kind). Pure: the live source calls it off the
+    event loop (``InstanceState.preread``), a replay on it."""
     text, truncated = "", False
     try:
         text = decode(result.body)
@@ -206,7 +212,7 @@ def read_metrics(parser: PromParser, result: HttpResult) -> tuple[VllmScrape | N
         expo = parser.parse(text)
         if not truncated and expo.series == 0:
             return None, "/metrics: the answer holds no series (an empty exposition)"
-        scrape = normalise(expo)
+        scrape = reading.normalise(expo, answers if answers is not None else Answers())
     except TooManySeries as exc:
         return None, f"/metrics: {exc}"
     except ParseError as exc:
@@ -215,7 +221,8 @@ def read_metrics(parser: PromParser, result: HttpResult) -> tuple[VllmScrape | N
             return None, "/metrics: body truncated (no final newline)"
         return None, f"/metrics is not Prometheus text: {safe_text(str(exc))}"
     except ScrapeProblem as exc:
-        return None, f"/metrics: {safe_text(str(exc))}"
+        reason = safe_text(str(exc))
+        return None, reason if reason.startswith("/") else f"/metrics: {reason}"  # "/slots: ..." names itself
     if truncated:
         return None, "/metrics: body truncated (no final newline)"
     return scrape, None
@@ -224,10 +231,15 @@ def read_metrics(parser: PromParser, result: HttpResult) -> tuple[VllmScrape | N
 class InstanceState:
     """What is known about one vLLM instance, updated poll by poll."""
 
-    def __init__(self, spec: VllmSpec, max_age_s: float, canary: CanarySpec | None = None) -> None:
-        """``canary``: the fleet's canary settings (None, or off for this instance: no canary)."""
+    def __init__(
+        self, spec: VllmSpec, max_age_s: float, canary: CanarySpec | None = None, reading: EngineReading = VLLM
+    ) -> None:
+        """``canary``: the fleet's canary settings (None, or off for this instance: no canary);
+        ``reading``: how its engine's answers are read (``spec.engine``'s)."""
         self.spec = spec
-        self.parser = PromParser(keep=WANTED.__contains__)
+        self.reading = reading
+        self.parser = PromParser(keep=reading.wanted)
+        self.info: bytes | None = None  # the engine's last description of itself (/version, /props)
         self.tracker = VllmTracker(max_age_s=max_age_s)
         self.health: HttpResult | None = None
         self.metrics: HttpResult | None = None
@@ -247,16 +259,18 @@ class InstanceState:
     def apply(self, obs: VllmObservation, t: float) -> None:
         if obs.health is not None:
             self.health = obs.health
+        if obs.version is not None and obs.version.ok:  # first: llama-server's /props is read with /metrics
+            self.info = obs.version.body
+            found = self.reading.version(safe_json.loads(obs.version.body))
+            if found is not None:
+                self.version = found
+        if obs.models is not None:
+            self._apply_models(obs.models)
         if obs.metrics is not None:
             self.metrics = obs.metrics
             # Timed by its own answer, not the end of the node's poll (VllmObservation.metrics_t).
-            self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t)
-        if obs.version is not None and obs.version.ok:
-            found = safe_json.loads(obs.version.body)
-            if isinstance(found, dict) and isinstance(found.get("version"), str):
-                self.version = safe_text(found["version"], LABEL_LIMIT)
-        if obs.models is not None:
-            self._apply_models(obs.models)
+            slots = obs.slots.body if obs.slots is not None and obs.slots.ok else None
+            self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t, slots)
         if obs.canary is not None and self.canary is not None:
             clock = self.canary
             # Live, the clock knows when it sent the canary; a replayed result carries only its time.
@@ -278,15 +292,20 @@ class InstanceState:
         answer arrives: the live source does this in a worker thread, so a large or hostile body's
         parse never holds the event loop. Not thread-safe with ``apply`` of the same instance: the
         node's polls never overlap, and its observation is applied after its preread returned."""
-        if result.ok:
-            self._preread = (result.body, read_metrics(self.parser, result))
+        if result.ok and self.reading.preread:
+            self._preread = (result.body, read_metrics(self.parser, result, self.reading))
 
-    def _apply_metrics(self, result: HttpResult, t: float) -> None:
+    def _apply_metrics(self, result: HttpResult, t: float, slots: bytes | None = None) -> None:
         if not result.ok:
             self.metrics_error = f"/metrics: {result.problem()}"
             return
         pre, self._preread = self._preread, None
-        scrape, problem = pre[1] if pre is not None and pre[0] is result.body else read_metrics(self.parser, result)
+        if pre is not None and pre[0] is result.body:
+            scrape, problem = pre[1]
+        else:
+            model = self.served_models[0] if self.served_models else None
+            answers = Answers(model_name=model, info=self.info, slots=slots, previous=self.tracker.latest)
+            scrape, problem = read_metrics(self.parser, result, self.reading, answers)
         if scrape is None:
             self.metrics_error = problem
             return
@@ -354,6 +373,8 @@ class InstanceState:
                 return manager
             return Status(State.DOWN, (f"{name}: /health {health.problem()}",))
         if health.status == 503:
+            if self.reading.loading_on_503:
+                return Status(State.LOADING, (f"{name}: loading the model (/health 503)",))
             return Status(State.DOWN, (f"{name}: engine dead (/health 503)",))
         if not health.ok:
             return Status(State.DOWN, (f"{name}: /health {health.problem()}",))
@@ -470,6 +491,7 @@ class InstanceState:
             role=self.spec.role,
             status=status,
             version=self.version,
+            engine=self.reading.label,
             served_models=self.served_models,
             max_model_len=self.max_model_len,
             model_name=model.model_name if model else None,
@@ -490,6 +512,7 @@ class InstanceState:
             kv=kv if fresh else None,
             engines=engines if fresh else (),
             roofline=_roofline(rates, node) if fresh else None,
+            lacks=gauges.lacks if gauges else {},
         )
 
     def _engine_load(
@@ -577,11 +600,27 @@ def _at_most_degraded(status: Status) -> Status:
     return status
 
 
+DEFAULT_MAX_AGE_S = 900.0  # the counter history kept for windows when no window bounds it
+
+
+def _reading(readings: Mapping[str, EngineReading], spec: VllmSpec) -> EngineReading:
+    found = readings.get(spec.engine)
+    if found is None:
+        raise ValueError(f"instance {spec.name}: no reading for engine {spec.engine!r} here")
+    return found
+
+
 class NodeState:
-    def __init__(self, spec: NodeSpec, fleet: FleetSpec, max_age_s: float) -> None:
+    def __init__(
+        self,
+        spec: NodeSpec,
+        fleet: FleetSpec,
+        max_age_s: float,
+        readings: Mapping[str, EngineReading] = DEFAULT_READINGS,
+    ) -> None:
         self.spec = spec
         self.fleet = fleet
-        self.instances = {v.name: InstanceState(v, max_age_s, fleet.canary) for v in spec.vllm}
+        self.instances = {v.name: InstanceState(v, max_age_s, fleet.canary, _reading(readings, v)) for v in spec.vllm}
         self.services: dict[str, HttpResult] = {}
         self.gpu_result: HttpResult | None = None
         self.gpu: GpuReading | None = None
@@ -973,9 +1012,16 @@ class FleetState:
     node (``NodeState.internal_error``) while the others go on.
     """
 
-    def __init__(self, spec: FleetSpec, max_age_s: float = 900.0) -> None:
+    def __init__(
+        self,
+        spec: FleetSpec,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        readings: Mapping[str, EngineReading] = DEFAULT_READINGS,
+    ) -> None:
+        """``readings``: how each engine kind is read (``sparktui.engines.READINGS``; vLLM's alone by
+        default); an instance of an engine with no reading here is a ``ValueError``."""
         self.spec = spec
-        self.nodes = {n.name: NodeState(n, spec, max_age_s) for n in spec.nodes}
+        self.nodes = {n.name: NodeState(n, spec, max_age_s, readings) for n in spec.nodes}
 
     def apply(self, obs: NodeObservation) -> None:
         node = self.nodes.get(obs.node)

@@ -51,7 +51,7 @@ def achieved(deltas: Deltas, latest: ModelScrape) -> Achieved:
     increases = [deltas.get(key) for key in MFU_KEYS]
     totals = [latest.counters.get(key) for key in MFU_KEYS]
     if any(value is None for value in totals):
-        return Achieved(None, None, NOT_EXPORTED)
+        return Achieved(None, None, latest.lacks.get("mfu", NOT_EXPORTED))
     if not any(totals):
         # Registered but never counted: the flag is off, once the engine has done any work at all.
         worked = latest.counters.get("generation_tokens") or latest.counters.get("prompt_tokens")

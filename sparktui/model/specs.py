@@ -283,12 +283,17 @@ class SshSpec(_Spec):
 
 
 Role = Literal["single", "head", "worker"]
+# The engine an instance runs (``sparktui.engines``): what is polled and how it is read.
+EngineKind = Literal["vllm", "llamacpp"]
+ENGINE_LABELS: dict[str, str] = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
 
 
 class VllmSpec(_Spec):
-    """One vLLM server on a node. A tensor-parallel worker (``role = "worker"``) may have no URL."""
+    """One engine's server on a node (``engine``: vLLM unless it says otherwise). A tensor-parallel
+    worker (``role = "worker"``) may have no URL."""
 
     name: Name = "vllm"
+    engine: EngineKind = "vllm"
     url: str | None = None
     port: Port | None = None
     api_key_env: str | None = None

@@ -207,6 +207,9 @@ class ModelScrape:
     # Each engine alone when the series carry two or more ``engine`` labels (data parallel); empty
     # with one engine. Series without an engine label (the API server's own) are in the sums only.
     per_engine: Mapping[str, ModelScrape] = field(default_factory=dict)
+    # What the engine does not export at all, by what it would show ("latency", "mfu"), and why, in the
+    # operator's words ("llama.cpp exports no latency histograms"): the screen says so beside its "–".
+    lacks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def prefix_hit_rate_gauge(self) -> float | None:

@@ -38,7 +38,15 @@ from typing import Protocol
 from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
-from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, CanaryOrder, FleetState, NodeView, internal_error_text
+from sparktui.engines import READINGS
+from sparktui.model.fleet import (
+    COUNTER_WINDOWS_KEPT,
+    DEFAULT_MAX_AGE_S,
+    CanaryOrder,
+    FleetState,
+    NodeView,
+    internal_error_text,
+)
 from sparktui.model.history import History
 from sparktui.model.logbuffer import DEFAULT_MAX_LINES, LogBuffer, LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
@@ -161,8 +169,8 @@ class Monitor:
         return cls(fleet, catalogue, window_s=None, keep_history=False, log_lines=UNSHOWN_LOG_LINES)
 
     def _start(self) -> None:
-        kept = {} if self.window_s is None else {"max_age_s": COUNTER_WINDOWS_KEPT * self.window_s}
-        self.state = FleetState(self.fleet, **kept)
+        kept = DEFAULT_MAX_AGE_S if self.window_s is None else COUNTER_WINDOWS_KEPT * self.window_s
+        self.state = FleetState(self.fleet, kept, READINGS)  # every engine read as its package says
         self.history = History()
         self.log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         self.diagnosis = DiagnosisEngine(self.catalogue)

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from sparktui.engines import llamacpp as llamacpp_engine
 from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.model.vllm import wanted_sample_names
@@ -74,9 +75,12 @@ class _InstancePoller:
             return VllmObservation(name=self.spec.name, health=None, metrics=None, canary=canary)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
+        llamacpp = self.spec.engine == "llamacpp"
         if self.metrics_url is None:  # built once: the filter has sixty query parameters to encode
-            self.metrics_url = metrics_url(base, self.spec.metrics_filter)
-        ask_version = self.need_version or self.polls % VERSION_EVERY == 0
+            self.metrics_url = metrics_url(base, self.spec.metrics_filter and not llamacpp)
+        # llama-server's /props says whether it sleeps: asked every poll (it wakes nothing).
+        ask_version = llamacpp or self.need_version or self.polls % VERSION_EVERY == 0
+        info_path = llamacpp_engine.INFO_PATH if llamacpp else "/version"
         ask_models = self.need_models or self.polls % MODELS_EVERY == 0
         metrics_at: list[float] = []
         url = self.metrics_url
@@ -91,7 +95,7 @@ class _InstancePoller:
             timed_metrics(),
         ]
         if ask_version:
-            calls.append(fetch(client, f"{base}/version", timeout_s=timeout, max_bytes=64 * 1024))
+            calls.append(fetch(client, f"{base}{info_path}", timeout_s=timeout, max_bytes=256 * 1024))
         if ask_models:
             calls.append(
                 fetch(
@@ -115,6 +119,9 @@ class _InstancePoller:
         if healthy and not self.was_healthy:  # came (back) up: a restart may have changed both
             self.need_version = self.need_models = True
         self.was_healthy = healthy
+        slots = None
+        if llamacpp and metrics.ok and llamacpp_engine.wants_slots(metrics.body):
+            slots = await fetch(client, f"{base}{llamacpp_engine.SLOTS_PATH}", timeout_s=timeout, max_bytes=cap)
         return VllmObservation(
             name=self.spec.name,
             health=health,
@@ -122,6 +129,7 @@ class _InstancePoller:
             version=version,
             models=models,
             canary=canary,
+            slots=slots,
             metrics_t=metrics_at[0] if metrics_at else None,
         )
 

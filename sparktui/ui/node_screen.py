@@ -407,17 +407,21 @@ class NodeScreen(SparkScreen[None]):
         rates = None if idle else instance.rates if instance else None
         theme = app.theme
         idle_text, dim = self._idle(idle), colours["dim"]
+        # An engine that exports no latency at all says so, instead of "no request finished".
+        lacking = instance.lacks.get("latency") if instance is not None else None
+        no_latency = Text(f"{NO_DATA}  {lacking}", style=dim) if lacking else None
+        explained = idle_text or no_latency
         self._put(
             "#latency",
-            (rates, idle, theme),
-            lambda: Group(_panel_title("Latency (window)"), idle_text) if idle_text else _latency_table(rates, dim),
+            (rates, idle, theme, lacking),
+            lambda: Group(_panel_title("Latency (window)"), explained) if explained else _latency_table(rates, dim),
         )
         self._put(
             "#ttft-hist",
-            (rates, idle, theme),
+            (rates, idle, theme, lacking),
             lambda: Group(
                 _panel_title("TTFT histogram (window)"),
-                self._idle(idle) or _ttft_histogram(rates, 24, colours["status-loading"], colours["dim"]),
+                self._idle(idle) or no_latency or _ttft_histogram(rates, 24, colours["status-loading"], colours["dim"]),
             ),
         )
         self._spec(view, instance, rates)
@@ -522,7 +526,7 @@ class NodeScreen(SparkScreen[None]):
             )
             groups.append([Text(line) for line in engine_lines(rates)])
         engine = [
-            Text(f"vLLM {instance.version or NO_DATA}"),
+            Text(f"{instance.engine} {instance.version or NO_DATA}"),
             Text(f"max_model_len {fmt_number(instance.max_model_len)}"),
         ]
         if instance.service is not None:

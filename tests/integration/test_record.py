@@ -341,6 +341,20 @@ def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
         _encoded_round_trip(items, keyframe_s)
 
 
+def test_a_llama_servers_slots_are_recorded_with_their_observation_and_replay() -> None:
+    """llama-server's /slots, read while a request runs, rides in its instance's observation, and is
+    absent (not empty) from the polls that did not read it."""
+    body = (Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434" / "running-slots.json").read_bytes()
+    slots = HttpResult(url="http://10.0.0.1:8080/slots", kind=FetchKind.OK, status=200, body=body)
+    items: list[tuple[Kind, float, str, object]] = []
+    for second, read in enumerate((None, slots, slots, None)):
+        for obs in fixture_poll(T0 + second, WALL0 + second, second):
+            vllm = tuple(replace(v, slots=read) for v in obs.vllm)
+            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
 def test_a_redirects_location_is_recorded_so_a_replay_gives_the_same_reason() -> None:
     redirected = HttpResult(
         url="http://10.0.0.1:8000/health", kind=FetchKind.OK, status=302, location="https://sso.example/login"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.engines.llamacpp.scrape import (
+    ENDED,
     Slot,
     context_usage,
     normalise,
@@ -40,16 +41,29 @@ def test_the_prompt_and_generated_counts_are_those_of_the_requests_that_ended() 
     assert (model.running, model.waiting) == (0, 0)
 
 
-def test_a_running_request_counts_its_prompt_at_once_and_its_tokens_when_it_ends() -> None:
+def test_a_running_request_counts_its_prompt_at_once_and_its_tokens_as_they_are_generated() -> None:
     (model,) = scrape("running", props="running").models.values()
     assert model.counters["prompt_tokens"] == 5 + 9 + 4
-    assert model.counters["generation_tokens"] == 100  # C's tokens are not counted until it ends
-    assert model.running == 1
     (slot,) = [s for s in read_slots((DATA / "running-slots.json").read_bytes()) if s.processing]
-    assert slot.sequence_tokens is not None and slot.decoded is not None
+    assert slot.sequence_tokens is not None and slot.decoded is not None and slot.decoded > 0
+    assert model.counters[ENDED] == 100  # llama-server counts C's tokens only when it ends...
+    assert model.counters["generation_tokens"] == 100 + slot.decoded  # ...its slot says how many so far
+    assert model.running == 1
     assert slot.sequence_tokens - slot.decoded in (3, 4)  # the prompt and what it generated, off by one at most
     assert model.kv_usage_by_engine == {"0": slot.sequence_tokens / (2 * 2048)}
     assert model.sleep is Sleep.AWAKE
+
+
+def test_the_live_count_never_goes_back_while_the_server_runs_and_starts_again_after_a_restart() -> None:
+    before = normalise(parse("llamacpp:tokens_predicted_total 100\n"), MODEL, slots=(Slot(0, 2048, True, 60, 50),))
+    assert before.models[MODEL].counters["generation_tokens"] == 150
+    # The request ended between this poll's /metrics and /slots: in neither, for one poll.
+    gap = normalise(parse("llamacpp:tokens_predicted_total 100\n"), MODEL, slots=(), previous=before)
+    assert gap.models[MODEL].counters["generation_tokens"] == 150  # held, not a counter going back
+    ended = normalise(parse("llamacpp:tokens_predicted_total 160\n"), MODEL, slots=(), previous=gap)
+    assert ended.models[MODEL].counters["generation_tokens"] == 160
+    restarted = normalise(parse("llamacpp:tokens_predicted_total 3\n"), MODEL, slots=(), previous=ended)
+    assert restarted.models[MODEL].counters["generation_tokens"] == 3  # a new process: counted again from 0
 
 
 def test_the_rates_of_a_window_are_the_requests_that_ended_in_it() -> None:

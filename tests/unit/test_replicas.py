@@ -53,6 +53,7 @@ def instance(name: str, model: str | None, rated: VllmRates | None, url: str | N
         role="single" if url else "worker",
         status=UP,
         version="0.33.0",
+        engine="vLLM",
         served_models=(model,) if model else (),
         max_model_len=None,
         model_name=model,

@@ -1,1 +1,60 @@
-"""llama.cpp's ``llama-server`` (``scrape``: what it serves, read into the engine-neutral scrape)."""
+"""llama.cpp's ``llama-server``: what is polled, and how what it serves is read (``scrape``).
+
+Every poll asks ``/health``, ``/metrics`` and ``/props`` (none of them wakes a sleeping server, nor
+keeps an idle one awake), and now and then ``/v1/models``. ``/slots`` is asked only when the same
+poll's ``/metrics`` shows a request running (``wants_slots``): reading it resets the server's idle
+timer, so a server started with ``--sleep-idle-seconds`` polled for its slots would never sleep
+(measured: read once a second, it stayed awake; ``docs/metrics.md``). An idle server's context in use
+is nothing anyway.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sparktui.engines.llamacpp import scrape
+from sparktui.model.promtext import Exposition
+from sparktui.model.reading import Answers, EngineReading
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.vllm import VllmScrape
+
+INFO_PATH = "/props"  # build, slots, context, sleep: the engine's description of itself
+SLOTS_PATH = "/slots"
+HEALTH_LOADING = 503  # /health answers 503 "Loading model" while the model loads
+_PROCESSING = re.compile(rb"^llamacpp:requests_processing ([0-9.eE+]+)\s*$", re.MULTILINE)
+
+
+def wants_slots(metrics_body: bytes) -> bool:
+    """Whether ``/metrics`` (this poll's answer) shows a request running: then ``/slots`` is read."""
+    found = _PROCESSING.search(metrics_body)
+    if found is None:
+        return False
+    try:
+        return float(found.group(1)) > 0
+    except ValueError:
+        return False
+
+
+def _reading() -> EngineReading:
+    def normalise(expo: Exposition, answers: Answers) -> VllmScrape:
+        slots = scrape.read_slots(answers.slots) if answers.slots is not None else None
+        props = scrape.read_props(answers.info) if answers.info is not None else None
+        name = answers.model_name or "llama-server"
+        return scrape.normalise(expo, name, slots=slots, props=props, previous=answers.previous)
+
+    def version(found: object) -> str | None:
+        build = found.get("build_info") if isinstance(found, dict) else None
+        return safe_text(build, LABEL_LIMIT) if isinstance(build, str) else None
+
+    return EngineReading(
+        kind="llamacpp",
+        label="llama.cpp",
+        wanted=scrape.WANTED.__contains__,
+        normalise=normalise,
+        version=version,
+        loading_on_503=True,
+        preread=False,  # its reading needs /slots and /props: small, read on the event loop
+    )
+
+
+READING = _reading()

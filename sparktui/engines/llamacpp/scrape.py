@@ -15,7 +15,8 @@ The neutral keys it fills (``docs/metrics.md`` has the formulas that read them):
 - ``prompt_tokens``: ``prompt_tokens_total + prompt_tokens_cached_total``, every prompt token, as
   vLLM counts them; ``prompt_by_source:local_compute``: ``prompt_tokens_total`` (computed);
   ``prompt_tokens_cached`` and ``prompt_by_source:local_cache_hit``: ``prompt_tokens_cached_total``;
-- ``generation_tokens``: ``tokens_predicted_total``, added only when a request ends;
+- ``generation_tokens``: ``tokens_predicted_total`` (added only when a request ends) and the
+  ``n_decoded`` of the slots processing, the tokens as they are generated (``live_generated``);
 - ``spec_drafts``, ``spec_draft_tokens``, ``spec_accepted_tokens``: the ``spec_decode_num_*_total``
   counters; ``spec_accepted_pos:N``: ``spec_decode_num_accepted_tokens_per_pos_total{position="N"}``;
 - ``running`` and ``waiting``: the gauges ``requests_processing`` (slots busy) and ``requests_deferred``;
@@ -39,9 +40,10 @@ from sparktui.model import safe_json
 from sparktui.model.numbers import COUNT, COUNTER, MAX_CONTEXT_TOKENS, NumberKind, json_int, label_int
 from sparktui.model.promtext import Exposition, Sample
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.vllm import ModelScrape, ScrapeProblem, Sleep, VllmScrape
+from sparktui.model.vllm import CacheConfig, ModelScrape, ScrapeProblem, Sleep, VllmScrape
 
 ENGINE = "0"  # one engine per server: the key of its context usage
+ENDED = "generation_tokens_ended"  # tokens_predicted_total as served: the tokens of the requests that ended
 MAX_SLOTS = 512  # -np: a server with more slots than this is not one to read
 
 # Counters: wire name -> the neutral keys it adds to.
@@ -60,6 +62,11 @@ COUNTERS: Mapping[str, tuple[str, ...]] = {
 ACCEPTED_PER_POSITION = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 RUNNING = "llamacpp:requests_processing"
 WAITING = "llamacpp:requests_deferred"
+# What it does not export, said where the screen would show it.
+LACKS: Mapping[str, str] = {
+    "latency": "llama.cpp exports no latency histograms (TTFT, inter-token, end-to-end)",
+    "mfu": "llama.cpp exports no bandwidth or FLOP counters",
+}
 # The names read, for a parser that keeps only those (``PromParser(keep=...)``).
 WANTED = frozenset({*COUNTERS, ACCEPTED_PER_POSITION, RUNNING, WAITING})
 
@@ -141,13 +148,22 @@ def context_usage(slots: Sequence[Slot]) -> float | None:
 
 
 def normalise(
-    expo: Exposition, model_name: str, *, slots: Sequence[Slot] | None = None, props: Props | None = None
+    expo: Exposition,
+    model_name: str,
+    *,
+    slots: Sequence[Slot] | None = None,
+    props: Props | None = None,
+    previous: VllmScrape | None = None,
 ) -> VllmScrape:
     """One scrape of a llama-server as the neutral scrape of its one model (``model_name``: the id its
     ``/v1/models`` serves). ``slots`` and ``props`` are what the same poll read of those endpoints, or
     None when it read none (the KV usage and the sleep state are then unknown). ``ScrapeProblem``
     (one line naming the metric) when a number cannot be; an exposition with none of llama-server's
-    names is one too (``--metrics`` off answers an error, not an empty list)."""
+    names is one too (``--metrics`` off answers an error, not an empty list).
+
+    Generated tokens as they are generated (``live_generated``): the tokens of the requests that ended,
+    and what the running ones generated so far (their slots' ``n_decoded``), never less than the
+    ``previous`` scrape's count of the same server."""
     if not any(name in expo for name in WANTED):
         raise ScrapeProblem("/metrics: no llamacpp: metric in the answer (is llama-server started with --metrics?)")
     counters: dict[str, float] = {}
@@ -162,6 +178,10 @@ def normalise(
             raise ScrapeProblem(f"{ACCEPTED_PER_POSITION} has a position that is not a whole number")
         key = f"spec_accepted_pos:{position}"
         counters[key] = counters.get(key, 0.0) + value
+    ended = counters.get("generation_tokens")
+    if ended is not None:
+        counters[ENDED] = ended
+        counters["generation_tokens"] = live_generated(ended, slots, previous)
     usage = context_usage(slots) if slots is not None else None
     sleep = None if props is None or props.sleeping is None else Sleep.MODEL_FREED if props.sleeping else Sleep.AWAKE
     model = ModelScrape(
@@ -174,8 +194,30 @@ def normalise(
         waiting_by_reason={},
         kv_usage_by_engine={ENGINE: usage} if usage is not None else {},
         sleep=sleep,
+        lacks=LACKS,
     )
-    return VllmScrape(models={model.model_name: model})
+    capacity = sum(slot.n_ctx for slot in slots) if slots else None
+    config = {ENGINE: CacheConfig({"kv_cache_size_tokens": str(capacity)})} if capacity else {}
+    return VllmScrape(models={model.model_name: model}, cache_config=config)
+
+
+def live_generated(ended: float, slots: Sequence[Slot] | None, previous: VllmScrape | None) -> float:
+    """The generated tokens of the requests that ended (``tokens_predicted_total``, ``ended``) and of
+    those running (their slots' ``n_decoded``, when the poll read ``/slots``).
+
+    ``/metrics`` is read before ``/slots``: a request that ends between the two is in neither, never in
+    both, so the sum can only fall short, for one poll, of what the last one counted. It is held at the
+    last count then (a count that went back would read as a restart); the next poll has the request in
+    ``tokens_predicted_total``. A server that restarted (its ended count went back) starts again."""
+    running = sum(slot.decoded or 0 for slot in slots if slot.processing) if slots is not None else 0
+    count = ended + running
+    last = next(iter(previous.models.values()), None) if previous is not None else None
+    if last is None:
+        return count
+    last_ended, last_count = last.counters.get(ENDED), last.counters.get("generation_tokens")
+    if last_ended is None or last_count is None or ended < last_ended:
+        return count
+    return max(count, last_count)
 
 
 def _single(wire: str, series: list[Sample], kind: NumberKind) -> float | None:
