@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from sparktui import installed_version
 from sparktui.config import catalogue_for
@@ -118,9 +118,12 @@ def exit_code(views: Iterable[NodeView]) -> int:
 # --- text rendering -------------------------------------------------------------------------------
 
 
-def _rates_lines(rates: VllmRates | None) -> list[str]:
+def _rates_lines(rates: VllmRates | None, lacks: Mapping[str, str]) -> list[str]:
     if rates is None:
         return ["    no rates yet: needs two scrapes of the engine's metrics"]
+    latency = "   ".join(
+        fmt_latency(label, rates.latency.get(key)) for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+    )
     lines = [
         f"    generation {fmt_rate(rates.generation_tokens_per_s, ' tok/s')}   "
         f"prompt {fmt_rate(rates.prompt_tokens_per_s, ' tok/s')} "
@@ -128,11 +131,7 @@ def _rates_lines(rates: VllmRates | None) -> list[str]:
         f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   "
         f"prefix hit {fmt_pct(rates.prefix_cache_hit_rate)}   "
         f"preemptions {fmt_number(rates.preemptions)}",
-        "    "
-        + "   ".join(
-            fmt_latency(label, rates.latency.get(key))
-            for key, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
-        ),
+        f"    {latency}" + (f"   ({lacks['latency']})" if "latency" in lacks else ""),
     ]
     spec = rates.spec_decode
     if spec is not None:
@@ -204,7 +203,7 @@ def _instance_lines(view: InstanceView) -> list[str]:
         f"waiting {fmt_waiting(view.waiting, view.waiting_for_capacity, view.waiting_deferred)}   "
         f"KV cache {kv_line(view.kv)}"
     )
-    lines.extend(_rates_lines(view.rates))
+    lines.extend(_rates_lines(view.rates, view.lacks))
     if view.rates is not None:
         lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
     lines.extend(f"    {line}" for line in engine_lines(view.rates))

@@ -37,7 +37,7 @@ def test_the_prompt_and_generated_counts_are_those_of_the_requests_that_ended() 
     assert model.counters["prompt_by_source:local_compute"] == 13  # B found A's BOS in the slot's cache
     assert model.counters["prompt_tokens_cached"] == model.counters["prompt_by_source:local_cache_hit"] == 1
     assert model.counters["generation_tokens"] == 40 + 60
-    assert model.counters["spec_drafts"] == model.counters["spec_accepted_tokens"] == 0
+    assert "spec_drafts" not in model.counters  # served at 0 without a draft: no speculative decoding shown
     assert (model.running, model.waiting) == (0, 0)
 
 
@@ -85,6 +85,15 @@ def test_without_slots_or_props_the_context_and_sleep_are_unknown_not_zero() -> 
     assert model.sleep is None
 
 
+def test_an_idle_server_read_without_its_slots_has_none_of_its_context_in_use() -> None:
+    idle = scrape("done", slots=False, props="idle")  # no request running: /slots is not read
+    (model,) = idle.models.values()
+    assert model.kv_usage_by_engine == {"0": 0.0}
+    assert idle.kv_capacity_tokens == 2 * 2048  # total_slots x each slot's n_ctx, from /props
+    busy = scrape("running", slots=False, props="running")  # running, but /slots not read: unknown
+    assert busy.models[MODEL].kv_usage_by_engine == {} and busy.kv_capacity_tokens is None
+
+
 def test_props_and_slots_shapes() -> None:
     props = read_props((DATA / "idle-props.json").read_bytes())
     assert (props.total_slots, props.n_ctx, props.build, props.sleeping) == (2, 2048, "b0-unknown", False)
@@ -94,6 +103,18 @@ def test_props_and_slots_shapes() -> None:
         (1, 2048, False, None),
     ]
     assert context_usage(slots) == 0.0
+
+
+def test_speculative_counters_are_read_once_a_draft_is_used() -> None:
+    text = (
+        "llamacpp:spec_decode_num_drafts_total 10\nllamacpp:spec_decode_num_draft_tokens_total 40\n"
+        "llamacpp:spec_decode_num_accepted_tokens_total 13\n"
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 9\n'
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 4\n'
+    )
+    counters = normalise(parse(text), MODEL).models[MODEL].counters
+    assert (counters["spec_drafts"], counters["spec_draft_tokens"], counters["spec_accepted_tokens"]) == (10, 40, 13)
+    assert (counters["spec_accepted_pos:0"], counters["spec_accepted_pos:1"]) == (9, 4)
 
 
 def test_an_idle_slots_leftover_prompt_is_no_context_in_use() -> None:

@@ -18,7 +18,8 @@ The neutral keys it fills (``docs/metrics.md`` has the formulas that read them):
 - ``generation_tokens``: ``tokens_predicted_total`` (added only when a request ends) and the
   ``n_decoded`` of the slots processing, the tokens as they are generated (``live_generated``);
 - ``spec_drafts``, ``spec_draft_tokens``, ``spec_accepted_tokens``: the ``spec_decode_num_*_total``
-  counters; ``spec_accepted_pos:N``: ``spec_decode_num_accepted_tokens_per_pos_total{position="N"}``;
+  counters, left out while all three are 0 (llama-server serves them without a draft model too);
+  ``spec_accepted_pos:N``: ``spec_decode_num_accepted_tokens_per_pos_total{position="N"}``;
 - ``running`` and ``waiting``: the gauges ``requests_processing`` (slots busy) and ``requests_deferred``;
 - ``kv_usage_by_engine["0"]``: the context in use over the context there is, the sum of
   ``n_prompt_tokens`` of the slots processing over the sum of every slot's ``n_ctx`` (``/slots``);
@@ -60,6 +61,7 @@ COUNTERS: Mapping[str, tuple[str, ...]] = {
     "llamacpp:spec_decode_num_accepted_tokens_total": ("spec_accepted_tokens",),
 }
 ACCEPTED_PER_POSITION = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+SPECULATIVE = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
 RUNNING = "llamacpp:requests_processing"
 WAITING = "llamacpp:requests_deferred"
 # What it does not export, said where the screen would show it.
@@ -172,6 +174,9 @@ def normalise(
         if value is not None:
             for key in keys:
                 counters[key] = counters.get(key, 0.0) + value
+    if not any(counters.get(key) for key in SPECULATIVE):
+        for key in SPECULATIVE:  # always served, at 0 without a draft: not a speculative server
+            counters.pop(key, None)
     for labels, value in _checked(ACCEPTED_PER_POSITION, expo.get(ACCEPTED_PER_POSITION), COUNTER):
         position = label_int(labels.get("position", ""))
         if position is None:
@@ -182,23 +187,36 @@ def normalise(
     if ended is not None:
         counters[ENDED] = ended
         counters["generation_tokens"] = live_generated(ended, slots, previous)
-    usage = context_usage(slots) if slots is not None else None
+    running = _single(RUNNING, expo.get(RUNNING), COUNT)
+    usage, capacity = _context(slots, props, running)
     sleep = None if props is None or props.sleeping is None else Sleep.MODEL_FREED if props.sleeping else Sleep.AWAKE
     model = ModelScrape(
         model_name=safe_text(model_name, LABEL_LIMIT),
         engines=(ENGINE,),
         counters=counters,
         histograms={},
-        running=_single(RUNNING, expo.get(RUNNING), COUNT),
+        running=running,
         waiting=_single(WAITING, expo.get(WAITING), COUNT),
         waiting_by_reason={},
         kv_usage_by_engine={ENGINE: usage} if usage is not None else {},
         sleep=sleep,
         lacks=LACKS,
     )
-    capacity = sum(slot.n_ctx for slot in slots) if slots else None
     config = {ENGINE: CacheConfig({"kv_cache_size_tokens": str(capacity)})} if capacity else {}
     return VllmScrape(models={model.model_name: model}, cache_config=config)
+
+
+def _context(
+    slots: Sequence[Slot] | None, props: Props | None, running: float | None
+) -> tuple[float | None, int | None]:
+    """The context in use (a fraction) and the context there is (tokens): from ``/slots`` when the poll
+    read them; with no request running (``/slots`` not read), nothing is in use of what ``/props`` says
+    there is (``total_slots`` × each slot's ``n_ctx``)."""
+    if slots is not None:
+        return context_usage(slots), sum(slot.n_ctx for slot in slots) or None
+    if running == 0 and props is not None and props.n_ctx is not None and props.total_slots is not None:
+        return 0.0, props.n_ctx * props.total_slots
+    return None, None
 
 
 def live_generated(ended: float, slots: Sequence[Slot] | None, previous: VllmScrape | None) -> float:
