@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from sparktui.model.canary import CANARY_MAX_TOKENS
 from sparktui.model.fleet import CanaryOrder
@@ -21,9 +21,8 @@ from sparktui.sources.http import make_client, post_json
 ANSWER_CAP = 64 * 1024  # a 1-token completion's answer is a few hundred bytes
 
 
-@runtime_checkable
 class CanaryPlanner(Protocol):
-    """A sink that decides which canaries are due (the monitor core, and the apps that hold one)."""
+    """What decides which canaries are due: the monitor core (``Monitor.canaries_due``)."""
 
     def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]: ...
 

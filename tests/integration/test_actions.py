@@ -796,16 +796,22 @@ async def test_restart_on_the_demo_fleet_waits_for_readiness_and_warms_the_cold_
                 await runner.close()
 
 
-async def test_local_node_runs_the_commands_here_without_ssh(
-    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The same stubs, on this process's PATH: sudo, sync (tests/stubs), state in a folder of our own.
+def local_stubs(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The SSH sessions' stubs on this process's PATH (sudo, sync: tests/stubs), for a local node's
+    commands, their state in a folder of the test's own (returned)."""
     state = tmp_path / "state"
     for sub in ("shm", "sudo"):
         (state / sub).mkdir(parents=True)
     (state / "calls.log").write_text("")
     monkeypatch.setenv("PATH", f"{sshd.stub_dir}:/usr/bin:/bin")
     monkeypatch.setenv("SPARKTUI_STUB_STATE", str(state))
+    return state
+
+
+async def test_local_node_runs_the_commands_here_without_ssh(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = local_stubs(sshd, tmp_path, monkeypatch)
     fleet = fleet_of(NodeSpec(name="here", host="127.0.0.1", local=True))
     plan = plan_drop_caches(fleet, "here", None, settings=FAST)
     assert isinstance(plan, ActionPlan)
@@ -823,12 +829,7 @@ async def test_the_controller_holds_the_cores_wedge_detectors_while_an_action_ru
 ) -> None:
     """The dashboard's controller tells its core what an action touches: held from the start of the
     run, released ``ACTION_SETTLE_S`` after its end on the core's clock."""
-    state = tmp_path / "state"
-    for sub in ("shm", "sudo"):
-        (state / sub).mkdir(parents=True)
-    (state / "calls.log").write_text("")
-    monkeypatch.setenv("PATH", f"{sshd.stub_dir}:/usr/bin:/bin")
-    monkeypatch.setenv("SPARKTUI_STUB_STATE", str(state))
+    local_stubs(sshd, tmp_path, monkeypatch)
     fleet = fleet_of(NodeSpec(name="here", host="127.0.0.1", local=True))
     core = Monitor(fleet, catalogue_for(fleet.diagnosis))
     now = [100.0]

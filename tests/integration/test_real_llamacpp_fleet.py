@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines.llamacpp.scrape import ENDED
 from sparktui.headless.snapshot import collect, views_json
 from sparktui.headless.watch import Watcher
 from sparktui.model.fleet import InstanceView
@@ -55,11 +56,21 @@ async def test_snapshot_shows_the_server_as_a_llamacpp_instance_with_its_build_a
     assert node["instances"][0]["engine"] == "llama.cpp"
 
 
-def generated(watcher: Watcher) -> float | None:
-    """The instance's generated-token count as the core read it last (the neutral counter)."""
+def counter(watcher: Watcher, key: str) -> float | None:
+    """One counter of the instance as the core read it last."""
     latest = watcher.monitor.state.nodes["box"].instances["llama"].tracker.latest
     model = next(iter(latest.models.values()), None) if latest is not None else None
-    return model.counters.get("generation_tokens") if model is not None else None
+    return model.counters.get(key) if model is not None else None
+
+
+def generated(watcher: Watcher) -> float | None:
+    """The generated tokens as sparktui counts them: the ended requests' and the running ones' so far."""
+    return counter(watcher, "generation_tokens")
+
+
+def ended_count(watcher: Watcher) -> float | None:
+    """llama-server's own count, of the requests that ended (``tokens_predicted_total``)."""
+    return counter(watcher, ENDED)
 
 
 async def test_watch_counts_the_tokens_of_running_requests_as_they_come_and_each_one_in_full(
@@ -84,9 +95,12 @@ async def test_watch_counts_the_tokens_of_running_requests_as_they_come_and_each
             requests = asyncio.create_task(one_after_another(client))
 
             def generating() -> bool:
-                found = instance_of(watcher)
+                """A request runs, and the core counts its tokens already: more than the ended requests'."""
+                found, counted, ended = instance_of(watcher), generated(watcher), ended_count(watcher)
                 rates = found.rates if found is not None else None
-                return found is not None and found.running == 1 and bool(rates and rates.generation_tokens_per_s)
+                live = counted is not None and ended is not None and counted > ended
+                moving = bool(rates and rates.generation_tokens_per_s)
+                return found is not None and found.running == 1 and live and moving
 
             await wait_until(generating, TEST_TIMEOUT_S, what="tokens counted while a request runs")
             during = instance_of(watcher)

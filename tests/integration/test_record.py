@@ -10,6 +10,7 @@ import json
 import random
 import sqlite3
 import stat
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -319,6 +320,20 @@ def test_observations_host_updates_and_logs_round_trip_through_the_codec() -> No
         _encoded_round_trip(items, keyframe_s)
 
 
+def _round_trip_with_part(
+    put: Callable[[VllmObservation, HttpResult | None], VllmObservation], results: Sequence[HttpResult | None]
+) -> None:
+    """Polls whose instances carry ``results[i]`` (``put`` puts it in its place) at second i, encoded and
+    decoded equal."""
+    items: list[tuple[Kind, float, str, object]] = []
+    for second, result in enumerate(results):
+        for obs in fixture_poll(T0 + second, WALL0 + second, second):
+            vllm = tuple(put(v, result) for v in obs.vllm)
+            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
 def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
     """A canary's answer (or its timeout) rides in its instance's observation: a replay sees it too."""
     answered = HttpResult(
@@ -332,13 +347,7 @@ def test_a_canary_result_is_recorded_with_its_observation_and_replays() -> None:
     unanswered = HttpResult(
         url="http://10.0.0.1:8000/v1/completions", kind=FetchKind.TIMEOUT, error="no answer within 10 s", elapsed_s=10.0
     )
-    items: list[tuple[Kind, float, str, object]] = []
-    for second, canary in enumerate((None, answered, None, unanswered)):
-        for obs in fixture_poll(T0 + second, WALL0 + second, second):
-            vllm = tuple(replace(v, canary=canary) for v in obs.vllm)
-            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
-    for keyframe_s in (1e9, 0.5):
-        _encoded_round_trip(items, keyframe_s)
+    _round_trip_with_part(lambda v, r: replace(v, canary=r), (None, answered, None, unanswered))
 
 
 def test_a_llama_servers_slots_are_recorded_with_their_observation_and_replay() -> None:
@@ -346,13 +355,7 @@ def test_a_llama_servers_slots_are_recorded_with_their_observation_and_replay() 
     absent (not empty) from the polls that did not read it."""
     body = (Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434" / "running-slots.json").read_bytes()
     slots = HttpResult(url="http://10.0.0.1:8080/slots", kind=FetchKind.OK, status=200, body=body)
-    items: list[tuple[Kind, float, str, object]] = []
-    for second, read in enumerate((None, slots, slots, None)):
-        for obs in fixture_poll(T0 + second, WALL0 + second, second):
-            vllm = tuple(replace(v, slots=read) for v in obs.vllm)
-            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
-    for keyframe_s in (1e9, 0.5):
-        _encoded_round_trip(items, keyframe_s)
+    _round_trip_with_part(lambda v, r: replace(v, slots=r), (None, slots, slots, None))
 
 
 def test_a_redirects_location_is_recorded_so_a_replay_gives_the_same_reason() -> None:
