@@ -74,21 +74,18 @@ def plan_for(spec: ActionSpec, node: str, shown: Shown, *, instance: str | None 
 
 
 class ActionController:
-    """Takes an action from the table to its audited end. ``mode`` is the dashboard's mode that refuses
-    actions (read-only or kiosk), None when actions are on; a runner made read-only (``sparktui
-    --read-only action``) refuses every action too, before anything is planned or collected."""
+    """Takes an action from the table to its audited end. A runner made read-only (``sparktui
+    --read-only action``) refuses every action, before anything is planned or collected."""
 
     def __init__(
         self,
         runner: ActionRunner,
         *,
-        mode: Mode | None = None,
         core: Monitor | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``core`` (with ``clock``, the core's tick clock) is told of each run (the module docstring)."""
         self.runner = runner
-        self.mode = mode
         self.core = core
         self.clock = clock
 
@@ -97,6 +94,7 @@ class ActionController:
         spec: ActionSpec,
         node: str | None,
         *,
+        mode: Mode | None = None,
         plan: Planner,
         confirm: Confirm,
         refused: Refused | None = None,
@@ -105,8 +103,10 @@ class ActionController:
         before_run: BeforeRun | None = None,
         after_run: AfterRun | None = None,
     ) -> ActionResult:
-        """Plan, refuse, confirm, run, audit. Never raises (but cancellation): every way it ends is an
-        ``ActionResult`` with a one-line message; every refusal before the run is audited here
+        """Plan, refuse, confirm, run, audit. ``mode`` is the dashboard's mode when the action was asked
+        for (read-only or kiosk; None when actions are on), not when this runs: an unlock key pressed
+        just after an action key leaves that key refused by the kiosk. Never raises (but cancellation):
+        every way it ends is an ``ActionResult`` with a one-line message; every refusal before the run is audited here
         (``refused_by``: the mode, ``dashboard``, ``plan`` or ``runner``), the run by the runner."""
 
         async def refuse(reason: str, where: str, planned: Plan | Refusal | None = None) -> ActionResult:
@@ -116,8 +116,8 @@ class ActionController:
             title = planned.title if isinstance(planned, Plan) else f"{spec.id.value} {node or ''}".rstrip()
             return ActionResult(spec.id, node or "", title, Outcome.REFUSED, f"{title}: refused: {reason}")
 
-        if self.mode is not None and self.mode in spec.refused_in:
-            return await refuse(f"{self.mode.value}: actions are off", self.mode.value)
+        if mode is not None and mode in spec.refused_in:
+            return await refuse(f"{mode.value}: actions are off", mode.value)
         if self.runner.read_only:
             return await refuse(self.runner.refusal(Refusal(spec.id, node or "", "")) or "", Mode.READ_ONLY.value)
         if node is None:

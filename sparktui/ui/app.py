@@ -162,7 +162,7 @@ class SparkApp(App[None]):
             memory=lambda name: self.state.nodes[name].memory if name in self.state.nodes else None,
             clock=self.clock,
         )
-        self.controller = ActionController(self.actions, mode=self._mode, core=self.monitor, clock=self.clock)
+        self.controller = ActionController(self.actions, core=self.monitor, clock=self.clock)
         if self.collect:
             self.run_worker(self.source.run(self.monitor), name="collect", group="collect", exit_on_error=False)
         every = self.render_every_s if self.render_every_s is not None else max(0.5, self.fleet.poll_interval_s)
@@ -381,7 +381,6 @@ class SparkApp(App[None]):
         if not self.kiosk:
             return
         self.kiosk = False
-        self.controller.mode = self._mode
         self.switch_screen(FleetScreen())
         self.refresh_bindings()
 
@@ -423,10 +422,10 @@ class SparkApp(App[None]):
         audit. Every refusal is written to the audit log, wherever it is decided."""
         spec = action_spec(action_id)
         if spec is not None:
-            node = node or self.current_node()
-            self.run_worker(self._request(spec, node), group="actions", exit_on_error=False)
+            node = node or self.current_node()  # the node and the mode as the key is pressed
+            self.run_worker(self._request(spec, node, self._mode), group="actions", exit_on_error=False)
 
-    async def _request(self, spec: ActionSpec, node: str | None) -> ActionResult:
+    async def _request(self, spec: ActionSpec, node: str | None, mode: Mode | None) -> ActionResult:
         jobs: list[BenchJob] = []  # the bench the dialog showed, the one that runs
 
         async def plan(spec: ActionSpec, node: str) -> Plan | Refusal:
@@ -443,12 +442,13 @@ class SparkApp(App[None]):
             return await answer
 
         def refused(_where: str, reason: str) -> None:
-            if not self.kiosk:  # the kiosk shows nothing it was not asked to
+            if mode is not Mode.KIOSK:  # the kiosk shows nothing it was not asked to
                 self.notify(reason, severity="warning", timeout=8)
 
         return await self.controller.request(
             spec,
             node,
+            mode=mode,
             plan=plan,
             confirm=confirm,
             refused=refused,

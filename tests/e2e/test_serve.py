@@ -474,7 +474,13 @@ async def test_keys_sent_through_the_browser_trigger_no_action(
             # Nothing ran: each action key is audited as refused by the kiosk (every refusal leaves a line,
             # written by a worker of its own: awaited, not read at once).
             actions = {"restart", "drop-caches", "kill-workers", "warmup"}
-            await _until("the four refusals audited", lambda: {r["action"] for r in _audited(audit)} == actions)
+            await wait_until(
+                lambda: {r["action"] for r in _audited(audit)} == actions,
+                60,
+                what="the four refusals audited",
+                detail=lambda: f"audited: {_audited(audit)}; running: {[d.is_running() for d in dashboards]}",
+                interval_s=0.1,
+            )
             records = _audited(audit)
             assert len(records) == len(actions)
             assert all((r["event"], r["refused_by"], r["command"]) == ("refused", "kiosk", []) for r in records)

@@ -296,6 +296,31 @@ async def test_every_action_refused_in_the_dashboard_is_audited(
     assert all(r["message"] == f"{where}: actions are off" for r in records)
 
 
+async def test_an_action_key_pressed_in_the_kiosk_is_refused_by_the_kiosk_though_unlocked_before_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "audit.log"
+    monkeypatch.setenv("SPARKTUI_AUDIT_LOG", str(log))
+    app = fed_app(kiosk=True)
+    shown: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **_: shown.append(message))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        # The key, then the unlock key, before the action's worker has run at all.
+        app.start_action("drop-caches", "spark1")
+        app.unlock_kiosk()
+        assert not app.kiosk
+        await wait_until(lambda: len(AuditLog(log).records()) >= 1, what="the refusal in the audit log")
+        assert not app.action_results
+        assert shown == []  # the kiosk shows nothing it was not asked to, unlocked or not
+    [record] = AuditLog(log).records()
+    assert (record["action"], record["refused_by"], record["message"]) == (
+        "drop-caches",
+        "kiosk",
+        "kiosk: actions are off",
+    )
+
+
 async def test_action_key_asks_for_confirmation_naming_the_exact_command() -> None:
     app = fed_app()
     async with app.run_test(size=(160, 48)) as pilot:
