@@ -41,25 +41,40 @@ SOURCES = {
 
 
 def model_package(commit: str, into: Path, name: str) -> str:
-    """``sparktui/model`` at ``commit`` as the package ``name`` under ``into``; its name."""
+    """``sparktui/model`` (and ``sparktui/engines``, where vLLM's reading moved) at ``commit`` as the
+    package ``name`` under ``into``; its name."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", commit, "sparktui/"], check=True, capture_output=True
+    ).stdout.decode()
+    parts = [path for path in ("sparktui/model", "sparktui/engines") if path in listed.split()]
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "sparktui/model"],
-        check=True,
-        capture_output=True,
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, *parts], check=True, capture_output=True
     ).stdout
     package = into / name
-    (package / "model").mkdir(parents=True)
+    package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar.getmembers():
             if member.isfile() and member.name.endswith(".py"):
                 extracted = tar.extractfile(member)
                 assert extracted is not None
-                text = extracted.read().decode().replace("sparktui.model", f"{name}.model")
-                (package / "model" / Path(member.name).name).write_text(text)
+                text = extracted.read().decode()
+                for part in ("model", "engines"):
+                    text = text.replace(f"sparktui.{part}", f"{name}.{part}")
+                target = package / Path(member.name).relative_to("sparktui")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
     if str(into) not in sys.path:
         sys.path.insert(0, str(into))
     return name
+
+
+def vllm_reading(package: str) -> ModuleType:
+    """The module of vLLM's ``normalise``: ``engines/vllm/scrape.py``, or ``model/vllm.py`` before it moved."""
+    try:
+        return importlib.import_module(f"{package}.engines.vllm.scrape")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}.model.vllm")
 
 
 class Instance:
@@ -67,7 +82,7 @@ class Instance:
 
     def __init__(self, package: str, scrapes: list[str]) -> None:
         promtext: ModuleType = importlib.import_module(f"{package}.model.promtext")
-        vllm: ModuleType = importlib.import_module(f"{package}.model.vllm")
+        vllm = vllm_reading(package)
         tracker: ModuleType = importlib.import_module(f"{package}.model.tracker")
         self.parser = promtext.PromParser(keep=vllm.WANTED.__contains__)
         self.normalise: Callable[[object], object] = vllm.normalise
@@ -97,7 +112,7 @@ def same_numbers(a: object, b: object) -> bool:
 def measure(base: str, head: str, repeats: int, number: int) -> list[tuple[str, float, float]]:
     rows = []
     for name, paths in SOURCES.items():
-        from sparktui.model.vllm import WANTED
+        from sparktui.engines.vllm.scrape import WANTED
 
         scrapes = [filter_exposition(p.read_text(), set(WANTED)) for p in paths]
         old, new = Instance(base, scrapes), Instance(head, scrapes)

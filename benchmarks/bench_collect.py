@@ -47,10 +47,10 @@ from pathlib import Path
 from _common import cpu_s, demo_fleet, machine_line, stop_on_sigterm, tree_cpu_s, write_section
 
 from sparktui.config import load_config
+from sparktui.engines.vllm.scrape import wanted_sample_names
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate, NodeObservation
 from sparktui.model.specs import FleetSpec
-from sparktui.model.vllm import wanted_sample_names
 
 SECTION = "bench_collect"
 HEADING = """## Collection cost per node-scrape, beside Prometheus (issue: performance)

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sparktui.config import load_catalogue, parse_config  # noqa: E402
 from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals, unread  # noqa: E402
+from sparktui.engines import readings  # noqa: E402
 from sparktui.model.derive import VllmRates  # noqa: E402
 from sparktui.model.fleet import FleetState, NodeView  # noqa: E402
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame  # noqa: E402
@@ -119,7 +120,7 @@ class Node:
     """The benchmark node: its fleet state, log buffer and engine, polled once a second."""
 
     def __init__(self) -> None:
-        self.fleet = FleetState(parse_config(CONFIG, source="bench.toml"))
+        self.fleet = FleetState(parse_config(CONFIG, source="bench.toml"), readings())
         self.engine = DiagnosisEngine(load_catalogue())
         self.buffer = LogBuffer(max_lines=BUFFER_LINES)
         self.scrapes = scenario_scrapes("mtp2-steady")

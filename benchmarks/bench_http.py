@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sparktui.config import load_config  # noqa: E402
+from sparktui.engines import registry  # noqa: E402
 from sparktui.model.observations import FetchKind, HttpResult  # noqa: E402
 from sparktui.model.specs import FleetSpec  # noqa: E402
 from sparktui.sources.collector import metrics_url  # noqa: E402
@@ -292,7 +293,10 @@ def demo_body(config: Path) -> bytes:
     fleet = load_config(config)
     vllm = next(v for node in fleet.nodes for v in node.vllm if v.base_url is not None)
     assert vllm.base_url is not None
-    with urllib.request.urlopen(metrics_url(vllm.base_url, vllm.metrics_filter), timeout=10) as answer:
+    with urllib.request.urlopen(
+        metrics_url(vllm.base_url, registry()[vllm.engine].polling.metrics_filter if vllm.metrics_filter else ()),
+        timeout=10,
+    ) as answer:
         body: bytes = answer.read()
     return body
 
@@ -323,7 +327,14 @@ def node_urls(fleet: FleetSpec) -> list[list[tuple[str, int]]]:
             if vllm.base_url is None:
                 continue
             urls.append((f"{vllm.base_url}/health", small))
-            urls.append((metrics_url(vllm.base_url, vllm.metrics_filter), cap))
+            urls.append(
+                (
+                    metrics_url(
+                        vllm.base_url, registry()[vllm.engine].polling.metrics_filter if vllm.metrics_filter else ()
+                    ),
+                    cap,
+                )
+            )
         urls.extend((e.url, cap) for e in (node.gpu_exporter, node.node_exporter) if e is not None)
         urls.extend((s.url, 1024 * 1024) for s in node.services)
         nodes.append(urls)

@@ -24,9 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from sparktui.engines.vllm.scrape import WANTED, normalise  # noqa: E402
 from sparktui.model.promtext import PromParser, parse  # noqa: E402
 from sparktui.model.tracker import VllmTracker  # noqa: E402
-from sparktui.model.vllm import WANTED, normalise  # noqa: E402
 from tests.support.fixture_fleet import filter_exposition  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "data" / "vllm-0.33" / "mtp2-steady"

@@ -25,8 +25,8 @@ from _common import write_section
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from sparktui.engines.vllm.scrape import WANTED  # noqa: E402
 from sparktui.model.promtext import MAX_LABEL_VALUE, ParseError, PromParser  # noqa: E402
-from sparktui.model.vllm import WANTED  # noqa: E402
 
 MB = 1_000_000
 SCRAPE = ROOT / "tests" / "data" / "vllm-0.33" / "mtp2-steady" / "scrape-015.prom"

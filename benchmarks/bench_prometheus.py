@@ -33,6 +33,7 @@ import httpx  # noqa: E402
 from _screen import ScreenRecorder  # noqa: E402
 
 from sparktui.config import load_config, parse_config  # noqa: E402
+from sparktui.engines import readings  # noqa: E402
 from sparktui.model.fleet import FleetState  # noqa: E402
 from sparktui.model.observations import NodeObservation  # noqa: E402
 from sparktui.model.specs import FleetSpec  # noqa: E402
@@ -66,7 +67,7 @@ async def _measure(
     async with server_class(urls, interval_s=scrape_s, ready_timeout_s=120.0) as server:
         fleet = parse_config(text + f'\n[prometheus]\nurl = "{server.url}"\n', env={})
         source = PrometheusSource(fleet)
-        state = FleetState(fleet)
+        state = FleetState(fleet, readings())
         origins = [origin_of(server.url)] + [origin_of(s.url) for n in fleet.nodes for s in n.services]
         refresh_s: list[float] = []
         apply_s: list[float] = []

@@ -35,6 +35,7 @@ from sparktui.diagnosis.alerts import DEFAULT_HISTORY as ALERT_HISTORY  # noqa: 
 from sparktui.diagnosis.alerts import Alert, AlertKey  # noqa: E402
 from sparktui.diagnosis.engine import DEFAULT_HISTORY as FINDING_HISTORY  # noqa: E402
 from sparktui.diagnosis.engine import Finding, last_intervals  # noqa: E402
+from sparktui.engines import readings  # noqa: E402
 from sparktui.model.fleet import COUNTER_WINDOWS_KEPT, FleetState  # noqa: E402
 from sparktui.model.history import History  # noqa: E402
 from sparktui.model.logbuffer import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LogBuffer  # noqa: E402
@@ -98,7 +99,7 @@ def counter_history(polls: int) -> FleetState:
     """One instance's fleet state after ``polls`` polls at 1 s: its counter history keeps the
     dashboard's window twice over, beside the latest scrape and the node's other state."""
     node = Node()
-    node.fleet = FleetState(node.fleet.spec, max_age_s=COUNTER_WINDOWS_KEPT * WINDOW_S)
+    node.fleet = FleetState(node.fleet.spec, readings(), max_age_s=COUNTER_WINDOWS_KEPT * WINDOW_S)
     for i in range(polls):
         node.poll(i * POLL_S)
     return node.fleet

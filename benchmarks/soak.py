@@ -64,6 +64,7 @@ from sparktui.config import catalogue_for, load_config
 from sparktui.demo.scenarios import SOAK_FAULTS, SoakTimes
 from sparktui.diagnosis.alerts import AlertEngine, alert_rules
 from sparktui.diagnosis.engine import DiagnosisEngine
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.history import INSTANCE_METRICS, NODE_METRICS, History
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer
@@ -461,7 +462,7 @@ def shrink_bounds(app: SparkApp) -> None:
     fleet = app.fleet
     core = app.monitor
     core.history = History(max_points=SMALL_HISTORY_POINTS)
-    core.state = FleetState(fleet, max_age_s=SMALL_COUNTER_AGE_S)
+    core.state = FleetState(fleet, readings(), max_age_s=SMALL_COUNTER_AGE_S)
     core.diagnosis = DiagnosisEngine(catalogue_for(fleet.diagnosis), history_limit=SMALL_FINDINGS_KEPT)
     core.alerts = AlertEngine(alert_rules(fleet), fleet, history_limit=SMALL_ALERTS_KEPT)
     for node in fleet.nodes:

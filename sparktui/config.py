@@ -32,6 +32,7 @@ from platformdirs import user_config_path
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
+from sparktui.engines import EngineError, registry
 from sparktui.model.specs import (
     AlertRuleSpec,
     ExporterSpec,
@@ -212,9 +213,26 @@ def parse_config(
         errors.extend(f"{source}: {_describe(error)}" for error in _reportable(exc.errors()))
     except RecursionError:
         raise ConfigError([_too_deep(source)]) from None
+    else:
+        errors.extend(f"{source}: {message}" for message in _unknown_engines(fleet))
     if errors:
         raise ConfigError(errors)
     return _resolve_files_and_secrets(fleet, source, env, base_dir)
+
+
+def _unknown_engines(fleet: FleetSpec) -> list[str]:
+    """An instance whose engine sparktui does not know (nor any installed engine package adds)."""
+    try:
+        known = registry()
+    except EngineError as exc:
+        return [str(exc)]
+    return [
+        f"nodes[{n}].vllm[{i}].engine: {spec.engine!r} is no engine sparktui knows "
+        f"(it knows {', '.join(sorted(known))}; docs/engines.md says how to add one)"
+        for n, node in enumerate(fleet.nodes)
+        for i, spec in enumerate(node.vllm)
+        if spec.engine not in known
+    ]
 
 
 def _too_deep(source: str) -> str:

@@ -1,22 +1,58 @@
 """The engines sparktui reads, one package each: what is engine-specific lives there and nowhere else.
 
 A layer of its own, above the pure model and below the rules (``pyproject.toml``'s import contracts):
-pure like the model, so the sources, the diagnosis and the discovery can all use it. The model reads an
-engine through its ``EngineReading`` (``sparktui.model.reading``); ``READINGS`` are every engine's,
-which the monitor core hands to the fleet state.
+pure like the model, so the sources, the diagnosis and the discovery can all use it. Each engine package
+exports one ``Engine`` (``base.py``): its reading into the engine-neutral scrape and its poll plan.
 
-- ``llamacpp``: llama.cpp's ``llama-server``: what is polled, and its ``/metrics``, ``/slots`` and
-  ``/props`` read into the engine-neutral scrape (``llamacpp.scrape``).
+- ``vllm``: vLLM (``vllm.scrape``: every wire name across versions);
+- ``llamacpp``: llama.cpp's ``llama-server`` (``llamacpp.scrape``: ``/metrics``, ``/slots``, ``/props``).
 
-vLLM's reading is still in ``sparktui.model`` (``model/vllm.py``, ``model/reading.py``), whose scrape
-types are the neutral ones; it moves here as the engine seam is built (issue 34).
+``registry()`` is every engine by kind: these, and any an installed package adds through the entry-point
+group ``sparktui.engines`` (``docs/engines.md``, "Adding an engine").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
+from importlib.metadata import entry_points
+from types import MappingProxyType
 
-from sparktui.engines import llamacpp
-from sparktui.model.reading import VLLM, EngineReading
+from sparktui.engines import llamacpp, vllm
+from sparktui.engines.base import Engine, PollPlan
+from sparktui.model.reading import EngineReading
 
-READINGS: Mapping[str, EngineReading] = {VLLM.kind: VLLM, llamacpp.READING.kind: llamacpp.READING}
+__all__ = ["BUILT_IN", "ENTRY_POINT_GROUP", "Engine", "EngineError", "PollPlan", "readings", "registry"]
+
+BUILT_IN: tuple[Engine, ...] = (vllm.ENGINE, llamacpp.ENGINE)
+ENTRY_POINT_GROUP = "sparktui.engines"
+
+
+class EngineError(ValueError):
+    """An engine an installed package offers that cannot be used: one line naming it."""
+
+
+@cache
+def registry() -> Mapping[str, Engine]:
+    """Every engine by kind: the built-in ones, then those installed packages add (each entry point of
+    ``sparktui.engines`` names an ``Engine``). Read once per process. A plugin that does not load, is
+    not an ``Engine`` or takes a kind already taken raises ``EngineError``: a config naming no such
+    engine would otherwise fail further from the cause."""
+    found = {engine.kind: engine for engine in BUILT_IN}
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        where = f"engine plugin {point.name} ({point.value})"
+        try:
+            engine = point.load()
+        except Exception as exc:  # a plugin's import can fail any way: one line, not a traceback
+            raise EngineError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(engine, Engine):
+            raise EngineError(f"{where} is a {type(engine).__name__}, not a sparktui.engines.Engine")
+        if engine.kind in found:
+            raise EngineError(f"{where}: engine {engine.kind!r} is already defined")
+        found[engine.kind] = engine
+    return MappingProxyType(found)
+
+
+def readings() -> Mapping[str, EngineReading]:
+    """How each engine kind is read: what the monitor core hands to the fleet state."""
+    return {kind: engine.reading for kind, engine in registry().items()}

@@ -31,9 +31,9 @@ from typing import TypeVar
 
 from sparktui.model.roofline import GB10_MEMORY_BANDWIDTH_GB_S, Roofline
 from sparktui.model.safe_text import safe_text
+from sparktui.model.scrape import EngineScrape
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import NO_DATA, fmt_count, fmt_number, fmt_pct, fmt_seconds
-from sparktui.model.vllm import VllmScrape
 
 SCHEMA_VERSION = 1
 SEED = 22
@@ -417,7 +417,7 @@ class ServerStats:
 
 
 def server_stats(
-    before: VllmScrape, before_t: float, after: VllmScrape, after_t: float, model: str | None = None
+    before: EngineScrape, before_t: float, after: EngineScrape, after_t: float, model: str | None = None
 ) -> ServerStats | None:
     """The case's server numbers from the scrapes around it, by the dashboard's own formulas; None when
     the server publishes no engine stats (``--disable-log-stats``) or the scrapes have no span."""
@@ -495,7 +495,7 @@ class BenchRun:
     sparktui_version: str | None = None
 
 
-def node_state(scrape: VllmScrape | None) -> dict[str, object]:
+def node_state(scrape: EngineScrape | None) -> dict[str, object]:
     """The instance's load when the run began, from its first scrape: a bench on a busy engine
     measures the other traffic too, and the result file should say so."""
     if scrape is None or not scrape.models:

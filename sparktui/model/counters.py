@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from sparktui.model.vllm import HistogramSample, ModelScrape
+from sparktui.model.scrape import HistogramSample, ModelScrape
 
 
 def group_keys(keys: Iterable[str]) -> dict[str, tuple[str, ...]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sparktui.model.counters import Deltas, histogram_deltas
 from sparktui.model.numbers import label_int
 from sparktui.model.roofline import Achieved, achieved
-from sparktui.model.vllm import HistogramSample, ModelScrape
+from sparktui.model.scrape import HistogramSample, ModelScrape
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparktui.model.derive import VllmRates
+from sparktui.model.scrape import EngineScrape, ModelScrape, engine_order
 from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_tokens
-from sparktui.model.vllm import ModelScrape, VllmScrape, engine_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,7 @@ class EngineView:
 
 def engine_views(
     model: ModelScrape,
-    scrape: VllmScrape,
+    scrape: EngineScrape,
     rates_by_engine: Mapping[str, VllmRates | None],
     imbalance_threshold: float,
 ) -> tuple[EngineView, ...]:

@@ -40,14 +40,14 @@ from sparktui.model.memory import (
 from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import Exposition, ParseError, PromParser, TooManySeries, decode, looks_truncated
-from sparktui.model.reading import DEFAULT_READINGS, VLLM, Answers, EngineReading
+from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.scrape import EngineScrape, ModelScrape, ScrapeProblem, Sleep
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import fmt_count, fmt_duration
-from sparktui.model.vllm import ModelScrape, ScrapeProblem, Sleep, VllmScrape
 
 GIB = 1024**3
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
@@ -199,8 +199,8 @@ def _unreadable(what: str, exc: ParseError) -> str:
 
 
 def read_metrics(
-    parser: PromParser, result: HttpResult, reading: EngineReading = VLLM, answers: Answers | None = None
-) -> tuple[VllmScrape | None, str | None]:
+    parser: PromParser, result: HttpResult, reading: EngineReading, answers: Answers | None = None
+) -> tuple[EngineScrape | None, str | None]:
     """A 2xx ``/metrics`` answer read by its engine's ``reading`` (with the engine's other ``answers``):
     its normalised scrape, or the one-line reason it cannot be used (not UTF-8, not Prometheus text,
     over the series budget, empty, a number not of its kind). Pure: the live source calls it off the
@@ -231,9 +231,7 @@ def read_metrics(
 class InstanceState:
     """What is known about one vLLM instance, updated poll by poll."""
 
-    def __init__(
-        self, spec: VllmSpec, max_age_s: float, canary: CanarySpec | None = None, reading: EngineReading = VLLM
-    ) -> None:
+    def __init__(self, spec: VllmSpec, max_age_s: float, canary: CanarySpec | None, reading: EngineReading) -> None:
         """``canary``: the fleet's canary settings (None, or off for this instance: no canary);
         ``reading``: how its engine's answers are read (``spec.engine``'s)."""
         self.spec = spec
@@ -249,7 +247,7 @@ class InstanceState:
         self.served_models: tuple[str, ...] = ()
         self.max_model_len: int | None = None
         self.last_progress_t: float | None = None
-        self._preread: tuple[bytes, tuple[VllmScrape | None, str | None]] | None = None
+        self._preread: tuple[bytes, tuple[EngineScrape | None, str | None]] | None = None
         self.service: ServiceState | None = None  # from the host sampler, when known
         self.service_age_s: float | None = None  # how long the service has been in its state
         wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None
@@ -269,8 +267,8 @@ class InstanceState:
         if obs.metrics is not None:
             self.metrics = obs.metrics
             # Timed by its own answer, not the end of the node's poll (VllmObservation.metrics_t).
-            slots = obs.slots.body if obs.slots is not None and obs.slots.ok else None
-            self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t, slots)
+            detail = obs.detail.body if obs.detail is not None and obs.detail.ok else None
+            self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t, detail)
         if obs.canary is not None and self.canary is not None:
             clock = self.canary
             # Live, the clock knows when it sent the canary; a replayed result carries only its time.
@@ -295,7 +293,7 @@ class InstanceState:
         if result.ok and self.reading.preread:
             self._preread = (result.body, read_metrics(self.parser, result, self.reading))
 
-    def _apply_metrics(self, result: HttpResult, t: float, slots: bytes | None = None) -> None:
+    def _apply_metrics(self, result: HttpResult, t: float, detail: bytes | None = None) -> None:
         if not result.ok:
             self.metrics_error = f"/metrics: {result.problem()}"
             return
@@ -304,7 +302,7 @@ class InstanceState:
             scrape, problem = pre[1]
         else:
             model = self.served_models[0] if self.served_models else None
-            answers = Answers(model_name=model, info=self.info, slots=slots, previous=self.tracker.latest)
+            answers = Answers(model_name=model, info=self.info, detail=detail, previous=self.tracker.latest)
             scrape, problem = read_metrics(self.parser, result, self.reading, answers)
         if scrape is None:
             self.metrics_error = problem
@@ -516,7 +514,7 @@ class InstanceState:
         )
 
     def _engine_load(
-        self, model: ModelScrape | None, latest: VllmScrape | None, window_s: float | None, thresholds: Thresholds
+        self, model: ModelScrape | None, latest: EngineScrape | None, window_s: float | None, thresholds: Thresholds
     ) -> tuple[KvLoad | None, tuple[EngineView, ...]]:
         """The KV cache's load over the engines, and each engine's own view."""
         if model is None or latest is None:
@@ -525,7 +523,7 @@ class InstanceState:
         engine_rates = self.tracker.engine_rates(window_s=window_s) if model.per_engine else {}
         return kv, engine_views(model, latest, engine_rates, thresholds.engine_imbalance_warn)
 
-    def _launch(self, memory: HostMemory | None, latest: VllmScrape | None, status: Status) -> LaunchReadiness | None:
+    def _launch(self, memory: HostMemory | None, latest: EngineScrape | None, status: Status) -> LaunchReadiness | None:
         """Launch readiness answers "would it start now?": it matters while the instance is not
         serving. A running instance already holds its memory, so the check would mislead."""
         gmu = self.spec.gpu_memory_utilization
@@ -538,7 +536,7 @@ class InstanceState:
         return launch_readiness(memory, gmu)
 
 
-def _first_model(latest: VllmScrape | None) -> ModelScrape | None:
+def _first_model(latest: EngineScrape | None) -> ModelScrape | None:
     """The model a scrape's numbers are shown for: the first by name (a server serves one)."""
     if latest is None or not latest.models:
         return None
@@ -616,7 +614,7 @@ class NodeState:
         spec: NodeSpec,
         fleet: FleetSpec,
         max_age_s: float,
-        readings: Mapping[str, EngineReading] = DEFAULT_READINGS,
+        readings: Mapping[str, EngineReading],
     ) -> None:
         self.spec = spec
         self.fleet = fleet
@@ -1015,11 +1013,11 @@ class FleetState:
     def __init__(
         self,
         spec: FleetSpec,
+        readings: Mapping[str, EngineReading],
         max_age_s: float = DEFAULT_MAX_AGE_S,
-        readings: Mapping[str, EngineReading] = DEFAULT_READINGS,
     ) -> None:
-        """``readings``: how each engine kind is read (``sparktui.engines.READINGS``; vLLM's alone by
-        default); an instance of an engine with no reading here is a ``ValueError``."""
+        """``readings``: how each engine kind is read (``sparktui.engines.READINGS``: the model knows no
+        engine); an instance of an engine with no reading here is a ``ValueError``."""
         self.spec = spec
         self.nodes = {n.name: NodeState(n, spec, max_age_s, readings) for n in spec.nodes}
 

@@ -58,8 +58,8 @@ class VllmObservation:
     """What one poll saw of one engine instance. ``None`` means "not asked this poll".
 
     ``version`` is the engine's own description of itself: vLLM's ``/version``, llama-server's
-    ``/props``; ``slots`` is llama-server's ``/slots``, asked only while a request runs (reading it
-    keeps a server that sleeps when idle awake: ``sparktui.engines.llamacpp``)."""
+    ``/props``; ``detail`` is what its engine asks besides, when this poll's ``/metrics`` says it is
+    worth asking (llama-server's ``/slots`` while a request runs: ``sparktui.engines``' poll plans)."""
 
     name: str
     health: HttpResult | None
@@ -67,7 +67,7 @@ class VllmObservation:
     version: HttpResult | None = None
     models: HttpResult | None = None
     canary: HttpResult | None = None  # a canary completion that finished since the last poll
-    slots: HttpResult | None = None
+    detail: HttpResult | None = None
     # The monotonic time /metrics answered: its counters are of that moment, so rates are timed by it,
     # not by the end of the whole node poll (a slow neighbour on the node would stretch the interval).
     # None: the observation's ``t`` (a recording from before it was kept, the Prometheus source).

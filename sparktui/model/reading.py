@@ -1,18 +1,16 @@
 """How an engine's answers become the engine-neutral scrape: one ``EngineReading`` per engine kind.
 
-The model reads every engine through this seam and knows no engine but vLLM by name: what is specific
-to another engine lives in its package (``sparktui.engines``), whose reading the monitor core hands to
-``FleetState``. vLLM's reading is here (``VLLM``) while its code is still in ``model/vllm.py``.
+The model reads every engine through this seam and knows none by name: what is specific to an engine
+lives in its package (``sparktui.engines``), whose reading the monitor core hands to ``FleetState``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparktui.model.promtext import Exposition
-from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.vllm import WANTED, VllmScrape, normalise
+from sparktui.model.scrape import EngineScrape
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +19,8 @@ class Answers:
 
     model_name: str | None = None  # the first model its /v1/models serves
     info: bytes | None = None  # its last description of itself (vLLM /version, llama-server /props)
-    slots: bytes | None = None  # llama-server's /slots of this poll (None: not read)
-    previous: VllmScrape | None = None  # the last scrape read of it
+    detail: bytes | None = None  # what the engine's poll plan asked besides, this poll (None: not asked)
+    previous: EngineScrape | None = None  # the last scrape read of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,23 +33,7 @@ class EngineReading:
     kind: str
     label: str
     wanted: Callable[[str], bool]
-    normalise: Callable[[Exposition, Answers], VllmScrape]
+    normalise: Callable[[Exposition, Answers], EngineScrape]
     version: Callable[[object], str | None]
     loading_on_503: bool = False
     preread: bool = True
-
-
-def _vllm_version(found: object) -> str | None:
-    if isinstance(found, dict) and isinstance(found.get("version"), str):
-        return safe_text(found["version"], LABEL_LIMIT)
-    return None
-
-
-VLLM = EngineReading(
-    kind="vllm",
-    label="vLLM",
-    wanted=WANTED.__contains__,
-    normalise=lambda expo, _answers: normalise(expo),
-    version=_vllm_version,
-)
-DEFAULT_READINGS: Mapping[str, EngineReading] = {"vllm": VLLM}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sparktui.model.derive import LatencySummary
 from sparktui.model.fleet import InstanceView, NodeView
-from sparktui.model.vllm import HistogramSample
+from sparktui.model.scrape import HistogramSample
 
 # The latencies merged across replicas, in the order they are shown.
 REPLICA_LATENCY_KEYS = ("ttft", "e2e", "itl", "tpot", "queue")

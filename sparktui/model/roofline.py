@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparktui.model.counters import Deltas
-from sparktui.model.vllm import ModelScrape
+from sparktui.model.scrape import ModelScrape
 
 # Counter keys of vllm.COUNTERS.
 FLOPS, READ_BYTES, WRITE_BYTES = "estimated_flops", "estimated_read_bytes", "estimated_write_bytes"

@@ -283,9 +283,18 @@ class SshSpec(_Spec):
 
 
 Role = Literal["single", "head", "worker"]
-# The engine an instance runs (``sparktui.engines``): what is polled and how it is read.
-EngineKind = Literal["vllm", "llamacpp"]
-ENGINE_LABELS: dict[str, str] = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
+_ENGINE_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def _check_engine_kind(value: str) -> str:
+    if not _ENGINE_KIND.fullmatch(value):
+        raise ValueError(f"an engine is a name such as 'vllm' or 'llamacpp' (got {_shown(value)})")
+    return value
+
+
+# The engine an instance runs (``sparktui.engines``): what is polled and how it is read. Its form is
+# checked here; that sparktui knows it, by the config loader (engines may come from installed packages).
+EngineKind = Annotated[str, AfterValidator(_check_engine_kind)]
 
 
 class VllmSpec(_Spec):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sparktui.model.counters import CounterHistory, flatten
 from sparktui.model.derive import VllmRates, derive_rates
-from sparktui.model.vllm import ModelScrape, VllmScrape
+from sparktui.model.scrape import EngineScrape, ModelScrape
 
 
 class VllmTracker:
@@ -18,13 +18,13 @@ class VllmTracker:
     def __init__(self, max_age_s: float = 900.0) -> None:
         self._max_age_s = max_age_s
         self._histories: dict[str, CounterHistory] = {}
-        self.latest: VllmScrape | None = None
+        self.latest: EngineScrape | None = None
         self.latest_t: float | None = None
         self._memo: dict[tuple[str, str | None, float | None], VllmRates | None] = {}
         self._engine_histories: dict[tuple[str, str], CounterHistory] = {}  # (model, engine)
         self._engine_memo: dict[tuple[str | None, float | None], dict[str, VllmRates | None]] = {}
 
-    def observe(self, t: float, scrape: VllmScrape) -> None:
+    def observe(self, t: float, scrape: EngineScrape) -> None:
         for name, model in scrape.models.items():
             history = self._histories.get(name)
             if history is None:

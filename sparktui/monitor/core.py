@@ -38,7 +38,7 @@ from typing import Protocol
 from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
-from sparktui.engines import READINGS
+from sparktui.engines import readings
 from sparktui.model.fleet import (
     COUNTER_WINDOWS_KEPT,
     DEFAULT_MAX_AGE_S,
@@ -170,7 +170,7 @@ class Monitor:
 
     def _start(self) -> None:
         kept = DEFAULT_MAX_AGE_S if self.window_s is None else COUNTER_WINDOWS_KEPT * self.window_s
-        self.state = FleetState(self.fleet, kept, READINGS)  # every engine read as its package says
+        self.state = FleetState(self.fleet, readings(), kept)  # every engine read as its package says
         self.history = History()
         self.log_buffers: dict[str, dict[str, LogBuffer]] = {}  # node -> instance -> its log
         self.diagnosis = DiagnosisEngine(self.catalogue)

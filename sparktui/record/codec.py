@@ -591,7 +591,7 @@ def _observation_parts(obs: NodeObservation) -> tuple[dict[str, Any], list[tuple
             "name": v.name,
             **{
                 part: _result_json(getattr(v, part), f"v/{v.name}/{part}", bodies)
-                for part in ("health", "metrics", "version", "models", "canary", "slots")
+                for part in ("health", "metrics", "version", "models", "canary", "detail")
             },
         }
         if v.metrics_t is not None:  # kept as its lead on the poll's end, which replays re-time
@@ -623,7 +623,7 @@ def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> VllmObse
         version=part("version"),
         models=part("models"),
         canary=part("canary"),
-        slots=part("slots"),
+        detail=part("detail"),
         metrics_t=None if before is None else t - before,
     )
 

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sparktui import installed_version
+from sparktui.engines.vllm.scrape import normalise
 from sparktui.model import promtext
 from sparktui.model.bench import (
     DEFAULT_CONCURRENCY,
@@ -43,9 +44,9 @@ from sparktui.model.bench import (
     tokens_per_word,
 )
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.scrape import EngineScrape
 from sparktui.model.specs import FleetSpec, VllmSpec
 from sparktui.model.units import to_jsonable
-from sparktui.model.vllm import VllmScrape, normalise
 from sparktui.sources._httpx import httpx
 from sparktui.sources.canary import auth_headers
 from sparktui.sources.http import fetch, make_client
@@ -149,7 +150,7 @@ async def stream_completion(
     return RequestResult(sent, done, tuple(chunks), completion, prompt_tokens)
 
 
-async def scrape(client: httpx.AsyncClient, target: BenchTarget) -> VllmScrape | None:
+async def scrape(client: httpx.AsyncClient, target: BenchTarget) -> EngineScrape | None:
     """The instance's ``/metrics``, normalised; None when it cannot be read or parsed."""
     result = await fetch(
         client, f"{target.url}/metrics", timeout_s=INFO_TIMEOUT_S, max_bytes=METRICS_CAP, headers=target.headers

@@ -9,22 +9,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from sparktui.engines import llamacpp as llamacpp_engine
+from sparktui.engines import registry
+from sparktui.engines.base import PollPlan
 from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
-from sparktui.model.vllm import wanted_sample_names
 from sparktui.sources.canary import CanarySender, auth_headers
 from sparktui.sources.http import FetchClient, fetch
 
-METRICS_FILTER = {"name[]": list(wanted_sample_names())}
 Clock = Callable[[], float]
 VERSION_EVERY = 60  # polls between /version checks while healthy
 MODELS_EVERY = 30  # polls between /v1/models checks while healthy
 
 
-def metrics_url(base: str, filtered: bool) -> str:
-    """The /metrics URL polled, with the ``name[]`` filter of the series sparktui reads when ``filtered``."""
-    return f"{base}/metrics?{urlencode(METRICS_FILTER, doseq=True)}" if filtered else f"{base}/metrics"
+def metrics_url(base: str, names: tuple[str, ...]) -> str:
+    """The /metrics URL polled, with a ``name[]`` filter of ``names`` (the series sparktui reads of an
+    engine that takes the filter); none: the whole exposition."""
+    return f"{base}/metrics?{urlencode({'name[]': list(names)}, doseq=True)}" if names else f"{base}/metrics"
 
 
 @dataclass
@@ -54,6 +54,7 @@ class _InstancePoller:
         self, spec: VllmSpec, fleet: FleetSpec, clock: Clock, node: str = "", canaries: CanarySender | None = None
     ) -> None:
         self.spec = spec
+        self.plan: PollPlan = registry()[spec.engine].polling  # the config named a known engine
         self.node = node
         self.canaries = canaries
         self.clock = clock
@@ -75,12 +76,12 @@ class _InstancePoller:
             return VllmObservation(name=self.spec.name, health=None, metrics=None, canary=canary)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
-        llamacpp = self.spec.engine == "llamacpp"
+        plan = self.plan
         if self.metrics_url is None:  # built once: the filter has sixty query parameters to encode
-            self.metrics_url = metrics_url(base, self.spec.metrics_filter and not llamacpp)
-        # llama-server's /props says whether it sleeps: asked every poll (it wakes nothing).
-        ask_version = llamacpp or self.need_version or self.polls % VERSION_EVERY == 0
-        info_path = llamacpp_engine.INFO_PATH if llamacpp else "/version"
+            self.metrics_url = metrics_url(base, plan.metrics_filter if self.spec.metrics_filter else ())
+        ask_version = plan.info_path is not None and (
+            plan.info_each_poll or self.need_version or self.polls % VERSION_EVERY == 0
+        )
         ask_models = self.need_models or self.polls % MODELS_EVERY == 0
         metrics_at: list[float] = []
         url = self.metrics_url
@@ -95,7 +96,7 @@ class _InstancePoller:
             timed_metrics(),
         ]
         if ask_version:
-            calls.append(fetch(client, f"{base}{info_path}", timeout_s=timeout, max_bytes=256 * 1024))
+            calls.append(fetch(client, f"{base}{plan.info_path}", timeout_s=timeout, max_bytes=256 * 1024))
         if ask_models:
             calls.append(
                 fetch(
@@ -119,9 +120,9 @@ class _InstancePoller:
         if healthy and not self.was_healthy:  # came (back) up: a restart may have changed both
             self.need_version = self.need_models = True
         self.was_healthy = healthy
-        slots = None
-        if llamacpp and metrics.ok and llamacpp_engine.wants_slots(metrics.body):
-            slots = await fetch(client, f"{base}{llamacpp_engine.SLOTS_PATH}", timeout_s=timeout, max_bytes=cap)
+        detail = None
+        if plan.detail_path is not None and metrics.ok and plan.wants_detail(metrics.body):
+            detail = await fetch(client, f"{base}{plan.detail_path}", timeout_s=timeout, max_bytes=cap)
         return VllmObservation(
             name=self.spec.name,
             health=health,
@@ -129,7 +130,7 @@ class _InstancePoller:
             version=version,
             models=models,
             canary=canary,
-            slots=slots,
+            detail=detail,
             metrics_t=metrics_at[0] if metrics_at else None,
         )
 

@@ -9,7 +9,7 @@ node with regex label matchers::
 
 (its text, like every query's, is ``sparktui.sources.promql``'s).
 
-It returns the latest value of exactly the series direct mode reads (``model.vllm.WANTED``, the GPU
+It returns the latest value of exactly the series direct mode reads (``engines.vllm.scrape.WANTED``, the GPU
 exporter and node_exporter series of ``model.exporters`` / ``model.memory``), ``up`` for the health of
 each target, and the time of each target's last scrape. Both halves come from one evaluation, so they
 are consistent. For each target whose scrape is newer than the last one seen, the answer is written

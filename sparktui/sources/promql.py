@@ -10,7 +10,7 @@ The numbers are each one query batched over every vLLM target (``sum by (<target
 written the way vLLM's Grafana dashboards write it (``reference/vllm/grafana.md``): ``rate()`` of the
 counters, ratios of rates, ``histogram_quantile()`` over ``sum by (le) (rate(..._bucket[w]))``, the
 gauges as they are. Metric-name fallbacks come from the same tables the normaliser uses
-(``model.vllm``), joined with ``or``.
+(``engines/vllm/scrape.py``), joined with ``or``.
 
 Over the same samples the two agree exactly: Prometheus's ``rate(x[w])`` extrapolates to the ends of
 the window, and when the window starts and ends on a sample, as the comparison test arranges, it is
@@ -27,9 +27,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from sparktui.engines.vllm.scrape import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WAITING_BY_REASON, WANTED
 from sparktui.model import exporters, memory
 from sparktui.model.specs import PrometheusSpec, PrometheusTarget, parse_selector
-from sparktui.model.vllm import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WAITING_BY_REASON, WANTED
 
 SCRAPE_LABEL = "sparktui_scrape"  # marks the scrape-time half of the refresh query
 

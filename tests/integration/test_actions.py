@@ -41,6 +41,7 @@ from sparktui.demo.fleet import DemoFleet, InstanceSpec
 from sparktui.demo.fleet import NodeSpec as DemoNodeSpec
 from sparktui.demo.sim import PROFILES
 from sparktui.diagnosis.engine import ACTION_SETTLE_S
+from sparktui.engines import readings
 from sparktui.headless.action import main as actions_main
 from sparktui.headless.snapshot import collect
 from sparktui.model.commands import KILL_SCRIPT, ProcessIdentity, posix_cksum
@@ -108,7 +109,7 @@ def host_sample(
 
 
 def views_with(fleet: FleetSpec, samples: dict[str, HostSample]) -> tuple[NodeView, ...]:
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     for name, sample in samples.items():
         state.apply_host(HostUpdate(name, 0.0, sample=sample))
     return state.view(1.0)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.observations import NodeObservation
 from sparktui.model.specs import FleetSpec
@@ -42,7 +43,7 @@ def _fleet(node: FixtureNode, **overrides: str) -> FleetSpec:
 
 
 async def _poll(fleet: FleetSpec, node: FixtureNode, polls: int = 2) -> NodeView:
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     async with make_client() as client:
         poller = FleetPoller(fleet, client)
         for index in range(polls):

@@ -14,11 +14,12 @@ from sparktui.config import parse_config
 from sparktui.demo.exposition import VllmExposition
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.sim import PROFILES, EngineState
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import normalise
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import Exposition, parse
 from sparktui.model.status import State
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import normalise
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.conftest import VLLM_FIXTURES
@@ -106,7 +107,7 @@ async def running_fleet() -> AsyncIterator[DemoFleet]:
 
 async def _views(fleet: DemoFleet, steps: int = 3, dt: float = 2.0) -> FleetState:
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings())
     async with make_client() as client:
         poller = FleetPoller(spec, client)
         for index in range(steps):

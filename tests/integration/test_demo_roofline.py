@@ -8,13 +8,14 @@ import pytest
 
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import normalise
 from sparktui.headless.snapshot import render_snapshot
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.promtext import parse
 from sparktui.model.roofline import MFU_HINT
 from sparktui.model.status import State
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import normalise
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.integration.test_demo import running_fleet
@@ -51,7 +52,7 @@ async def _polled(fleet: DemoFleet, steps: int = 4, dt: float = 5.0) -> tuple[No
     """The demo stepped ``dt`` simulated seconds between polls, timed on its clock (rates per simulated
     second, as the dashboard over a demo run from the wall clock sees them)."""
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings())
     async with make_client() as client:
         poller = FleetPoller(spec, client, clock=lambda: fleet.now)
         for index in range(steps):

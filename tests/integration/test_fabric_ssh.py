@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sparktui.engines import readings
 from sparktui.model.fabric import checksum_command, fabric_command, parse_fabric
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import HostUpdate
@@ -26,7 +27,7 @@ from tests.support.fabric import ETHTOOL, NIC, fake_net, mapping
 from tests.support.sshd import Sshd
 from tests.support.wait import wait_until
 
-READINGS = ETHTOOL
+ETHTOOL_READINGS = ETHTOOL
 
 
 @pytest.fixture
@@ -64,9 +65,9 @@ async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(
     fresh_sshd: Sshd, net_dir: Path, libnccl: tuple[Path, int]
 ) -> None:
     library, pid = libnccl
-    fresh_sshd.set_ethtool(READINGS[0])
+    fresh_sshd.set_ethtool(ETHTOOL_READINGS[0])
     fleet = FleetSpec(nodes=[fresh_sshd.node()], poll_interval_s=0.5)
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     updates: list[HostUpdate] = []
 
     def seen(update: HostUpdate) -> None:
@@ -91,12 +92,12 @@ async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(
             await wait_until(
                 lambda: read(f"/proc/{pid}/maps:"), what="the fabric with the NCCL mapping", timeout_s=30.0
             )
-            fresh_sshd.set_ethtool(READINGS[1])
+            fresh_sshd.set_ethtool(ETHTOOL_READINGS[1])
             # Two readings of the new counters, counted as fabric readings: host frames come between them,
             # more of them while a slow answer is read again (a run under load waited for frames, and the
             # last interval was still the one from the old counters to the new).
-            new = next(line.strip() for line in READINGS[1].splitlines() if "rx_bytes_phy:" in line)
-            assert new not in READINGS[0]
+            new = next(line.strip() for line in ETHTOOL_READINGS[1].splitlines() if "rx_bytes_phy:" in line)
+            assert new not in ETHTOOL_READINGS[0]
             await wait_until(
                 lambda: len(read("sha256 ")) >= 2 and [new in (u.fabric or "") for u in read("")][-2:] == [True, True],
                 what="two readings of the new counters",
@@ -121,8 +122,8 @@ async def test_the_fabric_over_ssh_gives_the_links_rates_and_the_nccl_checksum(
 
 async def test_the_rates_move_between_two_readings_over_ssh(fresh_sshd: Sshd, net_dir: Path) -> None:
     fleet = FleetSpec(nodes=[fresh_sshd.node()], poll_interval_s=0.5)
-    state = FleetState(fleet)
-    fresh_sshd.set_ethtool(READINGS[0])
+    state = FleetState(fleet, readings())
+    fresh_sshd.set_ethtool(ETHTOOL_READINGS[0])
     async with NodeSsh(fleet.nodes[0], use_agent=False) as ssh:
         collector = HostCollector(fleet.nodes[0], fleet, ssh=ssh, fabric_every_s=0.2, net_dir=str(net_dir))
         updates: list[HostUpdate] = []
@@ -131,7 +132,7 @@ async def test_the_rates_move_between_two_readings_over_ssh(fresh_sshd: Sshd, ne
             if update.fabric is not None:
                 updates.append(update)
                 state.apply_host(update)
-                fresh_sshd.set_ethtool(READINGS[1])  # the next reading is the one 10 s on, on the node
+                fresh_sshd.set_ethtool(ETHTOOL_READINGS[1])  # the next reading is the one 10 s on, on the node
 
         task = asyncio.create_task(collector.run(seen))
         try:
@@ -153,8 +154,8 @@ def test_the_checksum_command_quotes_the_path() -> None:
 async def test_the_interfaces_the_config_names_are_read_whatever_their_driver(fresh_sshd: Sshd, net_dir: Path) -> None:
     node = fresh_sshd.node().model_copy(update={"rdma_interfaces": ("eno1",)})
     fleet = FleetSpec(nodes=[node], poll_interval_s=0.5)
-    state = FleetState(fleet)
-    fresh_sshd.set_ethtool(READINGS[0])
+    state = FleetState(fleet, readings())
+    fresh_sshd.set_ethtool(ETHTOOL_READINGS[0])
     async with NodeSsh(node, use_agent=False) as ssh:
         collector = HostCollector(node, fleet, ssh=ssh, fabric_every_s=0.2, net_dir=str(net_dir))
         task = asyncio.create_task(collector.run(state.apply_host))

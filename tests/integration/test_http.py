@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import FetchKind, HttpResult
 from sparktui.model.status import State
@@ -883,7 +884,7 @@ async def test_fleet_poller_through_the_poll_client_reads_every_endpoint(monkeyp
             "gpu_memory_utilization", 'api_key_env = "TEST_VLLM_KEY"\ngpu_memory_utilization'
         )
         fleet = parse_config(text, source="test.toml")
-        state = FleetState(fleet)
+        state = FleetState(fleet, readings())
         async with make_poll_client(fleet_origins(fleet)) as client:
             poller = FleetPoller(fleet, client)
             for index in range(2):

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 # No type stubs for psutil in the test extras; the ignore stays harmless if types-psutil appears.
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
+from sparktui.engines import readings
 from sparktui.model.exporters import NVIDIA_SMI_Q_COMMAND, ExporterKind
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import HostUpdate
@@ -30,7 +31,7 @@ LOADED = (DATA / "exporters" / "nvidia-smi-h100" / "loaded-q-perf.txt").read_tex
 @contextlib.asynccontextmanager
 async def collecting(sshd: Sshd) -> AsyncIterator[tuple[FleetState, list[HostUpdate]]]:
     fleet = FleetSpec(nodes=[sshd.node()], poll_interval_s=0.5)
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     updates: list[HostUpdate] = []
 
     def seen(update: HostUpdate) -> None:

@@ -35,9 +35,9 @@ import pytest_asyncio
 
 from sparktui.config import ConfigError, parse_config
 from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.engines.vllm.scrape import WANTED
 from sparktui.headless import compare
 from sparktui.model.promtext import parse
-from sparktui.model.vllm import WANTED
 from sparktui.sources.http import make_client
 from sparktui.sources.live import LiveFleet
 from sparktui.sources.prometheus import (

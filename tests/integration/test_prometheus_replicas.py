@@ -30,9 +30,10 @@ from dataclasses import dataclass
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import HISTOGRAMS
 from sparktui.model.fleet import FleetState
 from sparktui.model.replicas import REPLICA_LATENCY_KEYS, ModelReplicas, model_replicas
-from sparktui.model.vllm import HISTOGRAMS
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.prometheus import PrometheusSource
@@ -160,12 +161,12 @@ async def test_merged_percentiles_equal_prometheus_over_the_same_samples(replica
     require_prometheus()
     fleet = parse_config(fleet_toml(replicas), env={})
     urls = [f"{r.server.url}/metrics" for r in replicas]
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     async with PrometheusServer(urls) as server, make_client([*fleet_origins(fleet), server.url]) as client:
         poller = FleetPoller(fleet, client)
         # The same fleet read from Prometheus (its source rebuilds each target's scrape from its samples).
         prom_fleet = parse_config(fleet_toml(replicas) + f'[prometheus]\nurl = "{server.url}"\n', env={})
-        source, via_prometheus = PrometheusSource(prom_fleet), FleetState(prom_fleet)
+        source, via_prometheus = PrometheusSource(prom_fleet), FleetState(prom_fleet, readings())
 
         async def poll() -> None:
             for observation in await poller.poll_all():

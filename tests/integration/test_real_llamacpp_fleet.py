@@ -17,9 +17,9 @@ from sparktui.engines.llamacpp.scrape import ENDED
 from sparktui.headless.snapshot import collect, views_json
 from sparktui.headless.watch import Watcher
 from sparktui.model.fleet import InstanceView
+from sparktui.model.scrape import Sleep
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
-from sparktui.model.vllm import Sleep
 from tests.integration.test_real_llamacpp import TEST_TIMEOUT_S, complete, prompt
 from tests.support.llama_server import LlamaModels, LlamaServer, running_llama_server
 from tests.support.wait import wait_until

@@ -14,7 +14,7 @@ from sparktui.engines.llamacpp.scrape import ENDED, normalise, read_props, read_
 from sparktui.model.counters import CounterHistory, flatten
 from sparktui.model.derive import derive_rates
 from sparktui.model.promtext import parse
-from sparktui.model.vllm import ModelScrape, Sleep
+from sparktui.model.scrape import ModelScrape, Sleep
 from tests.integration.test_real_llamacpp import TEST_TIMEOUT_S, complete, prompt
 from tests.support.llama_server import LlamaServer
 from tests.support.wait import wait_until

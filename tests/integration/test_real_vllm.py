@@ -31,12 +31,14 @@ import httpx
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import PromParser
+from sparktui.model.scrape import EngineScrape
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, VllmScrape, normalise
 from sparktui.sources.http import fetch, make_poll_client
 from sparktui.sources.poller import FleetPoller
 from tests.support.vllm_server import (
@@ -130,7 +132,7 @@ async def complete(client: httpx.AsyncClient, server: VllmServer, prompt: str, t
     assert response.status_code == 200, response.text
 
 
-async def scrape(server: VllmServer) -> VllmScrape:
+async def scrape(server: VllmServer) -> EngineScrape:
     """/metrics as the poller reads it: sparktui's client, parser (with its name filter) and normaliser."""
     async with make_poll_client() as client:
         result = await fetch(client, f"{server.url}/metrics", timeout_s=10.0, max_bytes=MAX_BODY_BYTES)
@@ -140,8 +142,8 @@ async def scrape(server: VllmServer) -> VllmScrape:
 
 @dataclass(frozen=True)
 class Window:
-    before: VllmScrape
-    after: VllmScrape
+    before: EngineScrape
+    after: EngineScrape
     seconds: float
     engine: EngineLine
     spec: SpecLine
@@ -248,7 +250,7 @@ async def test_a_starting_server_is_down_until_it_answers_then_up_and_a_killed_e
         require_vllm(), tiny_model, tmp_path / "vllm.log", extra_env={"VLLM_KEEP_ALIVE_ON_ENGINE_DEATH": "1"}
     )
     fleet = _fleet(server)
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     reasons: list[tuple[State, str]] = []
 
     def now_status() -> tuple[State, str]:

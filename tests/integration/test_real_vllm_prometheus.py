@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.headless import compare
 from sparktui.model.fleet import FleetState
 from sparktui.sources.http import make_client
@@ -66,7 +67,7 @@ async def test_prometheus_functions_on_the_real_engine_equal_sparktuis_numbers(r
         fleet = parse_config(f'{toml}[prometheus]\nurl = "{server.url}"\n', source="real-vllm.toml", env={})
         assert fleet.prometheus is not None
         source = PrometheusSource(fleet, logs=False)
-        state = FleetState(fleet)
+        state = FleetState(fleet, readings())
         async with make_client([server.url]) as client:
             driving = asyncio.create_task(load(real_vllm))
             try:

@@ -28,8 +28,8 @@ import httpx
 import pytest
 
 from sparktui.model.roofline import Roofline
+from sparktui.model.scrape import EngineScrape
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import VllmScrape
 from tests.integration.test_real_vllm import MAX_BURST_S, SHARED_PREFIX, EngineLine, complete, engine_lines, scrape
 from tests.support.vllm_server import LOG_INTERVAL_S, VllmServer
 from tests.support.wait import wait_until
@@ -57,8 +57,8 @@ def mfu_lines(log: str) -> list[MfuLine]:
 
 @dataclass(frozen=True)
 class MfuWindow:
-    before: VllmScrape
-    after: VllmScrape
+    before: EngineScrape
+    after: EngineScrape
     engine: EngineLine
     mfu: MfuLine
 

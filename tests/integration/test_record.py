@@ -355,7 +355,7 @@ def test_a_llama_servers_slots_are_recorded_with_their_observation_and_replay() 
     absent (not empty) from the polls that did not read it."""
     body = (Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434" / "running-slots.json").read_bytes()
     slots = HttpResult(url="http://10.0.0.1:8080/slots", kind=FetchKind.OK, status=200, body=body)
-    _round_trip_with_part(lambda v, r: replace(v, slots=r), (None, slots, slots, None))
+    _round_trip_with_part(lambda v, r: replace(v, detail=r), (None, slots, slots, None))
 
 
 def test_a_redirects_location_is_recorded_so_a_replay_gives_the_same_reason() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec
@@ -52,7 +53,7 @@ def dp2_observations(node: str = "spark-dp", instance: str = "qwen-dp2") -> list
 def dp2_fleet(config: str = CONFIG) -> tuple[FleetState, float]:
     """A fleet whose one instance served the whole dp2 scenario, and the time of its last scrape."""
     spec: FleetSpec = parse_config(config, source="dp2-test.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings())
     observations = dp2_observations()
     for observation in observations:
         state.apply(observation)

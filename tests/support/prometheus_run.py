@@ -22,6 +22,7 @@ import httpx
 
 from sparktui.config import catalogue_for, parse_config
 from sparktui.demo.fleet import DemoFleet, scaled_nodes
+from sparktui.engines import readings
 from sparktui.headless import compare
 from sparktui.model.fleet import FleetState, InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
@@ -102,7 +103,16 @@ async def stepped_run(server_class: type[ScrapingServer], steps: int, nodes: int
             prom_fleet = with_prometheus(toml, server.url)
             source = PrometheusSource(prom_fleet)
             async with make_client([server.url]) as client:
-                found = Run(demo, server, fleet, prom_fleet, FleetState(fleet), FleetState(prom_fleet), source, client)
+                found = Run(
+                    demo,
+                    server,
+                    fleet,
+                    prom_fleet,
+                    FleetState(fleet, readings()),
+                    FleetState(prom_fleet, readings()),
+                    source,
+                    client,
+                )
                 poller = FleetPoller(fleet, direct_client)
                 changed = time.time()
                 for step in range(steps + 1):
@@ -278,7 +288,7 @@ async def assert_a_target_down_is_down_here(run: Run) -> str:
     toml = run.demo.config_toml() + '\n[[nodes]]\nname = "ghost"\nhost = "127.0.0.1"\n[[nodes.vllm]]\nport = 9\n'
     fleet = with_prometheus(toml, run.server.url)
     direct_fleet = parse_config(toml, env={})
-    via, direct = FleetState(fleet), FleetState(direct_fleet)
+    via, direct = FleetState(fleet, readings()), FleetState(direct_fleet, readings())
     async with make_client(fleet_origins(direct_fleet)) as client:
         for observation in await FleetPoller(direct_fleet, client).poll_all():
             direct.apply(observation)

@@ -31,6 +31,7 @@ from sparktui.diagnosis.alerts import (
 )
 from sparktui.diagnosis.catalogue import Severity
 from sparktui.diagnosis.engine import Finding
+from sparktui.engines import readings
 from sparktui.model.exporters import ExporterKind, GpuReading
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.memory import GIB, LaunchReadiness, MemoryPressure
@@ -438,7 +439,7 @@ def test_nodes_limits_a_rule_and_workers_are_skipped() -> None:
         '[[alerts]]\nname = "only-head"\nmetric = "node_down"\nnodes = ["head"]\n'
     )
     fleet = parse_config(config, source=SRC, env={})
-    views = FleetState(fleet).view(0.0)
+    views = FleetState(fleet, readings()).view(0.0)
     keys = {str(r.key) for r in read_rules(alert_rules(fleet), views, {}, fleet)}
     assert keys == {"head/big/kv", "head/only-head"}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.engines.vllm.scrape import normalise
 from sparktui.headless.bench import run_interruptible
 from sparktui.model.bench import (
     CALIBRATION_WORDS,
@@ -44,7 +45,6 @@ from sparktui.model.bench import (
 from sparktui.model.promtext import parse
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import NO_DATA, to_jsonable
-from sparktui.model.vllm import normalise
 
 pytestmark = pytest.mark.unit
 

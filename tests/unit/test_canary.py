@@ -8,6 +8,7 @@ import re
 
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine
+from sparktui.engines import readings
 from sparktui.model.canary import CanaryClock, canary_text, judge
 from sparktui.model.fleet import CanaryOrder, FleetState, InstanceView
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
@@ -76,7 +77,7 @@ def instance(state: FleetState, t: float, name: str = "qwen") -> InstanceView:
 
 
 def test_no_canary_while_tokens_move_and_one_after_idle_s_without_a_token() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t in range(0, 29):  # every scrape a new one: generation counter rising
         observe(state, float(t), SCRAPES[t])
         assert state.canaries_due("spark1", float(t)) == ()
@@ -126,7 +127,7 @@ def test_an_http_error_is_a_failed_canary_not_a_wedge() -> None:
 
 
 def test_an_unanswered_canary_while_health_says_200_is_a_wedge_until_a_token_moves_or_one_answers() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     frozen = IDLE
     for t in range(0, 31):
         observe(state, float(t), frozen)
@@ -147,7 +148,7 @@ def test_an_unanswered_canary_while_health_says_200_is_a_wedge_until_a_token_mov
 
 
 def test_a_wedge_is_only_a_wedge_while_health_says_200() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t in range(0, 31):
         observe(state, float(t), IDLE)
     state.canaries_due("spark1", 30.0)
@@ -158,7 +159,7 @@ def test_a_wedge_is_only_a_wedge_while_health_says_200() -> None:
 
 
 def test_a_replayed_canary_result_is_counted_and_judged_without_the_send() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t in range(0, 31):
         observe(state, float(t), IDLE)
     observe(state, 41.5, IDLE, canary=timed_out(10.0))  # no canaries_due call: a recording's result
@@ -168,7 +169,7 @@ def test_a_replayed_canary_result_is_counted_and_judged_without_the_send() -> No
 
 
 def test_the_engine_wedged_finding_opens_on_an_unanswered_canary_with_its_evidence_and_clears() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     engine = DiagnosisEngine(load_catalogue())
     for t in range(0, 31):
         observe(state, float(t), IDLE)

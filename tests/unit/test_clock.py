@@ -11,6 +11,7 @@ import pytest
 
 from sparktui.config import catalogue_for, load_catalogue, parse_config
 from sparktui.diagnosis.engine import DiagnosisEngine
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
@@ -73,7 +74,7 @@ def test_the_monitor_maps_its_tick_clock_to_wall_time_from_what_it_observed() ->
 
 def test_evidence_times_and_quoted_log_lines_read_on_the_same_local_clock(berlin: None) -> None:
     """The findings screen showed clearings as 00:12:33 (a monotonic time) and evidence as 09:06:09 UTC."""
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     engine = DiagnosisEngine(load_catalogue())
     dead = HttpResult(url="u", kind=FetchKind.OK, status=503, body=b"", elapsed_s=0.01)
     line = LogLine(0, datetime.fromtimestamp(WALL - 60, UTC), "vllm: error: unrecognized arguments: serve")

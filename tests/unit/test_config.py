@@ -401,6 +401,17 @@ RULES: list[tuple[str, str, str]] = [
         "nodes[0].services[0].name: missing (required)",
     ),
     (
+        "engine-unknown",
+        NODE + '[[nodes.vllm]]\nengine = "sglang"\nport = 30000\n',
+        "nodes[0].vllm[0].engine: 'sglang' is no engine sparktui knows (it knows llamacpp, vllm; "
+        "docs/engines.md says how to add one)",
+    ),
+    (
+        "engine-not-a-name",
+        NODE + '[[nodes.vllm]]\nengine = "vLLM 0.33"\nport = 8000\n',
+        "nodes[0].vllm[0].engine: an engine is a name such as 'vllm' or 'llamacpp' (got 'vLLM 0.33')",
+    ),
+    (
         "service-no-url",
         NODE + '[[nodes.services]]\nname = "asr"\n',
         'nodes[0].services[0].url: missing: give url = "http://HOST:PORT/health" or port = PORT (and path)',

@@ -126,7 +126,8 @@ def test_cached_histogram_keys_are_the_keys_written_out() -> None:
 
 
 def test_bucket_bounds_read_once_are_the_bounds_parsed_anew() -> None:
-    from sparktui.model.vllm import ScrapeProblem, _bound, _bucket_bound
+    from sparktui.engines.vllm.scrape import _bound, _bucket_bound
+    from sparktui.model.scrape import ScrapeProblem
 
     for le in ("0.001", "2.5", "+Inf", "1e3", "-0", "0", "0." + "0" * 60 + "1") * 2:
         assert repr(_bucket_bound("w", le)) == repr(_bound(le))

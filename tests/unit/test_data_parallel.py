@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from sparktui.diagnosis.alerts import read_rules
+from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.engines import imbalanced, kv_line, kv_load, share_ratios
 from sparktui.model.fleet import InstanceView
 from sparktui.model.promtext import PromParser
+from sparktui.model.scrape import EngineScrape
 from sparktui.model.specs import AlertRuleSpec, Thresholds
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import fmt_pct, fmt_rate
-from sparktui.model.vllm import WANTED, VllmScrape, normalise
 from sparktui.ui.kiosk_figures import kiosk_tile
 from tests.support.dp_data import CONFIG, EXPECTED, dp2_fleet, dp2_scrapes
 from tests.unit.test_vllm_fixtures import _check
@@ -26,7 +27,7 @@ MODEL = EXPECTED["model_name"]
 ENGINES = EXPECTED["engines"]
 
 
-def _normalised() -> list[tuple[float, VllmScrape]]:
+def _normalised() -> list[tuple[float, EngineScrape]]:
     parser = PromParser(keep=WANTED.__contains__)
     return [(t, normalise(parser.parse(body))) for t, body in dp2_scrapes()]
 
@@ -44,7 +45,7 @@ def _instance(config: str = CONFIG) -> InstanceView:
     return view.instances[0]
 
 
-def _capacity(scrape: VllmScrape, engine: str) -> float:
+def _capacity(scrape: EngineScrape, engine: str) -> float:
     labels = scrape.cache_config[engine].labels  # num_gpu_blocks x block_size: kv_cache_size_tokens is "None"
     return float(labels["num_gpu_blocks"]) * float(labels["block_size"])
 

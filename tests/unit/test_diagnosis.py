@@ -22,6 +22,7 @@ import pytest
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.catalogue import ACTIONS, CatalogueError, Severity, catalogue_markdown, parse_catalogue
 from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogFormat, parse_log_line
@@ -187,7 +188,7 @@ class Rig:
     def __init__(
         self, config: str = SERVING, overrides: Mapping[str, float] | None = None, window_s: float = 60.0
     ) -> None:
-        self.fleet = FleetState(parse_config(config, source="test.toml"))
+        self.fleet = FleetState(parse_config(config, source="test.toml"), readings())
         self.name = next(iter(self.fleet.nodes))
         self.engine = DiagnosisEngine(CATALOGUE, overrides)
         self.window_s = window_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.model.drift import (
     FIELDS,
     DriftReport,
@@ -52,7 +53,7 @@ def _feed(state: FleetState, node: str, scrape: str, version: str) -> None:
 
 
 def test_two_hosts_of_one_model_on_different_versions_and_draft_lengths_are_flagged() -> None:
-    state = FleetState(parse_config(CONFIG, source="t.toml"))
+    state = FleetState(parse_config(CONFIG, source="t.toml"), readings())
     _feed(state, "a", scenario_scrapes("mtp2-steady")[0], "0.33.0")
     _feed(state, "b", scenario_scrapes("mtp3-poor-pos2")[0], "0.30.1")
     report = drift_report(state)
@@ -65,7 +66,7 @@ def test_two_hosts_of_one_model_on_different_versions_and_draft_lengths_are_flag
 
 
 def test_same_everything_is_no_drift() -> None:
-    state = FleetState(parse_config(CONFIG, source="t.toml"))
+    state = FleetState(parse_config(CONFIG, source="t.toml"), readings())
     for node in ("a", "b"):
         _feed(state, node, scenario_scrapes("mtp2-steady")[0], "0.33.0")
     assert drift_report(state).mismatches == {}
@@ -183,7 +184,7 @@ def _nccl(state: FleetState, node: str, path: str, digest: str) -> None:
 
 
 def test_the_ranks_of_a_job_mapping_different_nccl_libraries_are_flagged() -> None:
-    state = FleetState(parse_config(JOB, source="t.toml"))
+    state = FleetState(parse_config(JOB, source="t.toml"), readings())
     _nccl(state, "a", "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", "a1" * 32)
     _nccl(state, "b", "/usr/lib/aarch64-linux-gnu/libnccl.so.2.27.7", "b2" * 32)
     report = drift_report(state)

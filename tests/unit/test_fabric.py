@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparktui.engines import readings
 from sparktui.model.counters import CounterHistory
 from sparktui.model.fabric import (
     COUNTERS,
@@ -131,7 +132,7 @@ def test_the_fleet_shows_a_jobs_ranks_side_by_side_with_their_links() -> None:
             NodeSpec(name="b", host="127.0.0.1", vllm=[VllmSpec(name="m", role="worker", job="tp2")]),
         ]
     )
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     for t, text in ((100.0, BEFORE), (110.0, AFTER)):
         state.apply_host(HostUpdate("b", t, fabric=answer(text)))
     views = {v.name: v for v in state.view(111.0)}

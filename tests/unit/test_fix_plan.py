@@ -25,6 +25,7 @@ from sparktui.actions.runner import ActionRunner, Outcome
 from sparktui.config import load_catalogue
 from sparktui.diagnosis.catalogue import CatalogueError, Severity, parse_catalogue
 from sparktui.diagnosis.engine import Finding
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostProcess, HostSample, ServiceState
 from sparktui.model.memory import GIB, HostMemory
@@ -76,7 +77,7 @@ def view_of(
     processes: tuple[HostProcess, ...] = (),
 ) -> NodeView:
     """spark1's view with its unit in ``service`` and its instance as its last poll saw it."""
-    state = FleetState(fleet)
+    state = FleetState(fleet, readings())
     state.apply_host(HostUpdate("spark1", 0.0, sample=sample(service, processes)))
     (view,) = state.view(1.0)
     instance = replace(view.instances[0], status=Status(status), running=running, waiting=waiting)

@@ -20,13 +20,15 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.model.exporters import gpu_reading
 from sparktui.model.fleet import FleetState
 from sparktui.model.memory import host_memory_from_exposition, pressure_from_exposition
 from sparktui.model.promtext import MAX_LABEL_VALUE, Exposition, ParseError, PromParser, parse
 from sparktui.model.safe_text import safe_text
+from sparktui.model.scrape import EngineScrape, ScrapeProblem
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, ScrapeProblem, VllmScrape, normalise
 from tests.conftest import DATA, VLLM_FIXTURES
 from tests.unit.test_status import FLEET, observe, ok, view
 
@@ -83,7 +85,7 @@ def mutated(draw: st.DrawFn, seeds: tuple[str, ...]) -> str:
     return text
 
 
-def _finite_numbers(scrape: VllmScrape) -> bool:
+def _finite_numbers(scrape: EngineScrape) -> bool:
     numbers: list[float] = []
     for model in scrape.models.values():
         numbers.extend(model.counters.values())
@@ -127,7 +129,7 @@ def test_parser_and_normaliser_raise_only_their_documented_errors(text: str) -> 
 @given(mutated(VLLM_SCRAPES), st.sampled_from((b"", b"\xff", b"\xc3", b"\x00\x80")))
 @example(VLLM_SCRAPES[0].replace('le="0.001"', 'le="abc"', 1), b"")
 def test_an_instance_given_any_body_shows_a_status_and_raises_nothing(text: str, tail: bytes) -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(VLLM_SCRAPES[0]))
     observe(state, 1.0, ok(), replace(ok(), body=text.encode() + tail))
     observe(state, 2.0, ok(), ok(VLLM_SCRAPES[0]))

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.headless.snapshot import render_check, render_snapshot, views_json
 from sparktui.model import safe_json
 from sparktui.model.derive import MAX_TOKENS_PER_S
@@ -64,7 +65,7 @@ def _edited(old: str, new: str, scrape: str = SCRAPES[0]) -> str:
 
 
 def _reasons(*bodies: str) -> tuple[str, ...]:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t, body in enumerate(bodies):
         observe(state, float(t), ok(), ok(body))
     return view(state, float(len(bodies) - 1)).status.reasons
@@ -86,7 +87,7 @@ def _poll(state: FleetState, node: str, t: float, body: str) -> None:
 
 def test_a_hostile_label_value_reaches_no_view_and_no_headless_output_raw() -> None:
     bodies = [_edited('finished_reason="stop"', f'finished_reason="{HOSTILE}"', scrape) for scrape in SCRAPES[:3]]
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t, body in enumerate(bodies):
         observe(state, float(t), ok(), ok(body))
     views = state.view(2.0, window_s=None)
@@ -119,7 +120,7 @@ def test_a_draft_position_that_is_not_ascii_digits_is_a_reason_not_a_traceback(p
 
 
 def test_a_context_length_past_any_integer_is_unknown_and_the_node_still_views() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     models = ok('{"object":"list","data":[{"id":"m","max_model_len":1' + "0" * 400 + "}]}")
     state.apply(
         NodeObservation(
@@ -137,7 +138,7 @@ def test_a_context_length_past_any_integer_is_unknown_and_the_node_still_views()
 
 
 def test_one_nodes_bad_data_never_stops_another_nodes_view(monkeypatch: pytest.MonkeyPatch) -> None:
-    state = FleetState(TWO_NODES)
+    state = FleetState(TWO_NODES, readings())
     for t in (0.0, 1.0):
         _poll(state, "spark1", t, SCRAPES[int(t)])
         _poll(state, "spark2", t, SCRAPES[int(t)])
@@ -180,7 +181,7 @@ def test_a_number_not_of_its_kind_is_a_reason_naming_the_metric(head: str, value
 
 def test_a_counter_jump_past_any_engine_is_flagged_and_not_shown() -> None:
     generated = float(re.search(rf"^{re.escape(GENERATED)} (\S+)$", SCRAPES[1], re.MULTILINE)[1])  # type: ignore[index]
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]))
     observe(state, 1.0, ok(), ok(_with_value(GENERATED, repr(generated + 1e18), SCRAPES[1])))
     node = view(state, 1.0)
@@ -289,7 +290,7 @@ def test_an_observation_read_ahead_gives_the_view_of_one_read_on_arrival(hostile
     is applied on the event loop: the same view as a replay, which reads it on arrival."""
     gpu = "".join(f'g{{i="{i}"}} 1\n' for i in range(MAX_SERIES + 1)) if hostile else GPU_PAGE
     metrics = [_edited('position="1"', 'position="²"', s) if hostile else s for s in SCRAPES[:2]]
-    ahead, on_arrival = FleetState(GPU_FLEET), FleetState(GPU_FLEET)
+    ahead, on_arrival = FleetState(GPU_FLEET, readings()), FleetState(GPU_FLEET, readings())
     for t, body in enumerate(metrics):
         observation = _observation(float(t), body, gpu)
         ahead.preread(observation)
@@ -318,7 +319,7 @@ def test_an_observation_read_ahead_gives_the_view_of_one_read_on_arrival(hostile
     ],
 )
 def test_spec_decode_and_bandwidth_counters_past_any_drafter_or_gpu_are_flagged(wire: str, flagged: str) -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]))
     observe(state, 1.0, ok(), ok(_with_value(wire, "1e30", SCRAPES[1])))
     node = view(state, 1.0)

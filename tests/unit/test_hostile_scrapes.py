@@ -9,11 +9,13 @@ from dataclasses import replace
 
 import pytest
 
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import normalise
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import parse
+from sparktui.model.scrape import MAX_ENGINES, ScrapeProblem
 from sparktui.model.status import State
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import MAX_ENGINES, ScrapeProblem, normalise
 from tests.unit.test_status import FLEET, SCRAPES, observe, ok, view
 
 MODEL = 'model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4"'
@@ -33,7 +35,7 @@ def _reasons_after(*bodies: str) -> tuple[str, ...]:
 
 
 def _reasons_after_bytes(*bodies: bytes) -> tuple[str, ...]:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t, body in enumerate(bodies):
         observe(state, float(t), ok(), replace(ok(), body=body))
     node = view(state, float(len(bodies) - 1))

@@ -18,13 +18,13 @@ from sparktui.engines.llamacpp.scrape import (
 from sparktui.model.counters import CounterHistory, flatten
 from sparktui.model.derive import derive_rates
 from sparktui.model.promtext import parse
-from sparktui.model.vllm import ScrapeProblem, Sleep, VllmScrape
+from sparktui.model.scrape import EngineScrape, ScrapeProblem, Sleep
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434"
 MODEL = "tiny.gguf"
 
 
-def scrape(state: str, *, slots: bool = True, props: str | None = None) -> VllmScrape:
+def scrape(state: str, *, slots: bool = True, props: str | None = None) -> EngineScrape:
     expo = parse((DATA / f"{state}-metrics.txt").read_text())
     read = read_slots((DATA / f"{state}-slots.json").read_bytes()) if slots else None
     found = read_props((DATA / f"{props}-props.json").read_bytes()) if props else None

@@ -15,9 +15,9 @@ from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.derive import LatencySummary, VllmRates, histogram_quantile
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, merge_histograms, model_replicas
+from sparktui.model.scrape import HistogramSample
 from sparktui.model.status import UP
 from sparktui.model.units import fmt_seconds
-from sparktui.model.vllm import HistogramSample
 
 INF = math.inf
 # spark1 served 100 requests, 80 under 0.1 s; spark2 served 20, all between 0.5 s and 1 s.

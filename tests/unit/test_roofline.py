@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from sparktui.config import ConfigError, parse_config
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import FleetState
@@ -25,7 +27,6 @@ from sparktui.model.roofline import (
 )
 from sparktui.model.tracker import VllmTracker
 from sparktui.model.units import roofline_parts
-from sparktui.model.vllm import WANTED, normalise
 from tests.conftest import DATA
 
 REAL = DATA / "vllm-0.32"  # a real server started without --enable-mfu-metrics
@@ -142,7 +143,7 @@ def _view_of(config: str, texts: list[str]) -> tuple[str, dict[str, Any]]:
     def ok(body: str) -> HttpResult:
         return HttpResult(url="http://127.0.0.1:18123", kind=FetchKind.OK, status=200, body=body.encode())
 
-    state = FleetState(parse_config(config, source="test.toml"))
+    state = FleetState(parse_config(config, source="test.toml"), readings())
     for index, text in enumerate(texts):
         observation = VllmObservation(name="m", health=ok(""), metrics=ok(text))
         state.apply(NodeObservation(node="spark1", t=index * 5.0, wall=1e9 + index * 5.0, vllm=(observation,)))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from sparktui.config import load_catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine
+from sparktui.engines import readings
 from sparktui.model.canary import canary_text
 from sparktui.model.fleet import CanaryOrder, FleetState
+from sparktui.model.scrape import Sleep
 from sparktui.model.status import State
-from sparktui.model.vllm import Sleep
 from tests.support.fixture_fleet import put_to_sleep
 from tests.unit.test_canary import FLEET, IDLE, SCRAPES, instance, observe, timed_out
 
@@ -18,7 +19,7 @@ FROZEN_BUSY = SCRAPES[3]
 
 def test_asleep_is_up_with_its_level_as_the_reason() -> None:
     for level, words in ((1, "asleep (level 1: weights offloaded to host memory)"), (2, "asleep (level 2: weights")):
-        state = FleetState(FLEET)
+        state = FleetState(FLEET, readings())
         observe(state, 0.0, put_to_sleep(IDLE, level))
         view = instance(state, 0.0)
         assert view.status.state is State.UP
@@ -27,7 +28,7 @@ def test_asleep_is_up_with_its_level_as_the_reason() -> None:
 
 
 def test_frozen_gauges_of_a_sleeping_engine_are_not_a_wedge() -> None:
-    asleep, awake = FleetState(FLEET), FleetState(FLEET)
+    asleep, awake = FleetState(FLEET, readings()), FleetState(FLEET, readings())
     for t in range(0, 61):
         observe(asleep, float(t), put_to_sleep(FROZEN_BUSY, 1))
         observe(awake, float(t), FROZEN_BUSY)
@@ -37,7 +38,7 @@ def test_frozen_gauges_of_a_sleeping_engine_are_not_a_wedge() -> None:
 
 
 def test_no_canary_to_a_sleeping_engine_and_one_once_it_wakes_and_stays_quiet() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t in range(0, 61):
         observe(state, float(t), put_to_sleep(IDLE, 1))
         assert state.canaries_due("spark1", float(t)) == (), t
@@ -49,7 +50,7 @@ def test_no_canary_to_a_sleeping_engine_and_one_once_it_wakes_and_stays_quiet() 
 
 
 def test_a_canary_that_timed_out_before_the_engine_slept_is_not_a_wedge_while_it_sleeps() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for t in range(0, 31):
         observe(state, float(t), IDLE)
     state.canaries_due("spark1", 30.0)
@@ -62,7 +63,7 @@ def test_a_canary_that_timed_out_before_the_engine_slept_is_not_a_wedge_while_it
 
 def test_no_wedge_decode_or_cold_finding_on_a_sleeping_engine() -> None:
     engine = DiagnosisEngine(load_catalogue())
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     seen: set[str] = set()
     for t in range(0, 61):
         observe(state, float(t), put_to_sleep(FROZEN_BUSY, 1))
@@ -70,7 +71,7 @@ def test_no_wedge_decode_or_cold_finding_on_a_sleeping_engine() -> None:
         seen.update(f.id for f in engine.evaluate(node, None, float(t)) if f.instance == "qwen")
     assert seen == set()
     # The same minute awake: the engine-wedged finding opens (so the silence above is the sleep's).
-    engine, state = DiagnosisEngine(load_catalogue()), FleetState(FLEET)
+    engine, state = DiagnosisEngine(load_catalogue()), FleetState(FLEET, readings())
     for t in range(0, 61):
         observe(state, float(t), FROZEN_BUSY)
         (node,) = state.view(float(t), window_s=None)

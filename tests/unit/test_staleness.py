@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.engine import DiagnosisEngine
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, ServiceState, parse_frame
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
@@ -93,7 +94,7 @@ def serving_for(state: FleetState, seconds: int) -> None:
 
 
 def test_a_powered_off_node_ages_from_its_last_good_answer_and_every_part_says_how_old_it_is() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     serving_for(state, 5)  # the last good answer at t=4
     view = spark(state, 4.0)
     assert (view.age_s, view.gpu_age_s, view.host_age_s) == (0.0, 0.0, 0.0)
@@ -119,7 +120,7 @@ def test_a_powered_off_node_ages_from_its_last_good_answer_and_every_part_says_h
 
 def test_an_engine_dead_instance_shows_no_gauges_or_rates_though_its_metrics_still_answer() -> None:
     """A dead engine core: /health 503, and the API still serves the last numbers the core published."""
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     serving_for(state, 5)
     for second in range(5, 9):
         poll(state, float(second), ok(status=503), ok(STEADY[4]), ok(GPU))
@@ -131,7 +132,7 @@ def test_an_engine_dead_instance_shows_no_gauges_or_rates_though_its_metrics_sti
 
 
 def test_stale_limits_come_from_the_fleet_settings() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     serving_for(state, 1)
     view = spark(state, 0.0)
     assert view.stale_after_s == 4.0  # max(stale_after 3 x 1 s, 2 x timeout 2 s)
@@ -142,7 +143,7 @@ def test_stale_limits_come_from_the_fleet_settings() -> None:
 
 def test_launch_readiness_is_not_predicted_from_a_powered_off_node_nor_for_a_tp_worker() -> None:
     engine = DiagnosisEngine(load_catalogue())
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     # spark1 serves, its memory taken by its own vLLM, then the node goes away (no new host sample).
     serving_for(state, 3)
     state.apply_host(HostUpdate("spark1", 2.0, sample=INCIDENT))
@@ -166,7 +167,7 @@ def test_launch_readiness_is_not_predicted_from_a_powered_off_node_nor_for_a_tp_
 def test_launch_readiness_still_warns_for_a_stopped_instance_on_a_live_node() -> None:
     """The near miss of the test above: the node answers and its host state is fresh."""
     engine = DiagnosisEngine(load_catalogue())
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for second in range(0, 4):
         t = float(second)
         poll(state, t, REFUSED, REFUSED, ok(GPU))
@@ -179,7 +180,7 @@ def test_launch_readiness_is_not_predicted_while_a_start_is_loading() -> None:
     """The engine-dead scenario's restart: the new process reads its weights, MemAvailable falls with
     them, and the start is going well; the memory check's failure would show as its own log line."""
     engine = DiagnosisEngine(load_catalogue())
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     running = ServiceState("gptoss", "docker", "vllm_gptoss", "running", restarts=1)
     loading = replace(INCIDENT, services={"gptoss": running})
     for second in range(0, 4):

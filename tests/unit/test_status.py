@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostSample, ServiceState
 from sparktui.model.memory import HostMemory
@@ -79,7 +80,7 @@ def view(state: FleetState, now: float) -> NodeView:
 
 
 def test_healthy_until_a_threshold_is_crossed() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]))
     observe(state, 1.0, ok(), ok(SCRAPES[1]))
     assert view(state, 1.0).status == Status(State.UP)
@@ -90,7 +91,7 @@ def test_healthy_until_a_threshold_is_crossed() -> None:
 
 
 def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     assert view(state, 0.0).status == Status(State.DOWN, ("qwen: /health connection refused",))
     unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "activating", sub_state="start", started_epoch=1000.0)
@@ -103,7 +104,7 @@ def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
 
 def test_a_lost_ssh_connection_forgets_the_unit_so_refused_is_down_not_loading() -> None:
     """A powered-off node: the last frame said "running", the connection that said it is gone."""
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running", started_epoch=1000.0)
     state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit, remote_epoch=1130.0)))
@@ -118,7 +119,7 @@ def test_a_lost_ssh_connection_forgets_the_unit_so_refused_is_down_not_loading()
 
 
 def test_a_crash_loop_and_a_missing_program_are_down_with_the_managers_word() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     looping = ServiceState(
         "qwen",
@@ -156,7 +157,7 @@ def test_a_crash_loop_and_a_missing_program_are_down_with_the_managers_word() ->
 def test_a_crash_loop_is_down_from_its_first_failed_start() -> None:
     """Between attempts and during an attempt systemd began on its own, the API not answering: down,
     never loading (the incident's spark1 read "degraded" for 100 s before its third restart)."""
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     unit = "vllm-qwen36.service"
     first_wait = ServiceState(
@@ -181,7 +182,7 @@ def test_a_crash_loop_is_down_from_its_first_failed_start() -> None:
 
 
 def test_a_start_by_hand_and_a_restarted_container_are_loading_not_a_crash_loop() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, failed(FetchKind.REFUSED, "connection refused"))
     by_hand = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running", restarts=0)
     state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(by_hand)))
@@ -198,7 +199,7 @@ def test_a_start_by_hand_and_a_restarted_container_are_loading_not_a_crash_loop(
 
 
 def test_ssh_problem_degrades_the_node_and_says_why() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]))
     state.apply_host(HostUpdate("spark1", 0.0, problem="ssh: spark1 (10.0.0.1:22): host key is not trusted"))
     node = view(state, 0.0)
@@ -206,7 +207,7 @@ def test_ssh_problem_degrades_the_node_and_says_why() -> None:
 
 
 def test_host_state_that_stops_arriving_is_reported_as_old() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running")
     observe(state, 30.0, ok(), ok(SCRAPES[0]))
     state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit)))
@@ -214,7 +215,7 @@ def test_host_state_that_stops_arriving_is_reported_as_old() -> None:
 
 
 def test_a_node_whose_polls_stopped_finishing_is_stale() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]))
     assert view(state, 3.0).status.state is State.UP
     node = view(state, 4.5)
@@ -222,7 +223,7 @@ def test_a_node_whose_polls_stopped_finishing_is_stale() -> None:
 
 
 def test_running_requests_without_progress_is_wedged() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     for second in range(0, 31, 5):
         # The same scrape again and again: 11 requests running, no token generated.
         observe(state, float(second), ok(), ok(SCRAPES[0]))
@@ -232,7 +233,7 @@ def test_running_requests_without_progress_is_wedged() -> None:
 
 
 def test_side_service_down_degrades_but_does_not_down_the_node() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]), service=failed(FetchKind.REFUSED, "connection refused"))
     node = view(state, 0.0)
     assert node.services[0].status.state is State.DOWN
@@ -240,13 +241,13 @@ def test_side_service_down_degrades_but_does_not_down_the_node() -> None:
 
 
 def test_slow_side_service_is_degraded_with_its_latency() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]), service=ok(elapsed=1.7))
     assert view(state, 0.0).services[0].status == Status(State.DEGRADED, ("asr: slow, 1.70 s",))
 
 
 def test_everything_down_is_down_with_every_reason() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(
         state,
         0.0,
@@ -297,7 +298,7 @@ job = "qwen235-tp2"
 
 
 def test_tensor_parallel_worker_follows_its_head() -> None:
-    state = FleetState(parse_config(TP_CONFIG, source="tp.toml"))
+    state = FleetState(parse_config(TP_CONFIG, source="tp.toml"), readings())
     head_obs = VllmObservation(name="qwen235", health=ok(), metrics=ok(SCRAPES[0]))
     state.apply(NodeObservation(node="spark3", t=0.0, wall=1e9, vllm=(head_obs,)))
     state.apply(NodeObservation(node="spark4", t=0.0, wall=1e9, vllm=(VllmObservation("qwen235", None, None),)))
@@ -311,7 +312,7 @@ def test_tensor_parallel_worker_follows_its_head() -> None:
 
 
 def test_numbers_of_an_instance_that_stopped_answering_are_not_shown_as_current() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok(SCRAPES[0]))
     observe(state, 1.0, ok(), ok(SCRAPES[1]))
     (live,) = state.view(1.0, window_s=None)
@@ -331,7 +332,7 @@ def test_numbers_of_an_instance_that_stopped_answering_are_not_shown_as_current(
 
 
 def test_a_version_or_model_list_nested_thousands_deep_is_no_answer_not_a_crash() -> None:
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     deep = ok("[" * 100_000 + "]" * 100_000)
     vllm = VllmObservation(name="qwen", health=ok(), metrics=ok(SCRAPES[0]), version=deep, models=deep)
     state.apply(NodeObservation(node="spark1", t=0.0, wall=1e9, vllm=(vllm,), services=(("asr", ok()),)))
@@ -342,7 +343,7 @@ def test_a_version_or_model_list_nested_thousands_deep_is_no_answer_not_a_crash(
 
 def test_metrics_answering_404_is_the_reason_on_its_instance() -> None:
     """A server that answers /health but has no /metrics (a proxy, the wrong port) says so, not "no data"."""
-    state = FleetState(FLEET)
+    state = FleetState(FLEET, readings())
     observe(state, 0.0, ok(), ok('{"detail":"Not Found"}', status=404))
     node = view(state, 0.0)
     assert node.status == Status(State.DEGRADED, ("qwen: /metrics: HTTP 404",))

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from sparktui.config import parse_config
+from sparktui.engines import readings
+from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.headless.snapshot import render_snapshot, views_json
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
 from sparktui.model.promtext import parse
+from sparktui.model.scrape import ModelScrape, Sleep
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, ModelScrape, Sleep, normalise
 from tests.conftest import DATA, VLLM_FIXTURES
 from tests.support.fixture_fleet import put_to_sleep
 
@@ -191,7 +193,7 @@ def _snapshot_of(texts: list[str]) -> tuple[str, dict[str, Any]]:
     def ok(body: str) -> HttpResult:
         return HttpResult(url="http://127.0.0.1:18123", kind=FetchKind.OK, status=200, body=body.encode())
 
-    state = FleetState(parse_config(FLEET_CONFIG, source="test.toml"))
+    state = FleetState(parse_config(FLEET_CONFIG, source="test.toml"), readings())
     for index, text in enumerate(texts):
         t = index * WINDOW_S
         observation = VllmObservation(name="tiny", health=ok(""), metrics=ok(text))

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.model.derive import VllmRates
 from sparktui.model.promtext import PromParser
+from sparktui.model.scrape import EngineScrape
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, VllmScrape, normalise
 from tests.conftest import VLLM_FIXTURES
 
 SCENARIOS = ["mtp2-steady", "mtp3-poor-pos2", "restart"]
@@ -24,7 +25,7 @@ def _expected(scenario: str) -> dict[str, Any]:
     return data
 
 
-def _scrapes(scenario: str) -> Iterator[tuple[float, VllmScrape]]:
+def _scrapes(scenario: str) -> Iterator[tuple[float, EngineScrape]]:
     parser = PromParser(keep=WANTED.__contains__)
     for entry in json.loads((VLLM_FIXTURES / scenario / "scrapes.json").read_text()):
         text = (VLLM_FIXTURES / scenario / entry["file"]).read_text()
@@ -156,7 +157,7 @@ def test_restart_is_detected_by_process_start_even_if_no_counter_drops(tmp_path:
     t0, first = scrapes[0]
     t1, second = scrapes[1]
     tracker.observe(t0, first)
-    moved = VllmScrape(
+    moved = EngineScrape(
         models=second.models,
         cache_config=second.cache_config,
         process_start=(second.process_start or 0) + 100,

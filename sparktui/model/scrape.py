@@ -1,0 +1,182 @@
+"""The engine-neutral scrape: what every engine's ``/metrics`` (and the rest it serves) is read into.
+
+An engine's package (``sparktui.engines``) reads what its server answers into an ``EngineScrape``: per
+served model, counters under neutral keys (``generation_tokens``, ``prompt_tokens``,
+``spec_accepted_pos:0``...), latency histograms where the engine has them, requests running and waiting,
+KV cache usage per engine (data-parallel rank), the sleep state, and what the engine exports none of
+(``ModelScrape.lacks``). The model, the rules and every screen read this and nothing engine-specific.
+
+A scrape that parses but cannot be read as numbers raises ``ScrapeProblem``, one line naming the metric:
+the instance shows it as its reason, and no number from that scrape is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sparktui.model.numbers import label_int
+from sparktui.model.promtext import parse_number
+
+
+class Sleep(StrEnum):
+    """An engine's ``vllm:engine_sleep_state``: awake, or asleep at one of vLLM's levels."""
+
+    AWAKE = "awake"
+    KV_RELEASED = "kv_released"  # awake = 0 with neither level flag: release_kv_cache_memory()
+    WEIGHTS_OFFLOADED = "weights_offloaded"  # sleep level 1
+    DISCARD_ALL = "discard_all"  # sleep level 2
+    MODEL_FREED = "model_freed"  # llama-server's --sleep-idle-seconds: the model freed while idle
+
+    @property
+    def asleep(self) -> bool:
+        return self is not Sleep.AWAKE
+
+    @property
+    def description(self) -> str:
+        """In the operator's words, for a status reason: "asleep (level 1: weights offloaded)"."""
+        return _SLEEP_WORDS[self]
+
+
+_SLEEP_WORDS = {
+    Sleep.AWAKE: "awake",
+    Sleep.KV_RELEASED: "asleep (KV cache memory released)",
+    Sleep.WEIGHTS_OFFLOADED: "asleep (level 1: weights offloaded to host memory)",
+    Sleep.DISCARD_ALL: "asleep (level 2: weights and KV cache discarded)",
+    Sleep.MODEL_FREED: "asleep (idle: the model is freed; the next request loads it again)",
+}
+
+
+class ScrapeProblem(ValueError):
+    """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSample:
+    """A cumulative histogram at one scrape, summed over engines. ``bounds`` ends with +Inf."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    sum: float
+    count: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelScrape:
+    """One served model's engine series at one scrape, summed over engines."""
+
+    model_name: str
+    engines: tuple[str, ...]
+    counters: Mapping[str, float]
+    histograms: Mapping[str, HistogramSample]
+    running: float | None
+    waiting: float | None
+    waiting_by_reason: Mapping[str, float]  # capacity, deferred; empty when the version has no split
+    kv_usage_by_engine: Mapping[str, float]
+    sleep: Sleep | None  # None: this vLLM publishes no engine_sleep_state
+    prefix_hit_rate_by_engine: Mapping[str, float] = field(default_factory=dict)  # V0's ratio gauge
+    # Each engine alone when the series carry two or more ``engine`` labels (data parallel); empty
+    # with one engine. Series without an engine label (the API server's own) are in the sums only.
+    per_engine: Mapping[str, ModelScrape] = field(default_factory=dict)
+    # What the engine does not export at all, by what it would show ("latency", "mfu"), and why, in the
+    # operator's words ("llama.cpp exports no latency histograms"): the screen says so beside its "–".
+    lacks: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def prefix_hit_rate_gauge(self) -> float | None:
+        """V0's ``vllm:gpu_prefix_cache_hit_rate`` (a ratio, averaged over engines); None elsewhere."""
+        values = self.prefix_hit_rate_by_engine.values()
+        return sum(values) / len(values) if values else None
+
+    @property
+    def waiting_for_capacity(self) -> float | None:
+        """Waiting for scheduling capacity: the real backlog (None when the version has no split)."""
+        return self.waiting_by_reason.get("capacity") if self.waiting_by_reason else None
+
+    @property
+    def waiting_deferred(self) -> float | None:
+        """Waiting on a transient constraint (LoRA budget, KV transfer, blocked), not on capacity."""
+        return self.waiting_by_reason.get("deferred", 0.0) if self.waiting_by_reason else None
+
+    @property
+    def asleep(self) -> bool:
+        return self.sleep is not None and self.sleep.asleep
+
+    @property
+    def kv_usage_max(self) -> float | None:
+        return max(self.kv_usage_by_engine.values()) if self.kv_usage_by_engine else None
+
+    @property
+    def kv_usage_mean(self) -> float | None:
+        values = self.kv_usage_by_engine.values()
+        return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """``vllm:cache_config_info`` labels of one engine; every value is a string ("None" possible)."""
+
+    labels: Mapping[str, str]
+
+    def _number(self, key: str) -> float | None:
+        raw = self.labels.get(key)
+        if raw is None or raw in ("None", ""):
+            return None
+        number = parse_number(raw)
+        return number if number is not None and math.isfinite(number) else None  # "inf" is not a size
+
+    @property
+    def capacity_tokens(self) -> float | None:
+        """KV capacity in tokens: ``kv_cache_size_tokens`` (0.33), else blocks x block size."""
+        direct = self._number("kv_cache_size_tokens")
+        if direct is not None:
+            return direct
+        blocks, block_size = self._number("num_gpu_blocks"), self._number("block_size")
+        if blocks is None or block_size is None:
+            return None
+        return blocks * block_size
+
+    @property
+    def gpu_memory_utilization(self) -> float | None:
+        return self._number("gpu_memory_utilization")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineScrape:
+    """One engine scrape, normalised. ``has_engine_stats`` is False when it names no model (vLLM under
+    ``--disable-log-stats``)."""
+
+    models: Mapping[str, ModelScrape]
+    cache_config: Mapping[str, CacheConfig] = field(default_factory=dict)
+    process_start: float | None = None
+
+    @property
+    def has_engine_stats(self) -> bool:
+        return bool(self.models)
+
+    @property
+    def kv_capacity_tokens(self) -> float | None:
+        capacities = [c.capacity_tokens for c in self.cache_config.values()]
+        known = [c for c in capacities if c is not None]
+        return sum(known) if known else None
+
+    def kv_capacity_of(self, engine: str) -> float | None:
+        """One engine's KV capacity in tokens (``vllm:cache_config_info`` is per engine)."""
+        config = self.cache_config.get(engine)
+        return config.capacity_tokens if config is not None else None
+
+
+def engine_order(engine: str) -> tuple[bool, int, str]:
+    """Sort key of engine labels: "2" before "10", any label that is not a number after them."""
+    number = label_int(engine)
+    return (number is None, number or 0, engine)
+
+
+# Data-parallel engines of one model in one scrape: far more than a fleet of Sparks runs (one GPU each, up
+# to eight nodes). More is a broken or hostile exporter, refused in one line, not kept engine by engine.
+MAX_ENGINES = 64
+# Served models one scrape may name: vLLM serves one (LoRA adapters share its model_name). Every model
+# costs its own sums and history; thousands of names (a hostile endpoint) would cost the loop seconds.
+MAX_MODELS = 16
