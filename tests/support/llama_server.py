@@ -120,9 +120,13 @@ def start_llama_server(
 ) -> LlamaServer:
     """A server started in the background on 127.0.0.1 (``wait_healthy`` waits for it): ``DEFAULT_ARGS``
     (unless ``defaults`` is false), then ``args``, which llama-server lets override them."""
+    return _spawn(binary, log, ["-m", str(model), *(DEFAULT_ARGS if defaults else ()), *args], port)
+
+
+def _spawn(binary: Path, log: Path, args: list[str], port: int | None) -> LlamaServer:
+    """``binary`` on 127.0.0.1 (``port``, or a free one) with ``args``, in a session of its own."""
     port = port or free_port()
-    command = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    command += [*(DEFAULT_ARGS if defaults else ()), *args]
+    command = [str(binary), "--host", "127.0.0.1", "--port", str(port), *args]
     # The binary is a stub: the code is in the lib*.so beside it.
     env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent)}
     with log.open("wb") as out:
@@ -153,6 +157,26 @@ async def running_llama_server(model: Path, log: Path, *args: str) -> AsyncItera
     """A server of a test's own (``DEFAULT_ARGS`` plus ``args``), healthy inside, stopped after."""
     binary, _ = require_llama_server()
     server = start_llama_server(binary, model, log, *args)
+    try:
+        await wait_healthy(server)
+        yield server
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def start_llama_router(binary: Path, models_dir: Path, log: Path, *args: str, port: int | None = None) -> LlamaServer:
+    """A router in the background on 127.0.0.1 (``--models-dir``, no ``-m``): each GGUF of ``models_dir``
+    is a model it starts as a child llama-server on demand. ``DEFAULT_ARGS`` and ``args`` are passed on
+    to every child; ``--models-max`` and ``--models-autoload`` are the router's own."""
+    return _spawn(binary, log, ["--models-dir", str(models_dir), *DEFAULT_ARGS, *args], port)
+
+
+@contextlib.asynccontextmanager
+async def running_llama_router(models_dir: Path, log: Path, *args: str) -> AsyncIterator[LlamaServer]:
+    """A router of a test's own over ``models_dir``, healthy inside (a router is healthy with no model
+    loaded), stopped after (SIGTERM stops its children too)."""
+    binary, _ = require_llama_server()
+    server = start_llama_router(binary, models_dir, log, *args)
     try:
         await wait_healthy(server)
         yield server
