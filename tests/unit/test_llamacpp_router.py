@@ -18,7 +18,7 @@ from sparktui.engines.llamacpp.router import (
 )
 from sparktui.engines.llamacpp.scrape import read_props
 from sparktui.model.safe_text import LABEL_LIMIT
-from sparktui.model.vllm import ScrapeProblem
+from sparktui.model.scrape import ScrapeProblem
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434"
 

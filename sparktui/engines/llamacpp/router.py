@@ -29,7 +29,7 @@ from enum import StrEnum
 from sparktui.model import safe_json
 from sparktui.model.numbers import json_int
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.vllm import ScrapeProblem
+from sparktui.model.scrape import ScrapeProblem
 
 ROLE = "router"  # /props "role" of a router; a single-model server's /props has no role
 MAX_MODELS = 64  # models kept of one /v1/models (a GGUF folder larger than this is shown in part)
