@@ -260,8 +260,8 @@ class InstanceState:
         if obs.version is not None and obs.version.ok:  # first: llama-server's /props is read with /metrics
             self.info = obs.version.body
             found = self.reading.version(safe_json.loads(obs.version.body))
-            if found is not None:
-                self.version = found
+            if isinstance(found, str):  # made safe here too: an engine may come from another package
+                self.version = safe_text(found, LABEL_LIMIT)
         if obs.models is not None:
             self._apply_models(obs.models)
         if obs.metrics is not None:
