@@ -36,9 +36,14 @@ class PollPlan:
     poll when ``info_each_poll`` (it carries state, as llama-server's sleep). ``metrics_filter``: the
     sample names for ``/metrics?name[]=...`` where the engine takes that filter (vLLM; none: no filter).
     ``detail_path``: asked only when ``wants_detail`` says this poll's ``/metrics`` body is worth it
-    (llama-server's ``/slots`` while a request runs: reading it keeps an idle server awake)."""
+    (llama-server's ``/slots`` while a request runs: reading it keeps an idle server awake).
+    ``metrics``: False for a server whose ``/metrics`` is not its own (a llama.cpp router's is asked
+    per model, and would load the model it names); ``models_each_poll``: ``/v1/models`` every poll
+    (it says which models are loaded)."""
 
     info_path: str | None = None
+    metrics: bool = True
+    models_each_poll: bool = False
     info_each_poll: bool = False
     metrics_filter: tuple[str, ...] = ()
     detail_path: str | None = None
@@ -47,14 +52,21 @@ class PollPlan:
 
 @dataclass(frozen=True, slots=True)
 class Engine:
-    """One engine kind: its name in configs (``kind``), its reading and its poll plan."""
+    """One engine kind: its name in configs (``kind``), its reading and its poll plan. ``mode``, where
+    one server of the engine can be of several kinds (llama-server alone, or a router of models): the
+    plan for what its description of itself (``polling.info_path``) says it is."""
 
     reading: EngineReading
     polling: PollPlan
+    mode: Callable[[bytes], PollPlan] | None = None
 
     def __post_init__(self) -> None:
         if not KIND.fullmatch(self.reading.kind):
             raise ValueError(f"engine kind {self.reading.kind!r}: lowercase letters, digits and _, at most 32")
+
+    def plan_for(self, info: bytes | None) -> PollPlan:
+        """The poll plan of a server that last described itself as ``info`` (None: not known yet)."""
+        return self.mode(info) if self.mode is not None and info is not None else self.polling
 
     @property
     def kind(self) -> str:

@@ -186,6 +186,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
     lines = [head]
     mark = "" if view.status.state is State.UP else "! "  # an up instance's reason is news, not a problem
     lines.extend(f"    {mark}{reason}" for reason in view.status.reasons)
+    if view.models:
+        lines.append("    models: " + ", ".join(m.words for m in view.models))
     if view.launch is not None:
         lines.append(f"    launch readiness: {view.launch.reason}")
     if view.url is None:

@@ -43,7 +43,7 @@ from sparktui.model.promtext import Exposition, ParseError, PromParser, TooManyS
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.scrape import EngineScrape, ModelScrape, ScrapeProblem, Sleep
+from sparktui.model.scrape import EngineScrape, ModelLoad, ModelScrape, ScrapeProblem, ServedModel, Sleep
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import VllmTracker
@@ -82,6 +82,9 @@ class InstanceView:
     engines: tuple[EngineView, ...] = ()  # each engine of a data-parallel instance; () with one engine
     roofline: Roofline | None = None  # memory bandwidth and FLOP/s per GPU against the node's peaks
     lacks: Mapping[str, str] = field(default_factory=dict)  # what its engine exports none of, and why
+    # A server that loads models on demand (a llama.cpp router): each model and where it is; () for one
+    # that serves what it loaded at its start.
+    models: tuple[ServedModel, ...] = ()
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -245,6 +248,7 @@ class InstanceState:
         self.models_problem: str | None = None
         self.version: str | None = None
         self.served_models: tuple[str, ...] = ()
+        self.on_demand: tuple[ServedModel, ...] = ()  # ``EngineReading.served``: () unless it loads on demand
         self.max_model_len: int | None = None
         self.last_progress_t: float | None = None
         self._preread: tuple[bytes, tuple[EngineScrape | None, str | None]] | None = None
@@ -280,8 +284,8 @@ class InstanceState:
         None to an engine that is asleep: it generates nothing until woken, and that is no wedge."""
         clock = self.canary
         healthy = self.health is not None and self.health.ok
-        if clock is None or self.sleep() is not None or not clock.due(t, healthy):
-            return None
+        if clock is None or self.sleep() is not None or self.on_demand or not clock.due(t, healthy):
+            return None  # asleep, or a router: a canary would load the model it names
         clock.send(t)
         return CanaryOrder(self.spec.name, self.served_models[0] if self.served_models else None)
 
@@ -351,6 +355,11 @@ class InstanceState:
             self.models_problem = "/v1/models: answer is not the OpenAI model list"
             return
         self.models_problem = None
+        if self.reading.served is not None:
+            try:
+                self.on_demand = self.reading.served(result.body, self.info) or ()
+            except ScrapeProblem as exc:
+                self.models_problem = safe_text(str(exc))
         cards = [card for card in data if isinstance(card, dict)]
         self.served_models = tuple(safe_text(str(card.get("id")), LABEL_LIMIT) for card in cards if card.get("id"))
         lengths = [json_int(card.get("max_model_len"), 1, MAX_CONTEXT_TOKENS) for card in cards]
@@ -383,6 +392,8 @@ class InstanceState:
             problems.extend(self._load_problems(t, thresholds, rates))
         if problems:
             return Status(State.DEGRADED, tuple(f"{name}: {p}" for p in problems))
+        if self.on_demand:
+            return Status(State.UP, (f"{name}: {_on_demand_words(self.on_demand)}",))
         if asleep is not None:
             # Asleep on purpose: it answers /health and generates nothing until woken. Neither its
             # silence (wedge) nor its gauges (load) are problems; the reason says why it is quiet.
@@ -511,6 +522,7 @@ class InstanceState:
             engines=engines if fresh else (),
             roofline=_roofline(rates, node) if fresh else None,
             lacks=gauges.lacks if gauges else {},
+            models=self.on_demand,
         )
 
     def _engine_load(
@@ -590,6 +602,15 @@ def _results(obs: NodeObservation) -> Iterable[HttpResult]:
         yield from (r for r in (vobs.health, vobs.metrics, vobs.version, vobs.models) if r is not None)
     yield from (result for _, result in obs.services)
     yield from (r for r in (obs.gpu_exporter, obs.node_exporter) if r is not None)
+
+
+def _on_demand_words(models: tuple[ServedModel, ...]) -> str:
+    """A router's models for its status line: "loads models on demand: 1 of 3 loaded (a); b sleeping"."""
+    loaded = [m.id for m in models if m.load is ModelLoad.LOADED]
+    others = [m.words for m in models if m.load not in (ModelLoad.LOADED, ModelLoad.UNLOADED)]
+    shown = f" ({', '.join(loaded[:4])}{', …' if len(loaded) > 4 else ''})" if loaded else ""
+    rest = f"; {', '.join(others[:4])}{', …' if len(others) > 4 else ''}" if others else ""
+    return f"loads models on demand: {len(loaded)} of {len(models)} loaded{shown}{rest}"
 
 
 def _at_most_degraded(status: Status) -> Status:

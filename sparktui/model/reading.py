@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparktui.model.promtext import Exposition
-from sparktui.model.scrape import EngineScrape
+from sparktui.model.scrape import EngineScrape, ServedModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,11 @@ class EngineReading:
     """One engine kind's reading. ``normalise`` raises ``ScrapeProblem`` (one line) for what cannot
     be read; ``version`` finds the engine's version in its description of itself (JSON, made safe);
     ``loading_on_503``: its ``/health`` answers 503 while the model loads (vLLM's means the engine
-    died); ``preread``: ``/metrics`` alone is enough to read it ahead, in a worker thread."""
+    died); ``preread``: ``/metrics`` alone is enough to read it ahead, in a worker thread;
+    ``served``: for a server that loads and unloads models on demand (a llama.cpp router), each model
+    and where it is, read from ``/v1/models`` (with its description of itself); None from a server
+    that serves what it loaded at its start. The models of such a server are never asked anything that
+    would load one: no canary is sent to it."""
 
     kind: str
     label: str
@@ -37,3 +41,4 @@ class EngineReading:
     version: Callable[[object], str | None]
     loading_on_503: bool = False
     preread: bool = True
+    served: Callable[[bytes, bytes | None], tuple[ServedModel, ...] | None] | None = None

@@ -180,3 +180,28 @@ MAX_ENGINES = 64
 # Served models one scrape may name: vLLM serves one (LoRA adapters share its model_name). Every model
 # costs its own sums and history; thousands of names (a hostile endpoint) would cost the loop seconds.
 MAX_MODELS = 16
+
+
+class ModelLoad(StrEnum):
+    """A model a server loads and unloads on demand (a llama.cpp router): where it is."""
+
+    LOADED = "loaded"  # in memory, serving
+    LOADING = "loading"  # being loaded: not answering yet
+    SLEEPING = "sleeping"  # its server answers, the model freed while idle
+    UNLOADED = "unloaded"  # not in memory: the next request for it loads it
+    FAILED = "failed"  # its last load failed
+    UNKNOWN = "unknown"  # a state this reading does not know
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """One model of a server that loads models on demand, and where it is (``detail``: why it failed)."""
+
+    id: str
+    load: ModelLoad
+    detail: str | None = None
+
+    @property
+    def words(self) -> str:
+        """For people: "a loaded", "b failed (exit code 1)"."""
+        return f"{self.id} {self.load.value}" + (f" ({self.detail})" if self.detail else "")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from sparktui.engines import registry
-from sparktui.engines.base import PollPlan
+from sparktui.engines.base import Engine, PollPlan
 from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
 from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
 from sparktui.sources.canary import CanarySender, auth_headers
@@ -54,19 +54,28 @@ class _InstancePoller:
         self, spec: VllmSpec, fleet: FleetSpec, clock: Clock, node: str = "", canaries: CanarySender | None = None
     ) -> None:
         self.spec = spec
-        self.plan: PollPlan = registry()[spec.engine].polling  # the config named a known engine
+        self.engine: Engine = registry()[spec.engine]  # the config named a known engine
         self.node = node
         self.canaries = canaries
         self.clock = clock
-        self.metrics_url: str | None = None
+        self.metrics_urls: dict[PollPlan, str] = {}
         self.fleet = fleet
         self.backoff = Backoff(fleet.poll_interval_s, max(10.0, fleet.poll_interval_s))
         self.polls = 0
         self.need_version = True
         self.need_models = True
         self.was_healthy = False
+        self.info: bytes | None = None  # its last description of itself: which of its engine's plans applies
+
+    def _metrics_url(self, base: str, plan: PollPlan) -> str:
+        url = self.metrics_urls.get(plan)
+        if url is None:  # built once: the filter has sixty query parameters to encode
+            url = self.metrics_urls[plan] = metrics_url(base, plan.metrics_filter if self.spec.metrics_filter else ())
+        return url
 
     async def poll(self, client: FetchClient) -> VllmObservation:
+        """One poll: what the engine's plan for this server says to ask (``engines.base.PollPlan``), and
+        nothing else."""
         base = self.spec.base_url
         if base is None:  # a tensor-parallel worker serves no HTTP
             return VllmObservation(name=self.spec.name, health=None, metrics=None)
@@ -76,42 +85,45 @@ class _InstancePoller:
             return VllmObservation(name=self.spec.name, health=None, metrics=None, canary=canary)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
-        plan = self.plan
-        if self.metrics_url is None:  # built once: the filter has sixty query parameters to encode
-            self.metrics_url = metrics_url(base, plan.metrics_filter if self.spec.metrics_filter else ())
-        ask_version = plan.info_path is not None and (
-            plan.info_each_poll or self.need_version or self.polls % VERSION_EVERY == 0
+
+        def ask_info() -> Awaitable[HttpResult]:
+            return fetch(client, f"{base}{self.engine.polling.info_path}", timeout_s=timeout, max_bytes=256 * 1024)
+
+        version: HttpResult | None = None
+        if self.engine.mode is not None and self.info is None and self.engine.polling.info_path is not None:
+            # What the server is decides what to ask it (a llama.cpp router's /metrics loads a model): first.
+            version = await ask_info()
+            self._read_info(version)
+        plan = self.engine.plan_for(self.info)
+        ask_version = version is None and (
+            plan.info_path is not None and (plan.info_each_poll or self.need_version or self.polls % VERSION_EVERY == 0)
         )
-        ask_models = self.need_models or self.polls % MODELS_EVERY == 0
+        ask_models = plan.models_each_poll or self.need_models or self.polls % MODELS_EVERY == 0
         metrics_at: list[float] = []
-        url = self.metrics_url
+        url = self._metrics_url(base, plan)
 
         async def timed_metrics() -> HttpResult:
             result = await fetch(client, url, timeout_s=timeout, max_bytes=cap)
             metrics_at.append(self.clock())  # the moment its counters are of
             return result
 
-        calls: list[Awaitable[HttpResult]] = [
+        async def nothing() -> None:
+            return None
+
+        health, metrics, asked_version, models = await asyncio.gather(
             fetch(client, f"{base}/health", timeout_s=timeout, max_bytes=64 * 1024),
-            timed_metrics(),
-        ]
-        if ask_version:
-            calls.append(fetch(client, f"{base}{plan.info_path}", timeout_s=timeout, max_bytes=256 * 1024))
-        if ask_models:
-            calls.append(
-                fetch(
-                    client,
-                    f"{base}/v1/models",
-                    timeout_s=timeout,
-                    max_bytes=1024 * 1024,
-                    headers=auth_headers(self.spec),
-                )
+            timed_metrics() if plan.metrics else nothing(),
+            ask_info() if ask_version else nothing(),
+            fetch(
+                client, f"{base}/v1/models", timeout_s=timeout, max_bytes=1024 * 1024, headers=auth_headers(self.spec)
             )
-        results = await asyncio.gather(*calls)
-        health, metrics = results[0], results[1]
-        version = results[2] if ask_version else None
-        models = results[-1] if ask_models else None
-        self.backoff.record(health if health.answered else metrics, self.clock())
+            if ask_models
+            else nothing(),
+        )
+        if asked_version is not None:
+            version = asked_version
+            self._read_info(version)
+        self.backoff.record(health if health.answered or metrics is None else metrics, self.clock())
         healthy = health.ok
         if version is not None and version.ok:
             self.need_version = False
@@ -121,7 +133,7 @@ class _InstancePoller:
             self.need_version = self.need_models = True
         self.was_healthy = healthy
         detail = None
-        if plan.detail_path is not None and metrics.ok and plan.wants_detail(metrics.body):
+        if plan.detail_path is not None and metrics is not None and metrics.ok and plan.wants_detail(metrics.body):
             detail = await fetch(client, f"{base}{plan.detail_path}", timeout_s=timeout, max_bytes=cap)
         return VllmObservation(
             name=self.spec.name,
@@ -133,6 +145,10 @@ class _InstancePoller:
             detail=detail,
             metrics_t=metrics_at[0] if metrics_at else None,
         )
+
+    def _read_info(self, result: HttpResult) -> None:
+        if result.ok:
+            self.info = result.body
 
 
 class NodeCollector:

@@ -28,6 +28,7 @@ from sparktui.model.levels import (
     waiting_level,
 )
 from sparktui.model.replicas import ModelReplicas, Replica, model_replicas
+from sparktui.model.scrape import ModelLoad
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import (
@@ -110,6 +111,9 @@ def fit_columns(width: int) -> tuple[Column, ...]:
 
 
 def _model_name(instance: InstanceView) -> str:
+    if instance.models:  # a router: how many of its models are loaded
+        loaded = sum(1 for m in instance.models if m.load is ModelLoad.LOADED)
+        return f"{loaded}/{len(instance.models)} models loaded"
     name = instance.model_name or (instance.served_models[0] if instance.served_models else "")
     return name.rsplit("/", 1)[-1] if name else NO_DATA
 

@@ -529,6 +529,8 @@ class NodeScreen(SparkScreen[None]):
             Text(f"{instance.engine} {instance.version or NO_DATA}"),
             Text(f"max_model_len {fmt_number(instance.max_model_len)}"),
         ]
+        if instance.models:  # a router: each model and where it is
+            engine.append(Text("models: " + ", ".join(m.words for m in instance.models)))
         if instance.service is not None:
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""

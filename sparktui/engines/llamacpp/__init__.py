@@ -6,6 +6,10 @@ poll's ``/metrics`` shows a request running (``wants_slots``): reading it resets
 timer, so a server started with ``--sleep-idle-seconds`` polled for its slots would never sleep
 (measured: read once a second, it stayed awake; ``docs/metrics.md``). An idle server's context in use
 is nothing anyway.
+
+A router (``--models-dir``: ``/props`` says ``"role": "router"``) is polled by ``ROUTER_PLAN``: its
+``/health``, ``/props`` and ``/v1/models``, which says where each model is (``router``); never its
+``/metrics`` or ``/slots``, which are per model and load the model they name.
 """
 
 from __future__ import annotations
@@ -13,11 +17,11 @@ from __future__ import annotations
 import re
 
 from sparktui.engines.base import Engine, PollPlan
-from sparktui.engines.llamacpp import scrape
+from sparktui.engines.llamacpp import router, scrape
 from sparktui.model.promtext import Exposition
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.scrape import EngineScrape
+from sparktui.model.scrape import EngineScrape, ModelLoad, ServedModel
 
 INFO_PATH = "/props"  # build, slots, context, sleep: the engine's description of itself
 SLOTS_PATH = "/slots"
@@ -43,6 +47,14 @@ def _reading() -> EngineReading:
         name = answers.model_name or "llama-server"
         return scrape.normalise(expo, name, slots=slots, props=props, previous=answers.previous)
 
+    def served(models: bytes, info: bytes | None) -> tuple[ServedModel, ...] | None:
+        if info is None or not router.is_router(info):
+            return None  # a single server serves the model it loaded at its start
+        return tuple(
+            ServedModel(m.id, _LOAD[m.state], f"exit code {m.exit_code}" if m.exit_code is not None else None)
+            for m in router.read_router_models(models).models
+        )
+
     def version(found: object) -> str | None:
         build = found.get("build_info") if isinstance(found, dict) else None
         return safe_text(build, LABEL_LIMIT) if isinstance(build, str) else None
@@ -55,11 +67,30 @@ def _reading() -> EngineReading:
         version=version,
         loading_on_503=True,
         preread=False,  # its reading needs /slots and /props: small, read on the event loop
+        served=served,
     )
+
+
+_LOAD = {
+    router.ModelState.LOADED: ModelLoad.LOADED,
+    router.ModelState.LOADING: ModelLoad.LOADING,
+    router.ModelState.SLEEPING: ModelLoad.SLEEPING,
+    router.ModelState.UNLOADED: ModelLoad.UNLOADED,
+    router.ModelState.FAILED: ModelLoad.FAILED,
+    router.ModelState.UNKNOWN: ModelLoad.UNKNOWN,
+}
 
 
 READING = _reading()
 # /props each poll: it says whether the server sleeps, and asking wakes nothing.
-ENGINE = Engine(
-    READING, PollPlan(info_path=INFO_PATH, info_each_poll=True, detail_path=SLOTS_PATH, wants_detail=wants_slots)
-)
+PLAN = PollPlan(info_path=INFO_PATH, info_each_poll=True, detail_path=SLOTS_PATH, wants_detail=wants_slots)
+# A router (--models-dir): its /metrics and /slots are per model, and ?model=X loads X (evicting another
+# at --models-max): never asked. /v1/models, every poll, says where each model is; /props wakes nothing.
+ROUTER_PLAN = PollPlan(info_path=INFO_PATH, info_each_poll=True, metrics=False, models_each_poll=True)
+
+
+def _mode(props: bytes) -> PollPlan:
+    return ROUTER_PLAN if router.is_router(props) else PLAN
+
+
+ENGINE = Engine(READING, PLAN, mode=_mode)
