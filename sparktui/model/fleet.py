@@ -82,6 +82,7 @@ class InstanceView:
     engines: tuple[EngineView, ...] = ()  # each engine of a data-parallel instance; () with one engine
     roofline: Roofline | None = None  # memory bandwidth and FLOP/s per GPU against the node's peaks
     lacks: Mapping[str, str] = field(default_factory=dict)  # what its engine exports none of, and why
+    engine_kind: str = "vllm"  # the engine it runs, as the config names it (``VllmSpec.engine``)
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -492,6 +493,7 @@ class InstanceState:
             status=status,
             version=self.version,
             engine=self.reading.label,
+            engine_kind=self.spec.engine,
             served_models=self.served_models,
             max_model_len=self.max_model_len,
             model_name=model.model_name if model else None,
