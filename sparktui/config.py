@@ -609,14 +609,21 @@ def _resolve_notifier(
 
 @functools.cache
 def load_catalogue() -> Catalogue:
-    """The failure catalogue shipped with sparktui (``sparktui/data/failures.toml``), parsed and validated
-    once (it is immutable; the screens ask it for a finding's fix on every frame)."""
+    """The failure catalogue shipped with sparktui (``sparktui/data/failures.toml``) and each engine's own
+    (``sparktui.engines.failures``, its rules that engine's), parsed, validated and merged once (it is
+    immutable; the screens ask it for a finding's fix on every frame)."""
     from importlib import resources
 
-    from sparktui.diagnosis.catalogue import parse_catalogue
+    from sparktui.diagnosis.catalogue import merge_catalogues, parse_catalogue
+    from sparktui.engines.failures import engine_catalogue, engine_catalogues
 
     text = (resources.files("sparktui") / "data" / "failures.toml").read_text(encoding="utf-8")
-    return parse_catalogue(text, source="sparktui/data/failures.toml")
+    main = parse_catalogue(text, source="sparktui/data/failures.toml")
+    engines = {}
+    for kind in engine_catalogues():
+        where, engine_text = engine_catalogue(kind)
+        engines[kind] = parse_catalogue(engine_text, source=where, engine=kind)
+    return merge_catalogues(main, engines)
 
 
 def catalogue_for(overrides: Mapping[str, float]) -> Catalogue:

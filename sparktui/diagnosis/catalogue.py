@@ -1,9 +1,13 @@
 """The failure catalogue as data: rules, their thresholds and log signatures, parsed and validated.
 
-The catalogue ships as ``sparktui/data/failures.toml`` (one rule per row of the failure catalogue); the
-caller reads it (``sparktui.config.load_catalogue``) and ``parse_catalogue`` validates it, compiling
-every regular expression; ``Catalogue.with_overrides()`` applies thresholds from the config
-(``"<rule id>.<param>"``). ``catalogue_markdown`` renders the table in docs/diagnosis.md.
+The catalogue ships as ``sparktui/data/failures.toml`` (one rule per row of the failure catalogue), and
+each engine may ship its own beside its code (``sparktui.engines.failures``: llama.cpp's
+``sparktui/engines/llamacpp/failures.toml``); the caller reads them (``sparktui.config.load_catalogue``),
+``parse_catalogue`` validates each, compiling every regular expression, and ``merge_catalogues`` makes
+one catalogue of them. A rule's ``engine`` is the engine whose instances it judges (None: every
+engine's): an engine file's rules are that engine's, set here from where the file came, never read from
+the file. ``Catalogue.with_overrides()`` applies thresholds from the config (``"<rule id>.<param>"``).
+``catalogue_markdown`` renders the table in docs/diagnosis.md.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal
 
+from sparktui.engines import registry
 from sparktui.model.status import State
 
 CATALOGUE_FORMAT = 1
@@ -25,6 +30,7 @@ WHERE = ("log", "metrics", "http", "host")
 EXTRA_EVIDENCE = ("memory", "service")
 LIFETIMES = ("attempt", "process", "quiet")
 LOG_STREAMS = ("vllm", "kernel")  # the log a rule reads: each instance's own, or the node's kernel log
+DEFAULT_ENGINE = "vllm"  # an instance's engine when nothing says otherwise (``VllmSpec.engine``'s default)
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = (
@@ -42,6 +48,7 @@ _RULE_KEYS = (
     "suppressed_by",
     "not_observed",
     "source",
+    "engine",
     "log",
     "detector",
     "params",
@@ -152,6 +159,11 @@ class Rule:
     suppressed_by: tuple[str, ...] = ()
     not_observed: str | None = None
     source: str | None = None
+    engine: str | None = None  # the engine kind whose instances it judges; None: every engine's (neutral)
+
+    def applies_to(self, engine: str) -> bool:
+        """Whether the rule judges an instance of this engine kind."""
+        return self.engine is None or self.engine == engine
 
     def param(self, name: str) -> float:
         return self.params[name]
@@ -170,14 +182,32 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class LogMarks:
+    """The two lines an engine's log is read for besides the rules' (its file's ``[log]``)."""
+
+    attempt_start: re.Pattern[str]  # a line that marks a new start of the engine
+    error: re.Pattern[str]  # a line that counts as an error (crash-loop's "first error")
+
+
+@dataclass(frozen=True, slots=True)
 class Catalogue:
     rules: tuple[Rule, ...]
     attempt_start: re.Pattern[str]  # a line that marks a new start of vLLM
     error: re.Pattern[str]  # a line that counts as an error (crash-loop's "first error")
+    # The [log] of each engine that ships a catalogue of its own; vLLM's is the main file's.
+    engine_marks: Mapping[str, LogMarks] = field(default_factory=dict)
 
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(rule.id for rule in self.rules)
+
+    def marks(self, engine: str) -> LogMarks:
+        """The start and error lines of an engine's log: its own file's, else the main file's."""
+        return self.engine_marks.get(engine) or LogMarks(self.attempt_start, self.error)
+
+    def log_rules(self, engine: str) -> tuple[Rule, ...]:
+        """The rules that read the log of an instance of this engine kind (the instance's own log)."""
+        return tuple(r for r in self.rules if r.log is not None and r.log.stream == "vllm" and r.applies_to(engine))
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:
@@ -218,20 +248,46 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def parse_catalogue(text: str, source: str = "failures.toml") -> Catalogue:
-    """Parse and validate catalogue TOML; every regular expression is compiled here."""
+def parse_catalogue(text: str, source: str = "failures.toml", engine: str | None = None) -> Catalogue:
+    """Parse and validate catalogue TOML; every regular expression is compiled here. ``engine``: the
+    file is that engine's own (``sparktui.engines.failures``): each rule is that engine's, its id
+    starts with the engine kind, and it sets no ``engine`` itself."""
+    if engine is not None and engine not in registry():
+        raise CatalogueError(f"{source}: {engine!r} is not an engine sparktui reads ({', '.join(registry())})")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
-    return _Parser(source).catalogue(data)
+    return _Parser(source, engine).catalogue(data)
+
+
+def merge_catalogues(main: Catalogue, engines: Mapping[str, Catalogue]) -> Catalogue:
+    """The main catalogue with each engine's own (``parse_catalogue(..., engine=kind)``, keyed by kind)
+    after it: their rules, and their ``[log]`` marks for that engine's instances. An id used twice is a
+    CatalogueError naming it."""
+    rules = list(main.rules)
+    marks = dict(main.engine_marks)
+    for kind, catalogue in engines.items():
+        wrong = [rule.id for rule in catalogue.rules if rule.engine != kind]
+        if wrong:
+            raise CatalogueError(
+                f"{kind}'s catalogue: rule {wrong[0]!r} is not one of {kind}'s (parse it with engine={kind!r})"
+            )
+        known = {rule.id for rule in rules}
+        clash = [rule.id for rule in catalogue.rules if rule.id in known]
+        if clash:
+            raise CatalogueError(f"{kind}'s catalogue: rule id {clash[0]!r} is already in the catalogue")
+        rules.extend(catalogue.rules)
+        marks[kind] = LogMarks(catalogue.attempt_start, catalogue.error)
+    return replace(main, rules=tuple(rules), engine_marks=marks)
 
 
 class _Parser:
     """Validation of the catalogue data; every error names the file, the rule and the key."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, engine: str | None = None) -> None:
         self.source = source
+        self.engine = engine  # the engine whose own file this is (None: the main catalogue)
 
     def fail(self, where: str, what: str) -> CatalogueError:
         return CatalogueError(f"{self.source}: {where}: {what}")
@@ -325,6 +381,7 @@ class _Parser:
             raise self.fail(f"rule #{index + 1}", f"'id' must be lower-case words joined by '-' (got {rule_id!r})")
         where = f"rule {rule_id!r}"
         self.keys(table, _RULE_KEYS, where)
+        engine = self.rule_engine(table, rule_id, where)
         severity = table.get("severity")
         if severity not in {s.value for s in Severity}:
             raise self.fail(where, f"'severity' must be info, warn or crit (got {severity!r})")
@@ -378,8 +435,26 @@ class _Parser:
             evidence=extras,
             suppressed_by=self.texts(table, "suppressed_by", where),
             not_observed=self.text(table, "not_observed", where, required=False),
-            source=self.text(table, "source", where, required=False),
+            # An engine's own rule says where in the engine's source its line is printed.
+            source=self.text(table, "source", where, required=self.engine is not None),
+            engine=engine,
         )
+
+    def rule_engine(self, table: Mapping[str, object], rule_id: str, where: str) -> str | None:
+        """The engine a rule judges: in an engine's own file, that engine (where the file came from says
+        it, the file may not); in the main file, ``engine`` if given, else every engine."""
+        if self.engine is not None:
+            if "engine" in table:
+                raise self.fail(where, f"an engine's own catalogue sets no 'engine': its rules are {self.engine!r}'s")
+            if not rule_id.startswith(f"{self.engine}-"):
+                raise self.fail(where, f"the id of one of {self.engine!r}'s rules starts with '{self.engine}-'")
+            return self.engine
+        if "engine" not in table:
+            return None
+        engine = table["engine"]
+        if engine not in registry():
+            raise self.fail(where, f"'engine' must be one of {', '.join(registry())} (got {engine!r})")
+        return str(engine)
 
     def fix_steps(self, table: Mapping[str, object], action: str | None, where: str) -> tuple[str, ...]:
         """A fix of several actions: two or more known actions, none twice, the first one ``action``
@@ -409,6 +484,9 @@ class _Parser:
         lifetime = table.get("lifetime", "attempt")
         if lifetime not in LIFETIMES:
             raise self.fail(f"{where} log", f"'lifetime' must be {', '.join(LIFETIMES)} (got {lifetime!r})")
+        if stream == "kernel" and self.engine is not None:
+            # The kernel log is the node's, whatever engine its instances run.
+            raise self.fail(f"{where} log", "an engine's own catalogue reads its instances' logs, not the kernel's")
         if stream == "kernel" and lifetime == "process":
             # The kernel log belongs to no one process of an instance that a restart would replace.
             raise self.fail(f"{where} log", "a kernel-log rule's 'lifetime' must be attempt or quiet (got 'process')")
@@ -453,16 +531,18 @@ def _cell(text: str) -> str:
 def catalogue_markdown(catalogue: Catalogue) -> str:
     """The rules as Markdown tables: the one in docs/diagnosis.md (a test keeps them equal)."""
     lines = [
-        "| id | severity | where | what it looks at | action |",
-        "|---|---|---|---|---|",
+        "| id | engine | severity | where | what it looks at | action |",
+        "|---|---|---|---|---|---|",
     ]
     section = None
     for rule in catalogue.rules:
         if rule.section != section:
             section = rule.section
-            lines.append(f"| **{_cell(section)}** | | | | |")
+            lines.append(f"| **{_cell(section)}** | | | | | |")
+        known = registry().get(rule.engine) if rule.engine is not None else None
+        engine = known.label if known is not None else rule.engine or "any"
         lines.append(
-            f"| `{rule.id}` | {rule.severity.value} | {', '.join(rule.where)} | {_cell(rule.looks_at)} "
+            f"| `{rule.id}` | {engine} | {rule.severity.value} | {', '.join(rule.where)} | {_cell(rule.looks_at)} "
             f"| {' → '.join(f'`{a}`' for a in rule.fix_actions) or '–'} |"
         )
     lines += ["", "Partly observable rows (what sparktui cannot see):", "", "| id | not observed |", "|---|---|"]

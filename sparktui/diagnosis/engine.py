@@ -28,6 +28,12 @@ DEGRADED: /health 200) for ``healthy_s`` after it, or after ``quiet_s`` without 
 rules (how the running process was launched) clear only when a later start has been serving for
 ``healthy_s`` without the line, or after ``quiet_s`` down and silent.
 
+Engines: a rule with an ``engine`` judges only the instances of that engine (``InstanceView.engine_kind``,
+from the instance's spec): an instance's log is read with the rules of its engine and the neutral ones,
+and with its engine's own start and error lines (``Catalogue.marks``); a per-instance detector of an
+engine's skips the others' instances, a node-wide one a node without an instance of that engine. The log
+of a name no instance of the view has is read as vLLM's (``DEFAULT_ENGINE``).
+
 Kernel-log rules (``stream = "kernel"``) read the node's kernel log, passed under the name
 ``KERNEL_LOG`` beside the instances' logs; their findings are the node's (``instance`` None), and
 "attempt" ones clear once any instance of the node has served again after the last match. "quiet"
@@ -45,7 +51,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from sparktui.diagnosis.catalogue import Catalogue, Rule
+from sparktui.diagnosis.catalogue import DEFAULT_ENGINE, Catalogue, LogMarks, Rule
 from sparktui.diagnosis.detectors import DETECTORS
 from sparktui.diagnosis.detectors.host import memory_evidence
 from sparktui.diagnosis.state import (
@@ -62,6 +68,7 @@ from sparktui.diagnosis.state import (
     log_line,
     service_state,
 )
+from sparktui.engines import registry
 from sparktui.model.derive import VllmRates
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
@@ -110,6 +117,27 @@ def _candidates(lines: Sequence[LogLine], cursor: int, prefilter: re.Pattern[str
     return found, cursor
 
 
+class _EngineLog:
+    """How the log of an instance of one engine kind is read: its rules, their combined prefilter (one
+    search per new line: most lines match nothing and cost only this), its start and error lines."""
+
+    def __init__(self, catalogue: Catalogue, engine: str) -> None:
+        self.rules = catalogue.log_rules(engine)
+        self.marks: LogMarks = catalogue.marks(engine)
+        patterns = [p.pattern for rule in self.rules if rule.log is not None for p in rule.log.patterns]
+        patterns += [self.marks.attempt_start.pattern, self.marks.error.pattern]
+        self.prefilter = _combined(patterns)
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+def _combined(patterns: Sequence[str]) -> re.Pattern[str]:
+    """One regex matching a line any of ``patterns`` matches. Named groups become plain ones: two
+    patterns of a rule name the same group (a title's field), which one regex may not."""
+    return re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', p)})" for p in patterns) or "(?!)")
+
+
 def last_intervals(node: NodeState) -> dict[str, VllmRates | None]:
     """Each instance's numbers between its last two scrapes, for ``DiagnosisEngine.evaluate``."""
     return {name: state.tracker.last_interval_rates() for name, state in node.instances.items()}
@@ -128,15 +156,12 @@ class DiagnosisEngine:
         self.catalogue = catalogue.with_overrides(overrides) if overrides else catalogue
         self.history_limit = history_limit
         rules = self.catalogue.rules
-        self._log_rules = tuple(rule for rule in rules if rule.log is not None and rule.log.stream == "vllm")
+        # Engine kind -> how its instances' logs are read; built here, so a bad pattern fails at once.
+        self._engine_logs = {kind: _EngineLog(self.catalogue, kind) for kind in registry()}
         self._kernel_rules = tuple(rule for rule in rules if rule.log is not None and rule.log.stream == "kernel")
         self._detector_rules = tuple(rule for rule in rules if rule.detector is not None)
-        patterns = [p.pattern for rule in self._log_rules if rule.log is not None for p in rule.log.patterns]
-        patterns += [self.catalogue.attempt_start.pattern, self.catalogue.error.pattern]
-        # One search per new line: most lines match nothing and cost only this.
-        self._prefilter = re.compile("|".join(f"(?:{p})" for p in patterns))
         kernel = [p.pattern for rule in self._kernel_rules if rule.log is not None for p in rule.log.patterns]
-        self._kernel_prefilter = re.compile("|".join(f"(?:{p})" for p in kernel) or "(?!)")
+        self._kernel_prefilter = _combined(kernel)
         self._nodes: dict[str, NodeMemory] = {}
         self._eval = 0
         self._problems: deque[str] = deque(maxlen=MAX_PROBLEMS)
@@ -311,29 +336,38 @@ class DiagnosisEngine:
             if log.lifetime == "process" and track.phase == 1:
                 track.phase, track.restarted_at = 2, ctx.now
 
+    def _engine_log(self, engine: str) -> _EngineLog:
+        found = self._engine_logs.get(engine)
+        if found is None:
+            found = self._engine_logs[engine] = _EngineLog(self.catalogue, engine)
+        return found
+
     def _scan(self, ctx: Ctx, name: str, lines: Sequence[LogLine]) -> None:
         if not lines:
             return
         im = ctx.memory.instance(name)
         inst = ctx.instances.get(name)
         serving = inst is not None and inst.status.state in SERVING
-        found, im.cursor = _candidates(lines, im.cursor, self._prefilter)
+        reading = self._engine_log(inst.engine_kind if inst is not None else DEFAULT_ENGINE)
+        found, im.cursor = _candidates(lines, im.cursor, reading.prefilter)
         for line in found:
-            self._scan_line(ctx, name, im, line, serving)
+            self._scan_line(ctx, name, im, line, serving=serving, reading=reading)
 
     def _scan_kernel(self, ctx: Ctx, lines: Sequence[LogLine]) -> None:
         found, ctx.memory.kernel_cursor = _candidates(lines, ctx.memory.kernel_cursor, self._kernel_prefilter)
         for line in found:
             self._match_rules(ctx, self._kernel_rules, None, line)
 
-    def _scan_line(self, ctx: Ctx, name: str, im: InstanceMemory, line: LogLine, serving: bool) -> None:
+    def _scan_line(
+        self, ctx: Ctx, name: str, im: InstanceMemory, line: LogLine, *, serving: bool, reading: _EngineLog
+    ) -> None:
         text = line.text
-        if self.catalogue.attempt_start.search(text):
+        if reading.marks.attempt_start.search(text):
             # A replayed old start line while the instance serves is not a start of this process.
             self._start(ctx, name, im, served_reset=not serving)
-        if not im.error_taken and self.catalogue.error.search(text):
+        if not im.error_taken and reading.marks.error.search(text):
             im.first_error, im.error_taken = line, True
-        self._match_rules(ctx, self._log_rules, name, line)
+        self._match_rules(ctx, reading.rules, name, line)
 
     def _match_rules(self, ctx: Ctx, rules: Sequence[Rule], subject: str | None, line: LogLine) -> None:
         text = line.text
@@ -437,9 +471,12 @@ class DiagnosisEngine:
     def _judge_detector(self, ctx: Ctx, rule: Rule) -> None:
         spec = DETECTORS[rule.detector or ""]
         if spec.node is not None:
-            self._apply(ctx, rule, None, spec.node(ctx, rule))
+            if rule.engine is None or any(rule.applies_to(inst.engine_kind) for inst in ctx.node.instances):
+                self._apply(ctx, rule, None, spec.node(ctx, rule))
         elif spec.instance is not None:
             for inst in ctx.node.instances:
+                if not rule.applies_to(inst.engine_kind):
+                    continue  # another engine's rule
                 im = ctx.memory.instance(inst.name)
                 check = spec.instance(ctx, rule, inst, im)  # run even when held: detectors keep baselines
                 holding = check is not None and check.holds and rule.detector in HELD_DURING_ACTIONS

@@ -59,6 +59,7 @@ class Engine:
     reading: EngineReading
     polling: PollPlan
     mode: Callable[[bytes], PollPlan] | None = None
+    failures: str | None = None  # the package whose failures.toml holds its own failure lines (diagnosis)
 
     def __post_init__(self) -> None:
         if not KIND.fullmatch(self.reading.kind):

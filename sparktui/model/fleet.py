@@ -85,6 +85,7 @@ class InstanceView:
     # A server that loads models on demand (a llama.cpp router): each model and where it is; () for one
     # that serves what it loaded at its start.
     models: tuple[ServedModel, ...] = ()
+    engine_kind: str = "vllm"  # the engine it runs, as the config names it (``VllmSpec.engine``)
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -501,6 +502,7 @@ class InstanceState:
             status=status,
             version=self.version,
             engine=self.reading.label,
+            engine_kind=self.spec.engine,
             served_models=self.served_models,
             max_model_len=self.max_model_len,
             model_name=model.model_name if model else None,
@@ -1037,7 +1039,7 @@ class FleetState:
         readings: Mapping[str, EngineReading],
         max_age_s: float = DEFAULT_MAX_AGE_S,
     ) -> None:
-        """``readings``: how each engine kind is read (``sparktui.engines.READINGS``: the model knows no
+        """``readings``: how each engine kind is read (``sparktui.engines.readings()``: the model knows no
         engine); an instance of an engine with no reading here is a ``ValueError``."""
         self.spec = spec
         self.nodes = {n.name: NodeState(n, spec, max_age_s, readings) for n in spec.nodes}

@@ -79,6 +79,17 @@ ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra
 KERNEL_RULES = ("nvrm-out-of-memory", "gpu-xid", "pcie-aer-fatal", "mlx5-slot-reset", "thermal-event")
 GPU_DETECTORS = ("gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low")  # and its clocks, power, throttling
 FABRIC_DETECTORS = ("link-degraded", "rank-spinning", "nccl-mismatch")  # the link between the ranks of a job
+# llama.cpp's own lines (sparktui/engines/llamacpp/failures.toml), judged on its instances only.
+LLAMACPP_RULES = (
+    "llamacpp-model-load-failed",
+    "llamacpp-model-file-missing",
+    "llamacpp-model-not-gguf",
+    "llamacpp-out-of-memory",
+    "llamacpp-port-in-use",
+    "llamacpp-context-exceeded",
+    "llamacpp-batch-too-small",
+    "llamacpp-context-full",
+)
 
 SERVING = """
 poll_interval_s = 1.0
@@ -106,6 +117,19 @@ unit = "vllm-ds4-head.service"
 name = "qwen"
 port = 8001
 container = "qwen36-35b"
+"""
+
+# One llama.cpp instance: the rules of llama.cpp's own catalogue judge it.
+LLAMA = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "gemma"
+engine = "llamacpp"
+port = 8080
+unit = "llama-gemma.service"
 """
 
 STALE = """
@@ -260,7 +284,8 @@ def healthy(rig: Rig, until: int = 3) -> None:
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
     assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(
         GPU_DETECTORS
-    ) | set(FABRIC_DETECTORS)
+    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES)
+    assert {rule.id for rule in CATALOGUE.rules if rule.engine == "llamacpp"} == set(LLAMACPP_RULES)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -308,16 +333,23 @@ def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
     assert rule.log is not None, f"{rule.id} is not a log rule"
     kernel = rule.log.stream == "kernel"
     assert kernel == (case["format"] == "kernel"), "a kernel-log rule's evidence is kernel-log lines"
-    rig = Rig()
-    healthy(rig)
-    rig.log(KERNEL_LOG if kernel else "gptoss", case["format"], case["lines"])
+    # An engine's own rule is tried on an instance of that engine (on another it opens nothing).
+    llama = rule.engine == "llamacpp"
+    instance = "gemma" if llama else "gptoss"
+    rig = Rig(LLAMA) if llama else Rig()
+    if llama:
+        for t in range(3):
+            rig.step(float(t), ok())
+    else:
+        healthy(rig)
+    rig.log(KERNEL_LOG if kernel else instance, case["format"], case["lines"])
     findings = rig.evaluate(3.0)
     matched = [f for f in findings if f.id == rule.id]
     if not case["match"]:
         assert matched == []
         return
     (finding,) = matched
-    assert finding.instance == (None if kernel else "gptoss") and finding.node == "spark1"
+    assert finding.instance == (None if kernel else instance) and finding.node == "spark1"
     assert (finding.severity, finding.title, finding.fix, finding.action) == (
         rule.severity,
         rule.title_for(next((m for p in rule.log.any if (m := p.search(finding.lines[0].text))), None)),

@@ -1,0 +1,290 @@
+"""An engine's own failure catalogue: merged with the main one, its rules the engine's because of where
+the file is, and judged only on that engine's instances (a llama.cpp line in a vLLM instance's log opens
+nothing; in a llama.cpp instance's it opens the rule with its evidence).
+
+The lines a CPU build of llama-server cannot print (CUDA) are matched here as the source's format
+string renders them (``SOURCE_FORMATS``); the others are the real server's
+(tests/integration/test_real_llamacpp_failures.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sparktui.config import load_catalogue, parse_config
+from sparktui.diagnosis.catalogue import (
+    Catalogue,
+    CatalogueError,
+    merge_catalogues,
+    parse_catalogue,
+)
+from sparktui.diagnosis.engine import DiagnosisEngine, unread
+from sparktui.engines import readings
+from sparktui.engines.failures import CATALOGUE_FILE, engine_catalogue, engine_catalogues
+from sparktui.model.fleet import FleetState
+from sparktui.model.logbuffer import LogBuffer, parse_log_line
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGUE = load_catalogue()
+WALL0 = 1780137000.0
+
+# A vLLM instance and a llama.cpp instance on one node.
+MIXED = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "gptoss"
+port = 8000
+unit = "vllm-gptoss.service"
+[[nodes.vllm]]
+name = "gemma"
+engine = "llamacpp"
+port = 8080
+unit = "llama-gemma.service"
+"""
+
+LLAMA_LOAD_FAILED = (
+    "2026-05-30T08:34:02+0000 spark1 llama-server[4127]: 0.00.030.472 E srv    load_model: "
+    "failed to load model, '/models/gemma.gguf'"
+)
+LLAMA_START = "2026-05-30T08:34:01+0000 spark1 llama-server[4127]: 0.00.006.088 I srv  llama_server: initializing ..."
+VLLM_PAGE_CACHE = (
+    "2026-05-30T08:34:02+0000 spark1 vllm[61877]: ValueError: Free memory on device cuda:0 (29.87/119.67 GiB) "
+    "on startup is less than desired GPU memory utilization (0.9, 107.7 GiB)."
+)
+DROP_CACHES_DENIED = (
+    "2026-05-30T08:34:00+0000 spark1 bash[4100]: bash: line 1: /proc/sys/vm/drop_caches: Permission denied"
+)
+
+# The lines of llama.cpp's catalogue no CPU build prints, as llama.cpp's source formats them (the
+# format string verbatim, then made a line with sample arguments, C's printf as Python's %).
+SOURCE_FORMATS = (
+    (
+        "llamacpp-out-of-memory",
+        "ggml/src/ggml-cuda/ggml-cuda.cu, ggml_backend_cuda_buffer_type_alloc_buffer",
+        "%s: allocating %.2f MiB on device %d: cudaMalloc failed: %s\n",
+        ("ggml_backend_cuda_buffer_type_alloc_buffer", 65536.0, 0, "out of memory"),
+    ),
+    (
+        "llamacpp-out-of-memory",
+        "ggml/src/ggml-backend.cpp, ggml_backend_buft_alloc_buffer_n_default",
+        "%s: failed to allocate %s buffer of size %zu\n",
+        ("ggml_backend_buft_alloc_buffer_n_default", "CUDA0", 68719476736),
+    ),
+    (
+        "llamacpp-context-exceeded",
+        "tools/server/server-context.cpp, server_context_impl::pre_decode",
+        "input (%d tokens) is larger than the max context size (%d tokens). skipping",
+        (9000, 8192),
+    ),
+)
+
+
+class Node:
+    """One node of ``MIXED`` in a real FleetState, its logs, and the engine judging it."""
+
+    def __init__(self) -> None:
+        self.fleet = FleetState(parse_config(MIXED, source="test.toml"), readings())
+        self.engine = DiagnosisEngine(CATALOGUE)
+        self.logs: dict[str, LogBuffer] = {}
+
+    def log(self, instance: str, *raw: str) -> None:
+        self.logs.setdefault(instance, LogBuffer()).append_batch(parse_log_line("journal", line) for line in raw)
+
+    def evaluate(self, t: float) -> dict[str, set[str]]:
+        """Poll both instances (/health 200), evaluate; the open findings' ids by instance."""
+        health = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.OK, status=200, body=b"")
+        observed = tuple(VllmObservation(name, health, None) for name in ("gptoss", "gemma"))
+        self.fleet.apply(NodeObservation(node="spark1", t=t, wall=WALL0 + t, vllm=observed))
+        (view,) = self.fleet.view(t, window_s=60.0)
+        lines = {name: unread(buf, self.engine.cursor("spark1", name)) for name, buf in self.logs.items()}
+        found: dict[str, set[str]] = {}
+        for finding in self.engine.evaluate(view, lines, t):
+            found.setdefault(finding.instance or "", set()).add(finding.id)
+        return found
+
+
+# --- the merge ------------------------------------------------------------------------------------
+
+
+def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines() -> None:
+    assert set(engine_catalogues()) == {"llamacpp"}
+    where, text = engine_catalogue("llamacpp")
+    assert where == "sparktui/engines/llamacpp/failures.toml"
+    own = parse_catalogue(text, source=where, engine="llamacpp")
+    assert {rule.id for rule in own.rules} <= set(CATALOGUE.ids)
+    assert all(CATALOGUE.rule(rule.id).engine == "llamacpp" for rule in own.rules)
+    assert all(rule.source for rule in own.rules), "each of an engine's rules says where its line is printed"
+    # The main file's rules: vLLM's or every engine's, never another engine's.
+    assert {rule.engine for rule in CATALOGUE.rules if not rule.id.startswith("llamacpp-")} == {"vllm", None}
+    # Each engine's [log] is kept for its instances; vLLM's is the main file's.
+    assert CATALOGUE.marks("llamacpp").attempt_start.search("0.00.006.088 I srv  llama_server: initializing ...")
+    assert CATALOGUE.marks("vllm").attempt_start is CATALOGUE.attempt_start
+
+
+def test_the_engine_catalogues_ship_in_the_package() -> None:
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["sparktui"]
+    for package in engine_catalogues().values():
+        path = f"{package.removeprefix('sparktui.').replace('.', '/')}/{CATALOGUE_FILE}"
+        assert (ROOT / "sparktui" / path).is_file()
+        assert any(fnmatch.fnmatch(path, glob) for glob in globs), f"{path} is not in pyproject's package-data"
+
+
+LLAMA_FILE = """
+format = 1
+[log]
+attempt_start = 'llama_server: initializing'
+error = ' E '
+[defaults.log]
+quiet_s = 1800.0
+healthy_s = 120.0
+[defaults.detector]
+open_after = 1.0
+clear_after_s = 60.0
+[[rule]]
+id = "llamacpp-port-in-use"
+section = "llama.cpp"
+severity = "crit"
+title = "port"
+where = ["log"]
+looks_at = "log"
+explanation = "why"
+fix = "what"
+source = "tools/server/server-http.cpp, server_http_context::start"
+[rule.log]
+any = ["couldn't bind HTTP server socket"]
+"""
+
+
+def _main() -> Catalogue:
+    return parse_catalogue(
+        (ROOT / "sparktui" / "data" / "failures.toml").read_text(), source="sparktui/data/failures.toml"
+    )
+
+
+def test_an_engine_file_is_that_engines_whatever_it_says() -> None:
+    own = parse_catalogue(LLAMA_FILE, source="llama.toml", engine="llamacpp")
+    assert [rule.engine for rule in own.rules] == ["llamacpp"]
+    with pytest.raises(
+        CatalogueError, match=r"llama\.toml: rule 'llamacpp-port-in-use': an engine's own .* sets no 'engine'"
+    ):
+        parse_catalogue(
+            LLAMA_FILE.replace('section = "llama.cpp"', 'engine = "vllm"\nsection = "x"'), "llama.toml", "llamacpp"
+        )
+    with pytest.raises(CatalogueError, match="starts with 'llamacpp-'"):
+        parse_catalogue(LLAMA_FILE.replace('"llamacpp-port-in-use"', '"port-in-use"'), "llama.toml", "llamacpp")
+    with pytest.raises(CatalogueError, match="'source' must be a non-empty string"):
+        parse_catalogue(LLAMA_FILE.replace("source = ", "not_observed = "), "llama.toml", "llamacpp")
+    with pytest.raises(CatalogueError, match="not the kernel's"):
+        parse_catalogue(LLAMA_FILE.replace("[rule.log]\n", '[rule.log]\nstream = "kernel"\n'), "llama.toml", "llamacpp")
+    with pytest.raises(CatalogueError, match="'ollama' is not an engine"):
+        parse_catalogue(LLAMA_FILE, "llama.toml", "ollama")
+
+
+def test_the_main_file_names_only_known_engines() -> None:
+    text = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
+    with pytest.raises(CatalogueError, match=r"rule 'oom-during-load': 'engine' must be one of vllm, llamacpp"):
+        parse_catalogue(
+            text.replace('id = "oom-during-load"\nengine = "vllm"', 'id = "oom-during-load"\nengine = "sglang"')
+        )
+
+
+def test_merging_appends_each_engines_rules_and_refuses_an_id_twice() -> None:
+    main = _main()
+    own = parse_catalogue(LLAMA_FILE, source="llama.toml", engine="llamacpp")
+    merged = merge_catalogues(main, {"llamacpp": own})
+    assert merged.ids == (*main.ids, "llamacpp-port-in-use")
+    assert merged.marks("llamacpp").attempt_start.pattern == "llama_server: initializing"
+    assert (
+        merged.with_overrides({"llamacpp-port-in-use.quiet_s": 60.0}).rule("llamacpp-port-in-use").param("quiet_s")
+        == 60.0
+    )
+    with pytest.raises(CatalogueError, match="rule id 'llamacpp-port-in-use' is already in the catalogue"):
+        merge_catalogues(merged, {"llamacpp": own})
+    with pytest.raises(CatalogueError, match="is not one of llamacpp's"):
+        merge_catalogues(main, {"llamacpp": main})
+
+
+# --- the engine filter ----------------------------------------------------------------------------
+
+
+def test_a_llama_line_opens_nothing_on_a_vllm_instance_and_its_rule_on_a_llama_instance() -> None:
+    node = Node()
+    node.evaluate(0.0)
+    node.log("gptoss", LLAMA_LOAD_FAILED)
+    assert node.evaluate(1.0) == {}
+    node.log("gemma", LLAMA_LOAD_FAILED)
+    found = node.evaluate(2.0)
+    assert found == {"gemma": {"llamacpp-model-load-failed"}}
+    (finding,) = node.engine.active("spark1")
+    assert finding.instance == "gemma" and finding.title == "llama-server could not load its model"
+    assert [line.text for line in finding.lines] == [parse_log_line("journal", LLAMA_LOAD_FAILED)[1]]
+    assert any("load_model: failed to load model, '/models/gemma.gguf'" in line for line in finding.evidence)
+
+
+def test_a_vllm_line_opens_nothing_on_a_llama_instance_and_a_neutral_rule_opens_on_both() -> None:
+    node = Node()
+    node.evaluate(0.0)
+    node.log("gemma", VLLM_PAGE_CACHE)
+    assert node.evaluate(1.0) == {}
+    node.log("gptoss", VLLM_PAGE_CACHE)
+    assert node.evaluate(2.0) == {"gptoss": {"page-cache-blocks-start"}}
+    node.log("gemma", DROP_CACHES_DENIED)
+    node.log("gptoss", DROP_CACHES_DENIED)
+    found = node.evaluate(3.0)
+    assert found["gemma"] == {"drop-caches-denied"}
+    assert found["gptoss"] == {"page-cache-blocks-start", "drop-caches-denied"}
+
+
+def test_a_llama_instance_log_is_read_with_llama_servers_start_and_error_lines() -> None:
+    node = Node()
+    node.evaluate(0.0)
+    node.log("gemma", LLAMA_START, LLAMA_LOAD_FAILED)
+    node.log("gptoss", LLAMA_START, LLAMA_LOAD_FAILED)
+    node.evaluate(1.0)
+    memory = node.engine._nodes["spark1"].instances  # the crash-loop finding's first error of an attempt
+    gemma, gptoss = memory["gemma"], memory["gptoss"]
+    assert gemma.starts == 1 and gemma.first_error is not None
+    assert gemma.first_error.text == parse_log_line("journal", LLAMA_LOAD_FAILED)[1]
+    assert gptoss.starts == 0 and gptoss.first_error is None  # neither line is vLLM's start or error
+
+
+def test_an_engines_detector_rule_judges_only_that_engines_instances() -> None:
+    text = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
+    # engine-dead (vLLM's) made to hold on any refused port, and the same rule made neutral.
+    down = text.replace("reason = '/health 503'", "reason = 'connection refused'")
+    neutral = down.replace('id = "engine-dead"\nengine = "vllm"\n', 'id = "engine-dead"\n')
+    assert text != down != neutral
+    refused = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.REFUSED, error="connection refused")
+    for catalogue_text, expected in ((down, {"gptoss"}), (neutral, {"gptoss", "gemma"})):
+        fleet = FleetState(parse_config(MIXED, source="test.toml"), readings())
+        engine = DiagnosisEngine(parse_catalogue(catalogue_text))
+        opened: set[str] = set()
+        for t in range(3):
+            observed = tuple(VllmObservation(name, refused, None) for name in ("gptoss", "gemma"))
+            fleet.apply(NodeObservation(node="spark1", t=float(t), wall=WALL0 + t, vllm=observed))
+            (view,) = fleet.view(float(t), window_s=60.0)
+            found = engine.evaluate(view, None, float(t))
+            opened |= {f.instance or "" for f in found if f.id == "engine-dead"}
+        assert opened == expected
+
+
+# --- lines taken from the source ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rule_id", "where", "fmt", "args"), SOURCE_FORMATS, ids=lambda v: str(v)[:40])
+def test_a_rule_matches_the_line_its_source_prints(
+    rule_id: str, where: str, fmt: str, args: tuple[object, ...]
+) -> None:
+    line = fmt.replace("%zu", "%d") % args
+    rule = CATALOGUE.rule(rule_id)
+    assert rule.log is not None and rule.source is not None
+    assert where.split(",", maxsplit=1)[0] in rule.source, f"{rule_id}'s source should name {where}"
+    assert any(p.search(line) for p in rule.log.any), f"{rule_id} does not match {line!r} ({where})"
