@@ -43,7 +43,7 @@ from sparktui.model.bench import (
     tokens_per_word,
 )
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.specs import FleetSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, VllmSpec, meant_instances
 from sparktui.model.units import to_jsonable
 from sparktui.model.vllm import VllmScrape, normalise
 from sparktui.sources._httpx import httpx
@@ -292,12 +292,13 @@ def find_instance(fleet: FleetSpec, target: str) -> tuple[str, VllmSpec]:
             names = ", ".join(v.name for v in serving) or "none"
             raise BenchError(f"node {node_name} has no vLLM instance {instance!r} with a URL (instances: {names})")
         return node_name, found
-    if len(serving) != 1:
-        names = ", ".join(v.name for v in serving) or "none"
+    meant = meant_instances(serving)  # a llama.cpp fallback beside one vLLM: the vLLM
+    if len(meant) != 1:
+        names = ", ".join(v.name for v in meant) or "none"
         raise BenchError(
-            f"node {node_name} serves {len(serving)} vLLM instances ({names}): name one as {node_name}/INSTANCE"
+            f"node {node_name} serves {len(meant)} vLLM instances ({names}): name one as {node_name}/INSTANCE"
         )
-    return node_name, serving[0]
+    return node_name, meant[0]
 
 
 @dataclass
