@@ -14,6 +14,7 @@ from sparktui.config import parse_config
 from sparktui.demo.exposition import VllmExposition
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.sim import PROFILES, EngineState
+from sparktui.engines import READINGS
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import Exposition, parse
 from sparktui.model.status import State
@@ -106,7 +107,7 @@ async def running_fleet() -> AsyncIterator[DemoFleet]:
 
 async def _views(fleet: DemoFleet, steps: int = 3, dt: float = 2.0) -> FleetState:
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     async with make_client() as client:
         poller = FleetPoller(spec, client)
         for index in range(steps):

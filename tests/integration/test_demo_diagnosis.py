@@ -18,6 +18,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.catalogue import Rule
 from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals
+from sparktui.engines import READINGS
 from sparktui.model.fleet import FleetState
 from sparktui.model.status import State
 from sparktui.sources.http import make_client
@@ -71,7 +72,7 @@ async def stepped(scenario: str, seed: int = 21, dt: float = DT) -> AsyncIterato
     fleet = DemoFleet(seed=seed, scenario=SCENARIOS[scenario])
     await fleet.start()
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     feed = HostFeed(fleet, spec, tuple(n.name for n in spec.nodes), state)
     try:
         async with make_client() as client:

@@ -18,6 +18,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import FABRIC_TIMES, SCENARIOS
 from sparktui.demo.sshserver import ChecksumCommand, FabricCommand, parse_command
 from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals
+from sparktui.engines import READINGS
 from sparktui.model.drift import drift_report
 from sparktui.model.fabric import checksum_command, fabric_command, parse_fabric
 from sparktui.model.fleet import FleetState, NodeView
@@ -81,7 +82,7 @@ async def watch() -> AsyncIterator[FabricWatch]:
     fleet = DemoFleet(seed=21, scenario=SCENARIOS["fabric"])
     await fleet.start()
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     feed = HostFeed(fleet, spec, RANKS, state, fabric_every_s=0.1)
     try:
         async with make_client() as client:

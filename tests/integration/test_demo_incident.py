@@ -22,6 +22,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.host import DEVICE_TOTAL_GIB, GIB
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.engines import READINGS
 from sparktui.model.commands import drop_caches_commands, restart_command
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.specs import FleetSpec, NodeSpec
@@ -85,7 +86,7 @@ async def incident() -> AsyncIterator[Incident]:
     fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
     await fleet.start()
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     feed = HostFeed(fleet, spec, ("spark1",), state)
     spark1 = next(n for n in spec.nodes if n.name == "spark1")
     ssh = NodeSsh(spark1)

@@ -17,6 +17,7 @@ from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import KERNEL_FAULT_LINES, NVRM_OOM_LINES, SCENARIOS, THERMAL_TIMES
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.engines import READINGS
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import KERNEL_LOG
 from sparktui.sources.http import make_client
@@ -76,7 +77,7 @@ async def watch(request: pytest.FixtureRequest) -> AsyncIterator[KernelWatch]:
     fleet = DemoFleet(seed=21, scenario=SCENARIOS[scenario])
     await fleet.start()
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     feed = HostFeed(fleet, spec, (node,), state)
     ssh = NodeSsh(next(n for n in spec.nodes if n.name == node))
     log = LogStream(ssh, None)

@@ -8,6 +8,7 @@ import pytest
 
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
+from sparktui.engines import READINGS
 from sparktui.headless.snapshot import render_snapshot
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.promtext import parse
@@ -51,7 +52,7 @@ async def _polled(fleet: DemoFleet, steps: int = 4, dt: float = 5.0) -> tuple[No
     """The demo stepped ``dt`` simulated seconds between polls, timed on its clock (rates per simulated
     second, as the dashboard over a demo run from the wall clock sees them)."""
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     async with make_client() as client:
         poller = FleetPoller(spec, client, clock=lambda: fleet.now)
         for index in range(steps):

@@ -13,6 +13,7 @@ import pytest
 from sparktui.config import parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
+from sparktui.engines import READINGS
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.status import State
 from sparktui.sources.canary import CanarySender
@@ -42,7 +43,7 @@ async def stepper(request: pytest.FixtureRequest) -> AsyncIterator[Stepper]:
     try:
         async with make_client() as client:
             poller = FleetPoller(spec, client, clock=lambda: fleet.now)
-            yield Stepper(fleet, poller, FleetState(spec))
+            yield Stepper(fleet, poller, FleetState(spec, readings=READINGS))
     finally:
         await fleet.stop()
 
@@ -159,7 +160,7 @@ async def test_an_engine_wedged_while_idle_is_found_by_the_canary_alone_and_clea
     fleet = DemoFleet(seed=21, scenario=SCENARIOS["wedged-idle"])
     await fleet.start()
     spec = parse_config(fleet.config_toml() + "\n[canary]\ntimeout_s = 1\n", source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     seen: list[tuple[float, bool, int]] = []  # (time, wedged, canaries sent)
     try:
         async with make_client() as client:

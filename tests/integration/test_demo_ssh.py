@@ -25,6 +25,7 @@ from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.host import GIB, MEM_TOTAL_KB
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.demo.sshserver import parse_command
+from sparktui.engines import READINGS
 from sparktui.model.commands import DROP_CACHES
 from sparktui.model.fabric import FABRIC_EVERY_S
 from sparktui.model.fleet import FleetState
@@ -164,7 +165,7 @@ def test_the_commands_sparktui_sends_are_recognised() -> None:
 
 async def test_sampler_frames_parse_with_the_simulations_memory_and_unit_state(fleet: DemoFleet) -> None:
     spec = _spec(fleet)
-    feed = HostFeed(fleet, spec, ("spark1", "spark2", "spark3", "spark4"), FleetState(spec))
+    feed = HostFeed(fleet, spec, ("spark1", "spark2", "spark3", "spark4"), FleetState(spec, readings=READINGS))
     await feed.start()
     try:
         for _ in range(11):  # 11 frames: the every-10th sections (processes, services) twice
@@ -349,7 +350,7 @@ async def test_ssh_drop_shows_on_the_node_while_http_keeps_updating_and_recovers
     demo = DemoFleet(seed=21, scenario=SCENARIOS["ssh-drop"])
     await demo.start()
     spec = _spec(demo)
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     feed = HostFeed(demo, spec, ("spark1", "spark2"), state)
     try:
         async with make_client() as client:

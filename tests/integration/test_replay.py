@@ -16,6 +16,7 @@ from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.engines import READINGS
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate
@@ -70,7 +71,7 @@ async def _record_the_incident(path: Path) -> tuple[list[Moment], frozenset[str]
     fleet = DemoFleet(seed=21, scenario=SCENARIOS["incident"])
     await fleet.start()
     spec = parse_config(fleet.config_toml(), source="demo.toml")
-    state = FleetState(spec)
+    state = FleetState(spec, readings=READINGS)
     diagnosis = DiagnosisEngine(load_catalogue())
     recorder = Recorder(path, spec, clock=lambda: fleet.now)
     feed = RecordedHostFeed(fleet, spec, ("spark1",), state)
