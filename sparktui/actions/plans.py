@@ -37,7 +37,7 @@ from sparktui.model.commands import (
 )
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.host import HostProcess, HostSample, leftovers, stale_workers
-from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec, meant_instances
 from sparktui.model.status import State
 from sparktui.model.units import fmt_count, fmt_duration, fmt_gib, fmt_seconds
 
@@ -351,11 +351,11 @@ def plan_action(
 
 
 def plan_bench(fleet: FleetSpec, node: str) -> BenchPlan | Refusal:
-    """A bench of the node's first instance that serves HTTP."""
+    """A bench of the node's first instance that serves HTTP (its first vLLM beside another engine)."""
     spec = fleet.node(node)
     if spec is None:
         return _no_node(ActionKind.BENCH, fleet, node)
-    serving = [v for v in spec.vllm if v.base_url is not None]
+    serving = meant_instances([v for v in spec.vllm if v.base_url is not None])
     if not serving:
         return Refusal(ActionKind.BENCH, node, f"bench: {node} has no vLLM instance that serves HTTP")
     return BenchPlan(node, serving[0].name, serving[0])
@@ -718,10 +718,11 @@ def _node_and_instance(
     if not spec.vllm:
         return Refusal(kind, node, f"no vLLM is configured on {node}")
     if instance is None:
-        if len(spec.vllm) > 1:
-            names = ", ".join(v.name for v in spec.vllm)
-            return Refusal(kind, node, f"{node} runs {len(spec.vllm)} vLLM instances ({names}): name one")
-        return spec, spec.vllm[0]
+        meant = meant_instances(spec.vllm)  # a llama.cpp fallback beside one vLLM: the vLLM
+        if len(meant) > 1:
+            names = ", ".join(v.name for v in meant)
+            return Refusal(kind, node, f"{node} runs {len(meant)} vLLM instances ({names}): name one")
+        return spec, meant[0]
     vllm = next((v for v in spec.vllm if v.name == instance), None)
     if vllm is None:
         names = ", ".join(v.name for v in spec.vllm)

@@ -6,7 +6,8 @@ the simulated engine, so a warmup measures a real TTFT); a GPU exporter (nvidia_
 DGX Spark exporter format) and its side services' health endpoints; and an SSH server
 (``sshserver.py``) that answers sparktui's host sampler, log and recovery commands from the node's
 simulated host (``host.py``: memory, page cache, /dev/shm, PSI) and its vLLM services
-(``service.py``: processes, systemd unit or docker container, log).
+(``service.py``: processes, systemd unit or docker container, log). spark1 also runs llama.cpp's
+``llama-server`` (``llamaserver.py``), its fallback model, read by sparktui as ``engine = "llamacpp"``.
 
 Time is the simulation's: ``advance(dt)`` moves every node; ``run_clock()`` drives it from the wall
 clock, tests call ``advance`` themselves (step mode). A ``seed`` makes a run repeatable.
@@ -36,6 +37,7 @@ from sparktui.demo.exposition import (
 from sparktui.demo.fabric import SimNic
 from sparktui.demo.host import GIB, MEM_TOTAL, BaseUsage, SimClock, SimHost, SimProcess
 from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.demo.llamaserver import DemoLlamaServer, LlamaSpec
 from sparktui.demo.scenarios import Scenario
 from sparktui.demo.service import Manager, TeeSink, VllmService
 from sparktui.demo.sim import PROFILES, Engine, EngineState, ModelProfile
@@ -107,6 +109,7 @@ class NodeSpec:
     instances: tuple[InstanceSpec, ...]
     gpu_exporter: str  # "nvidia" | "dgx-spark"
     services: tuple[tuple[str, str], ...] = ()  # (name, kind)
+    llamacpp: tuple[LlamaSpec, ...] = ()  # llama.cpp servers beside the vLLM instances
 
 
 DEFAULT_NODES: tuple[NodeSpec, ...] = (
@@ -115,6 +118,8 @@ DEFAULT_NODES: tuple[NodeSpec, ...] = (
         (InstanceSpec("qwen36", "qwen36", unit="vllm-qwen36.service"),),
         "nvidia",
         (("parakeet-asr", "asr"), ("ollama", "ollama")),
+        # The small fallback model beside vLLM (context/000), on llama.cpp's llama-server.
+        (LlamaSpec("qwen3-8b", "qwen3-8b"),),
     ),
     NodeSpec(
         "spark2",
@@ -386,6 +391,7 @@ class DemoNode:
     gpu_fault: GpuFault | None = None  # what a scenario does to the GPU (``GPU_FAULTS``)
     gpu_scraped_at: float | None = None  # the simulated time the GPU exporter last answered (``run_clock``)
     nic: SimNic | None = None  # the ConnectX-7 port of a rank of a multi-node job
+    llamacpp: list[DemoLlamaServer] = field(default_factory=list)  # beside the vLLM instances
 
     @property
     def name(self) -> str:
@@ -395,6 +401,8 @@ class DemoNode:
         self.gpu_scraped_at = self.clock.now
 
     def advance(self, dt: float) -> None:
+        for server in self.llamacpp:  # a trickle on a small model: the GPU picture is the vLLM's
+            server.engine.advance(dt)
         if not self.powered:
             for instance in self.instances:
                 instance.engine.advance(dt)  # keeps the engine's clock with the fleet's
@@ -501,6 +509,8 @@ class DemoNode:
         for instance in self.instances:
             instance.service.restarts = 0
             instance.service.start(load_s=load_s, manual=False)
+        for server in self.llamacpp:
+            server.engine.boot()  # its own model's load time
         self.refresh_host()
 
     async def gpu_page(self, _request: Request) -> Response:
@@ -554,6 +564,10 @@ class DemoFleet:
                 for i in spec.instances
             ]
             node = DemoNode(spec, instances, host, self.clock, rng=rng)
+            # Each llama-server draws from a random stream of its own: the node's numbers stay the seed's.
+            node.llamacpp = [
+                DemoLlamaServer(spec.name, s, random.Random(f"{seed}:{index}:{s.name}:llamacpp")) for s in spec.llamacpp
+            ]
             if any(i.job for i in spec.instances):
                 node.nic = SimNic()
             node.gpu_http = HttpServer(node.gpu_page, on_served=node.gpu_served)
@@ -623,6 +637,7 @@ class DemoFleet:
         out: list[HttpServer] = []
         for node in self.nodes:
             out.extend(i.http for i in node.instances if i.http is not None)
+            out.extend(server.http for server in node.llamacpp)
             if node.gpu_http is not None:
                 out.append(node.gpu_http)
             out.extend(node.services.values())
@@ -638,6 +653,8 @@ class DemoFleet:
                 await server.start()
             for instance in node.instances:
                 await instance.sync_listening()
+            for llama in node.llamacpp:
+                await llama.sync_listening()
         await self._start_ssh(state_dir)
 
     async def _start_ssh(self, state_dir: Path | None) -> None:
@@ -716,6 +733,8 @@ class DemoFleet:
         node.powered = False
         for instance in node.instances:
             instance.service.power_loss()
+        for server in node.llamacpp:
+            server.engine.power_loss()
         node.refresh_host()
         stops = [s.stop() for s in self._node_servers(node)]
         if node.ssh is not None:
@@ -748,6 +767,7 @@ class DemoFleet:
     @staticmethod
     def _node_servers(node: DemoNode) -> list[HttpServer]:
         servers = [i.http for i in node.instances if i.http is not None]
+        servers += [server.http for server in node.llamacpp]
         if node.gpu_http is not None:
             servers.append(node.gpu_http)
         servers.extend(node.services.values())
@@ -788,6 +808,9 @@ class DemoFleet:
                 if spec.role != "single":
                     lines += [f'role = "{spec.role}"', f'job = "{spec.job}"']
                 lines.append("")
+            for llama in node.llamacpp:
+                lines += ["[[nodes.vllm]]", f'name = "{llama.spec.name}"', 'engine = "llamacpp"']
+                lines += [f'url = "{llama.http.url}"', ""]
             if node.gpu_http is not None:
                 lines += ["[nodes.gpu_exporter]", f'url = "{node.gpu_http.url}/metrics"', ""]
             for name, server in node.services.items():
@@ -820,6 +843,9 @@ class DemoFleet:
             for instance in node.instances:
                 where = instance.http.url if instance.http is not None else "(tensor-parallel worker, no HTTP)"
                 out.append(f"{node.name:8} vLLM {instance.spec.name:10} {instance.profile.served_name:36} {where}")
+            for llama in node.llamacpp:
+                model = f"{llama.card.alias} ({llama.card.path.rsplit('/', 1)[-1]})"
+                out.append(f"{node.name:8} llama.cpp {llama.spec.name:10} {model:31} {llama.http.url}")
             if node.gpu_http is not None:
                 out.append(f"{node.name:8} GPU exporter ({node.spec.gpu_exporter})  {node.gpu_http.url}/metrics")
             for name, server in node.services.items():

@@ -36,7 +36,8 @@ of a name no instance of the view has is read as vLLM's (``DEFAULT_ENGINE``).
 
 Kernel-log rules (``stream = "kernel"``) read the node's kernel log, passed under the name
 ``KERNEL_LOG`` beside the instances' logs; their findings are the node's (``instance`` None), and
-"attempt" ones clear once any instance of the node has served again after the last match. "quiet"
+"attempt" ones clear once any instance of the node has served again after the last match (of those
+that were not serving through it, when there are: a fallback engine beside a failed load proves nothing). "quiet"
 rules (an event of the box, a GPU fault or a thermal trip) clear only after ``quiet_s`` without a new match.
 
 Actions: ``action_started`` / ``action_ended`` (the monitor core hears them from the dashboard) hold the
@@ -429,7 +430,7 @@ class DiagnosisEngine:
         if log is None or last is None:
             return
         # A node's finding (the kernel's) is judged by the instances of the node: any one serving again.
-        names = [track.subject] if track.subject is not None else list(ctx.instances)
+        names = [track.subject] if track.subject is not None else _not_serving_through(ctx, last)
         serving_now = [
             (ctx.memory.instances.get(name), inst)
             for name in names
@@ -589,3 +590,16 @@ class DiagnosisEngine:
 
 def _order(finding: Finding) -> tuple[int, float, str, str]:
     return (-finding.severity.rank, finding.opened_at, finding.id, finding.instance or "")
+
+
+def _not_serving_through(ctx: Ctx, last: float) -> list[str]:
+    """The node's instances whose serving again can end a failed start matched at ``last``: those that
+    were not serving without a break across it (a fallback engine that served all along, beside a vLLM
+    whose load the driver failed, proves nothing of that load). All of them when every one was."""
+    names = list(ctx.instances)
+    starting = [
+        name
+        for name in names
+        if (m := ctx.memory.instances.get(name)) is None or m.serving_since is None or m.serving_since > last
+    ]
+    return starting or names

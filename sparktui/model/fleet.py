@@ -927,6 +927,10 @@ class NodeState:
             return Status(State.STALE, (f"no poll finished for {now - self.last_t:.0f} s",))
         if serving and all(s.state is State.DOWN for s in serving):
             return Status(State.DOWN, tuple(r for s in parts for r in s.reasons))
+        if status.state is State.DOWN:
+            # An instance is down beside one that serves (a llama.cpp fallback beside a vLLM): the node
+            # still says every part's reason, the host's memory with the down instance's.
+            return Status(State.DOWN, tuple(r for s in parts for r in s.reasons))
         return status
 
     def _ledger(self, host: HostSample | None, instances: tuple[InstanceView, ...]) -> MemoryLedger | None:

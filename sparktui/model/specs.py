@@ -502,6 +502,13 @@ def _duplicates(names: Iterable[str | None], table: str) -> list[tuple[Loc, str]
     return problems
 
 
+def meant_instances(instances: Sequence[VllmSpec]) -> list[VllmSpec]:
+    """The instances an action or a bench that names none may mean: every one of them when the node
+    runs vLLMs alone; of vLLMs beside another engine's server (a llama.cpp fallback), the vLLMs."""
+    vllms = [v for v in instances if v.engine == "vllm"]
+    return vllms if vllms else list(instances)
+
+
 class NodeSpec(_Spec):
     """One DGX Spark (or any host) and what runs on it."""
 

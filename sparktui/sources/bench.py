@@ -45,7 +45,7 @@ from sparktui.model.bench import (
 )
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.scrape import EngineScrape
-from sparktui.model.specs import FleetSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, VllmSpec, meant_instances
 from sparktui.model.units import to_jsonable
 from sparktui.sources._httpx import httpx
 from sparktui.sources.canary import auth_headers
@@ -293,12 +293,13 @@ def find_instance(fleet: FleetSpec, target: str) -> tuple[str, VllmSpec]:
             names = ", ".join(v.name for v in serving) or "none"
             raise BenchError(f"node {node_name} has no vLLM instance {instance!r} with a URL (instances: {names})")
         return node_name, found
-    if len(serving) != 1:
-        names = ", ".join(v.name for v in serving) or "none"
+    meant = meant_instances(serving)  # a llama.cpp fallback beside one vLLM: the vLLM
+    if len(meant) != 1:
+        names = ", ".join(v.name for v in meant) or "none"
         raise BenchError(
-            f"node {node_name} serves {len(serving)} vLLM instances ({names}): name one as {node_name}/INSTANCE"
+            f"node {node_name} serves {len(meant)} vLLM instances ({names}): name one as {node_name}/INSTANCE"
         )
-    return node_name, serving[0]
+    return node_name, meant[0]
 
 
 @dataclass

@@ -52,6 +52,7 @@ from sparktui.model.observations import HostUpdate
 from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
 from sparktui.model.units import fmt_seconds
 from sparktui.monitor.core import Monitor
+from sparktui.sources.bench import find_instance
 from tests.support.actions import FAST, config_for, fast_demo, host_process
 from tests.support.fixture_fleet import Endpoint, FixtureServer
 from tests.support.sshd import Sshd
@@ -285,6 +286,27 @@ def test_plans_that_make_no_sense_are_refused() -> None:
     assert text["unknown action"].startswith("unknown action 'reboot'")
     assert all("\n" not in r for r in text.values())
     assert isinstance(plan_restart(fleet, "spark2", "b"), ActionPlan)
+
+
+def test_a_node_running_a_llamacpp_fallback_beside_one_vllm_means_the_vllm_when_none_is_named() -> None:
+    """The demo's spark1: its restart key and ``bench spark1`` reach the vLLM; the fallback is named."""
+    node = NodeSpec(
+        name="spark1",
+        host="10.0.0.1",
+        vllm=(
+            VllmSpec(name="qwen36", url="http://10.0.0.1:8000", unit="vllm-qwen36.service"),
+            VllmSpec(name="qwen3-8b", engine="llamacpp", url="http://10.0.0.1:11434", unit="llama.service"),
+        ),
+    )
+    fleet = fleet_of(node)
+    restart = plan_restart(fleet, "spark1")
+    assert isinstance(restart, ActionPlan) and restart.instance == "qwen36"
+    warmup = plan_warmup(fleet, "spark1")
+    assert isinstance(warmup, ActionPlan) and warmup.instance == "qwen36"
+    fallback = plan_restart(fleet, "spark1", "qwen3-8b")
+    assert isinstance(fallback, ActionPlan) and fallback.instance == "qwen3-8b"
+    assert find_instance(fleet, "spark1")[1].name == "qwen36"
+    assert find_instance(fleet, "spark1/qwen3-8b")[1].name == "qwen3-8b"
 
 
 def test_kill_workers_plans_only_stale_workers() -> None:

@@ -1146,6 +1146,37 @@ def test_an_attempt_log_finding_counts_healthy_s_from_serving_and_a_degraded_pol
         assert ("mamba-block-size" in rig.ids()) == (t < 122), t
 
 
+BESIDE_A_FALLBACK = (
+    SERVING
+    + """
+[[nodes.vllm]]
+name = "fallback"
+port = 8001
+"""
+)
+
+
+def test_a_kernel_attempt_finding_is_not_cleared_by_an_instance_that_served_through_it() -> None:
+    """The driver ran out of memory while gptoss loaded; a fallback engine on the same box that served
+    all along says nothing of that load: the finding clears when gptoss serves again."""
+    rig = Rig(BESIDE_A_FALLBACK)
+    rig.step(0.0, ok(), MTP2[0], serving_sample())
+    rig.step(1.0, ok(), MTP2[1])
+    rig.poll(2.0, refused(), instance="gptoss")  # restarting: loading
+    rig.poll(2.0, ok(), MTP2[2], instance="fallback")
+    rig.log(KERNEL_LOG, *lines_of("nvrm-out-of-memory"))
+    rig.evaluate(2.0)
+    assert "nvrm-out-of-memory" in rig.ids(None)
+    for t in range(3, 20):  # the fallback generates tokens every poll
+        rig.poll(float(t), refused(), instance="gptoss")
+        rig.poll(float(t), ok(), MTP2[t], instance="fallback")
+        rig.evaluate(float(t))
+        assert "nvrm-out-of-memory" in rig.ids(None), t
+    rig.step(20.0, ok(), MTP2[20])  # gptoss answers again: nothing served yet to tell
+    rig.step(21.0, ok(), MTP2[21])  # and serves
+    assert "nvrm-out-of-memory" not in rig.ids(None)
+
+
 def test_an_attempt_log_finding_of_a_stopped_instance_clears_after_quiet_s() -> None:
     rig = Rig(overrides={"serve-twice.quiet_s": 300})
     rig.step(0.0, refused())
