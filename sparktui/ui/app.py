@@ -309,8 +309,14 @@ class SparkApp(App[None]):
 
     # --- navigation ---------------------------------------------------------------------------------
 
-    def open_node(self, name: str) -> None:
-        self.push_screen(self._node_screen(name))
+    def open_node(self, name: str, instance: str | None = None) -> None:
+        """The node's screen, its engine panels on ``instance`` (None: as it was, or the first)."""
+        screen = self._node_screen(name)
+        if instance is not None:
+            node_screen = self.get_screen(screen) if isinstance(screen, str) else screen
+            if isinstance(node_screen, NodeScreen):
+                node_screen.instance = instance
+        self.push_screen(screen)
 
     def _node_screen(self, name: str) -> NodeScreen | str:
         """The node's screen: kept composed (installed) for the last NODE_SCREENS_KEPT nodes opened, so

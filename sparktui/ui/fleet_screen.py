@@ -519,8 +519,9 @@ class FleetScreen(SparkScreen[None]):
 
     def action_open_node(self) -> None:
         view = self.highlighted()
-        if view is not None:
-            self.spark.open_node(view.name)
+        if view is not None:  # on the row's own instance (a node runs several: a fallback engine)
+            key = self._order[self.query_one("#fleet", RowTable).cursor_row]
+            self.spark.open_node(view.name, key.split("/", 1)[1] if "/" in key else None)
 
     def action_pick_node(self, number: int) -> None:
         names = [v.name for v in self.spark.views]

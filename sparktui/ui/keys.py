@@ -55,6 +55,7 @@ NODE_BINDINGS: list[BindingType] = [
     Binding("l", "open_logs", "Logs", id="logs"),
     Binding("left", "previous_node", "Prev node", id="previous-node", show=False),
     Binding("right", "next_node", "Next node", id="next-node", show=False),
+    Binding("i", "next_instance", "Instance", id="node-instance"),
 ]
 
 

@@ -315,9 +315,11 @@ class NodeScreen(SparkScreen[None]):
     #tail { height: 1fr; background: $background; }
     """
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, instance: str | None = None) -> None:
+        """``instance``: the one whose engine the panels show (None: the node's first)."""
         super().__init__()
         self.node = node
+        self.instance = instance
         self._shown: dict[str, object] = {}  # panel -> the key of what it shows (see _put)
         self._tail: LogReader | None = None
 
@@ -394,13 +396,16 @@ class NodeScreen(SparkScreen[None]):
         title = Text()
         title.append(f"{view.name} ({view.host})  ", style="bold")
         title.append_text(status_text(view.status.state, colours))
+        instance = self._instance(view)
+        if len(view.instances) > 1 and instance is not None:  # the engine panels show one of them
+            at = view.instances.index(instance) + 1
+            title.append(f"{instance.name} ({instance.engine}, {at} of {len(view.instances)}, i next)  ", style="bold")
         title.append(f"   window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
         self._put("#title", title)
         reasons = self.query_one("#reasons", Static)
         reasons.display = bool(view.status.reasons)
         self._put("#reasons", "\n".join(view.status.reasons))
         self._findings(view)
-        instance = view.instances[0] if view.instances else None
         idle = not_serving(instance)
         self._throughput(view, instance, idle)
         self._requests(instance, idle)
@@ -713,6 +718,21 @@ class NodeScreen(SparkScreen[None]):
 
     def action_open_logs(self) -> None:
         self.spark.open_logs(self.node)
+
+    def _instance(self, view: NodeView) -> InstanceView | None:
+        """The instance whose engine the panels show: the one picked, else the node's first."""
+        picked = next((i for i in view.instances if i.name == self.instance), None)
+        return picked or (view.instances[0] if view.instances else None)
+
+    def action_next_instance(self) -> None:
+        """``i``: the node's next instance (a llama.cpp fallback beside a vLLM, two vLLMs...)."""
+        view = self._view(self.spark.views)
+        if view is None or len(view.instances) < 2:
+            return
+        shown = self._instance(view)
+        at = view.instances.index(shown) if shown is not None else -1
+        self.instance = view.instances[(at + 1) % len(view.instances)].name
+        self.update_views(self.spark.views)
 
     def action_previous_node(self) -> None:
         self.spark.step_node(self.node, -1)

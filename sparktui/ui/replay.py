@@ -162,8 +162,8 @@ class ReplayApp(SparkApp):
 
     # --- navigation: the cursor follows onto every screen ---------------------------------------------
 
-    def open_node(self, name: str) -> None:
-        super().open_node(name)
+    def open_node(self, name: str, instance: str | None = None) -> None:
+        super().open_node(name, instance)
         self.call_after_refresh(self.refresh_views, True)
 
     def close_node(self) -> None:

@@ -148,3 +148,20 @@ def test_a_recording_that_can_no_longer_be_written_is_on_the_screen_and_the_dash
     finally:
         for server in node.servers():
             server.stop()
+
+
+@pytest.mark.slow
+def test_a_nodes_second_engine_opens_on_its_own_row_and_i_steps_through_them(tmux: Tmux) -> None:
+    # spark1 runs a llama.cpp fallback beside its vLLM: its own fleet row opens the node screen on it,
+    # and i shows the node's other instance in the same panels.
+    tmux.start(f"{sys.executable} -m sparktui demo")
+    tmux.wait_for("qwen3-8b", timeout_s=30)
+    row = next(n for n, line in enumerate(tmux.screen().splitlines()) if "qwen3-8b" in line)
+    first = next(n for n, line in enumerate(tmux.screen().splitlines()) if line.lstrip().startswith("spark1"))
+    tmux.keys(*["Down"] * (row - first))
+    tmux.keys("Enter")
+    tmux.wait_for("qwen3-8b (llama.cpp, 2 of 2, i next)", timeout_s=10)
+    tmux.wait_for("llama.cpp b11434", timeout_s=10)  # the engine panel is the fallback's
+    tmux.keys("i")
+    tmux.wait_for("qwen36 (vLLM, 1 of 2, i next)", timeout_s=10)
+    tmux.wait_for("Speculative decoding", timeout_s=10)
