@@ -26,6 +26,7 @@ from pydantic import SecretStr
 from sparktui.actions.registry import ACTIONS, ActionKind
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import Finding
+from sparktui.engines import registry
 from sparktui.model.bench import DEFAULT_CASES, DEFAULT_CONCURRENCY
 from sparktui.model.commands import (
     SHM_NAME_RE,
@@ -286,7 +287,7 @@ class BenchPlan:
 
     @property
     def targets(self) -> tuple[Target, ...]:
-        return (Target(self.node, f"vLLM {self.instance} at {self.spec.base_url}"),)
+        return (Target(self.node, f"{engine_label(self.spec)} {self.instance} at {self.spec.base_url}"),)
 
     @property
     def commands(self) -> tuple[str, ...]:
@@ -589,6 +590,12 @@ def plan_kill_workers(
     )
 
 
+def engine_label(spec: VllmSpec) -> str:
+    """The instance's engine as people say it ("vLLM", "llama.cpp"), for a target line."""
+    found = registry().get(spec.engine)
+    return found.label if found is not None else spec.engine
+
+
 def plan_warmup(
     fleet: FleetSpec,
     node: str,
@@ -612,7 +619,8 @@ def plan_warmup(
         return Refusal(kind, node, f"{node}/{vllm.name} is a tensor-parallel worker with no HTTP{where}")
     view = _instance_view(_views(views).get(node), vllm.name)
     step = _warmup_step(spec, vllm, view, settings)
-    target = Target(node, f"vLLM {vllm.name} at {vllm.base_url}" + (f" ({view.status.state.value})" if view else ""))
+    state = f" ({view.status.state.value})" if view else ""
+    target = Target(node, f"{engine_label(vllm)} {vllm.name} at {vllm.base_url}{state}")
     return ActionPlan(
         kind,
         node,
