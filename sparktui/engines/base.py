@@ -6,7 +6,9 @@ lives in its package and reaches the rest of sparktui through the ``Engine`` it 
 - ``reading`` (``sparktui.model.reading.EngineReading``): how its answers become the engine-neutral
   scrape (``sparktui.model.scrape``) the model, the rules and every screen read;
 - ``polling`` (``PollPlan``): what the poller asks its server besides ``/health`` and ``/metrics``, and
-  when; what it must never ask (an endpoint that wakes a sleeping server) is simply not in the plan.
+  when; what it must never ask (an endpoint that wakes a sleeping server) is simply not in the plan;
+- ``series``: the sample names its reading keeps of ``/metrics``, which is what the Prometheus source
+  asks Prometheus for, for an instance of it (``sparktui.sources.promql``; ``docs/engines.md``).
 
 ``docs/engines.md`` says how to add one, in this package or in one of your own (an entry point).
 """
@@ -54,10 +56,14 @@ class PollPlan:
 class Engine:
     """One engine kind: its name in configs (``kind``), its reading and its poll plan. ``mode``, where
     one server of the engine can be of several kinds (llama-server alone, or a router of models): the
-    plan for what its description of itself (``polling.info_path``) says it is."""
+    plan for what its description of itself (``polling.info_path``) says it is. ``series``: every sample
+    name ``reading.wanted`` keeps (``reading.wanted`` is a test, this the list of it), the series the
+    Prometheus source asks for an instance of this engine; empty: that source reads no engine numbers
+    of it (only ``up``)."""
 
     reading: EngineReading
     polling: PollPlan
+    series: tuple[str, ...] = ()
     mode: Callable[[bytes], PollPlan] | None = None
     failures: str | None = None  # the package whose failures.toml holds its own failure lines (diagnosis)
 

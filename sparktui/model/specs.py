@@ -974,7 +974,7 @@ class PrometheusSpec(_Spec):
             for vllm in node.vllm:
                 if vllm.base_url is not None:
                     labels = self.target_labels(node, "vllm", vllm.name, vllm.base_url)
-                    out.append(PrometheusTarget(node.name, "vllm", vllm.name, tuple(labels.items())))
+                    out.append(PrometheusTarget(node.name, "vllm", vllm.name, tuple(labels.items()), vllm.engine))
             exporters: tuple[tuple[PrometheusKind, ExporterSpec | None], ...] = (
                 ("gpu_exporter", node.gpu_exporter),
                 ("node_exporter", node.node_exporter),
@@ -994,6 +994,7 @@ class PrometheusTarget:
     kind: PrometheusKind
     endpoint: str  # the vLLM instance's name, or the exporter's kind
     labels: tuple[tuple[str, str], ...]  # sorted by label name
+    engine: str = "vllm"  # for an engine instance (kind "vllm"): its engine, whose series are asked for
 
     def shown(self) -> str:
         return "{" + ", ".join(f'{name}="{value}"' for name, value in self.labels) + "}"

@@ -1,7 +1,9 @@
 """PromQL, all of it: the text of every query sparktui sends to Prometheus (docs/prometheus.md).
 
 - ``refresh_query``: the one instant query of a refresh of ``PrometheusSource``, batched over every
-  target with regex label matchers, and ``series_names`` (what it asks for: everything direct mode reads);
+  target with regex label matchers, and ``series_names`` (what it asks for: everything direct mode reads
+  of /metrics: each engine's own ``Engine.series`` for the engines of the targets, ``sparktui.engines``,
+  and the exporters' series);
 - ``discovery_queries``: what finds the nodes when the config lists none;
 - ``NUMBERS`` and ``render``: every number sparktui shows for a vLLM instance, as Prometheus would
   compute it, for ``snapshot --compare``.
@@ -27,7 +29,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sparktui.engines.vllm.scrape import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WAITING_BY_REASON, WANTED
+from sparktui.engines import registry
+from sparktui.engines.vllm.scrape import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WAITING_BY_REASON
 from sparktui.model import exporters, memory
 from sparktui.model.specs import PrometheusSpec, PrometheusTarget, parse_selector
 
@@ -52,9 +55,17 @@ def exporter_series_names() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def series_names() -> tuple[str, ...]:
-    """What one refresh asks for: everything direct mode reads, and ``up``."""
-    return tuple(sorted({*WANTED, *exporter_series_names(), "up"}))
+def engine_series_names(engines: Iterable[str]) -> tuple[str, ...]:
+    """The series of instances of the engine kinds ``engines``: each engine's own ``Engine.series``
+    (what its reading keeps of ``/metrics``); a kind no engine has asks for nothing."""
+    known = registry()
+    return tuple(sorted({name for kind in engines if kind in known for name in known[kind].series}))
+
+
+def series_names(engines: Iterable[str] = ("vllm",)) -> tuple[str, ...]:
+    """What one refresh asks for: everything direct mode reads of instances of ``engines`` and of the
+    exporters, and ``up``."""
+    return tuple(sorted({*engine_series_names(engines), *exporter_series_names(), "up"}))
 
 
 # --- PromQL text ----------------------------------------------------------------------------------------
@@ -98,7 +109,9 @@ def _unescape(value: str) -> str:
 def refresh_query(targets: Sequence[PrometheusTarget], selector: str | None = None) -> str:
     """The one query of a refresh: current values and each target's scrape time, in one evaluation."""
     matchers = label_matchers(targets, selector)
-    names = "|".join(regex_escape(name) for name in series_names())
+    # A fleet of vLLMs only, or of exporters only, asks for vLLM's series: the query as it always was.
+    engines = {target.engine for target in targets if target.kind == "vllm"} or {"vllm"}
+    names = "|".join(regex_escape(name) for name in series_names(engines))
     return (
         f"{{__name__=~{promql_string(names)},{matchers}}} or "
         f'label_replace(timestamp(up{{{matchers}}}), "{SCRAPE_LABEL}", "ts", "", "")'

@@ -104,6 +104,27 @@ def test_one_refresh_is_one_query_over_every_target() -> None:
     assert regex_escape("a.b|c") == r"a\.b\|c"
 
 
+def test_each_instance_is_asked_for_its_own_engines_series() -> None:
+    """A llama.cpp instance's series are llama.cpp's (``Engine.series``); a fleet of vLLMs asks as it did."""
+    from sparktui.engines import registry
+    from sparktui.engines.llamacpp.scrape import WANTED as LLAMACPP_WANTED
+
+    assert set(registry()["vllm"].series) == WANTED and set(registry()["llamacpp"].series) == LLAMACPP_WANTED
+    mixed = NODES + '[[nodes.vllm]]\nname = "llama"\nengine = "llamacpp"\nport = 8080\n'
+    fleet = parse_config(mixed + '[prometheus]\nurl = "http://prom:9090/"\n', env={})
+    assert fleet.prometheus is not None
+    targets = fleet.prometheus.targets(fleet.nodes)
+    assert [t.engine for t in targets if t.kind == "vllm"] == ["vllm", "vllm", "llamacpp"]
+    both = refresh_query(targets)
+    assert regex_escape("llamacpp:tokens_predicted_total") in both and regex_escape("vllm:num_requests_running") in both
+    only_vllm = [t for t in targets if t.engine == "vllm"]
+    assert "llamacpp:" not in refresh_query(only_vllm)
+    # Only the names differ: the vLLM fleet's query is the one it always was.
+    assert set(series_names(["vllm", "llamacpp"])) == set(series_names()) | LLAMACPP_WANTED
+    assert series_names(["llamacpp"]) == tuple(sorted(set(series_names()) - WANTED | LLAMACPP_WANTED))
+    assert series_names(["no-such-engine"]) == series_names([])
+
+
 def test_series_are_written_back_as_the_text_direct_mode_parses() -> None:
     series = [
         ("vllm:num_requests_running", {"__name__": "x", "instance": "h:1", "job": "v", "model_name": 'a"b\\c'}, "3"),

@@ -93,4 +93,4 @@ def _mode(props: bytes) -> PollPlan:
     return ROUTER_PLAN if router.is_router(props) else PLAN
 
 
-ENGINE = Engine(READING, PLAN, mode=_mode, failures=__name__)
+ENGINE = Engine(READING, PLAN, mode=_mode, failures=__name__, series=tuple(sorted(scrape.WANTED)))

@@ -25,4 +25,6 @@ READING = EngineReading(
     normalise=lambda expo, _answers: normalise(expo),
     version=_version,
 )
-ENGINE = Engine(READING, PollPlan(info_path="/version", metrics_filter=wanted_sample_names()))
+ENGINE = Engine(
+    READING, PollPlan(info_path="/version", metrics_filter=wanted_sample_names()), series=wanted_sample_names()
+)
