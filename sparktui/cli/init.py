@@ -10,7 +10,8 @@ INIT_DESCRIPTION = """\
 Probe each HOST and write a commented config for it: one [[nodes]] per host, named from its hostname.
 
 Over HTTP (all at once, short timeouts), every port below is asked /version, /v1/models, /metrics,
-/health and /api/tags; what answers says what it is: a vLLM ({"version": ...} on /version), a GPU
+/health, /api/tags and /props; what answers says what it is: a vLLM ({"version": ...} on /version),
+a llama.cpp llama-server (/props with its build_info; written with engine = "llamacpp"), a GPU
 exporter or node_exporter (/metrics, told apart by metric names), Ollama (/api/tags) or a side
 service (/health). Over SSH (with --user, --port, --key, --known-hosts), the systemd units and docker
 containers that run vLLM are read, with their `vllm serve` command lines: --port (and docker's
@@ -24,6 +25,7 @@ for that host only; its HTTP findings are still written. docs/init.md has the de
 INIT_EPILOG = """\
 ports probed by default:
   vLLM           8000, 8001                      (--vllm-ports replaces them)
+  llama-server   8080                            (--llamacpp-ports replaces it)
   services       asr=8765, tts=8882, ollama=11434 (--service-ports replaces them)
   exporters      9835, 9400, 9100                (--exporter-ports replaces them)
   --ports adds ports to the list, each recognised by what it answers.
@@ -70,6 +72,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     probe = init.add_argument_group("probing")
     probe.add_argument("--ports", metavar="PORTS", help="more ports to probe, comma-separated (8002,9500)")
     probe.add_argument("--vllm-ports", metavar="PORTS", help="vLLM ports instead of 8000,8001")
+    probe.add_argument("--llamacpp-ports", metavar="PORTS", help="llama-server ports instead of 8080")
     probe.add_argument(
         "--service-ports",
         metavar="KIND=PORT,...",

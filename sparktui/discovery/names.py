@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from sparktui.discovery.plan import PlannedVllm
+from sparktui.discovery.probes import LlamaAnswer
 from sparktui.model.specs import NAME_RE
 
 
@@ -67,3 +68,24 @@ def vllm_name(plan: PlannedVllm) -> str | None:
     if plan.http is not None and plan.http.models:
         return config_name(_model_tail(plan.http.models[0]))
     return None
+
+
+ROUTER_NAME = "llama-router"
+_SPLIT_GGUF = re.compile(r"-\d{5}-of-\d{5}$")  # model-00001-of-00003.gguf: the first part of a split GGUF
+
+
+def model_file_stem(path: str) -> str:
+    """``/models/Qwen3-8B-Q4_K_M.gguf`` → ``Qwen3-8B-Q4_K_M`` (a split GGUF's part number dropped)."""
+    tail = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    stem = tail[: -len(".gguf")] if tail.lower().endswith(".gguf") else tail
+    return _SPLIT_GGUF.sub("", stem)
+
+
+def llama_name(answer: LlamaAnswer) -> str | None:
+    """A llama-server entry's name: ``llama-router`` for a router, else its --alias, else the stem of
+    the model file it loaded."""
+    if answer.router:
+        return ROUTER_NAME
+    if answer.alias:
+        return config_name(answer.alias)
+    return config_name(model_file_stem(answer.model_path)) if answer.model_path else None

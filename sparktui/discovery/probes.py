@@ -1,6 +1,7 @@
 """What ``sparktui init`` asks each port over HTTP, and what the answers say is there.
 
-A vLLM (``/version`` gives ``{"version": ...}``), a GPU exporter or node_exporter (``/metrics``, kind
+A vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp llama-server (``/props`` with its
+``build_info``; a router's says ``"role": "router"``), a GPU exporter or node_exporter (``/metrics``, kind
 by metric names), Ollama (``/api/tags``), a side service (``/health``), or nothing sparktui knows.
 """
 
@@ -10,6 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sparktui.engines.llamacpp import router as llamacpp_router
+from sparktui.engines.llamacpp.scrape import read_props
+from sparktui.model import safe_json
 from sparktui.model.exporters import ExporterKind, detect
 from sparktui.model.observations import HttpResult
 from sparktui.model.promtext import ParseError, parse
@@ -19,17 +23,19 @@ from sparktui.model.specs import check_host
 # --- what is probed -----------------------------------------------------------------------------------
 
 DEFAULT_VLLM_PORTS: tuple[int, ...] = (8000, 8001)
+DEFAULT_LLAMACPP_PORTS: tuple[int, ...] = (8080,)  # llama-server's own default for --port
 DEFAULT_EXPORTER_PORTS: tuple[int, ...] = (9835, 9400, 9100)  # DGX Spark / nvidia_gpu, DCGM, node_exporter
 DEFAULT_SERVICE_PORTS: tuple[tuple[str, int], ...] = (("asr", 8765), ("tts", 8882), ("ollama", 11434))
 SERVICE_KINDS = ("asr", "tts", "ollama", "http")
 # Every port is asked all of these; what answers tells what it is (the port only says what was expected).
-PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/health", "/api/tags")
+PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/health", "/api/tags", "/props")
 
 # Roles: what a port was probed for ("any" is a port added with --ports, LISTENING one that ``ss``
 # showed listening on the host).
 LISTENING = "listening"
 ROLE_LABELS: Mapping[str, str] = {
     "vllm": "vLLM",
+    "llamacpp": "llama-server",
     "exporter": "exporter",
     "asr": "ASR",
     "tts": "TTS",
@@ -40,6 +46,7 @@ ROLE_LABELS: Mapping[str, str] = {
 }
 _PRIMARY_PATH: Mapping[str, str] = {
     "vllm": "/version",
+    "llamacpp": "/props",
     "exporter": "/metrics",
     "ollama": "/api/tags",
     "any": "/version",
@@ -95,11 +102,14 @@ def port_roles(
     services: Sequence[tuple[str, int]],
     exporters: Sequence[int],
     extra: Sequence[int] = (),
+    llamacpp: Sequence[int] = (),
 ) -> tuple[tuple[int, str], ...]:
     """Each port to probe once, with what it is probed for (the first mention wins)."""
     roles: dict[int, str] = {}
     for port in vllm:
         roles.setdefault(port, "vllm")
+    for port in llamacpp:
+        roles.setdefault(port, "llamacpp")
     for kind, port in services:
         roles.setdefault(port, kind)
     for port in exporters:
@@ -118,6 +128,21 @@ class VllmAnswer:
     version: str
     models: tuple[str, ...]
     needs_api_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaAnswer:
+    """A llama.cpp llama-server: what its ``/props`` says (remote text made safe)."""
+
+    port: int
+    build: str  # build_info
+    router: bool  # --models-dir: "role": "router" (no model of its own)
+    model_path: str | None  # the GGUF it loaded (-m); None for a router
+    alias: str | None  # --alias: what /v1/models calls the model, when it is not the path
+    total_slots: int | None
+    n_ctx: int | None
+    models: tuple[str, ...]  # what /v1/models lists (a router's: every GGUF of its folder)
+    metrics: bool  # /metrics answered (llama-server serves it only when started with --metrics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +169,7 @@ class NoAnswer:
     reason: str
 
 
-PortFinding = VllmAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
+PortFinding = VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
 
 
 def _json(result: HttpResult | None) -> object:
@@ -182,6 +207,35 @@ def exporter_kind(result: HttpResult | None) -> ExporterKind | None:
     return None if kind is ExporterKind.UNKNOWN else kind
 
 
+def llama_answer(port: int, results: Mapping[str, HttpResult]) -> LlamaAnswer | None:
+    """A llama-server, from its ``/props`` (and ``/v1/models``, ``/metrics``); None when ``/props`` is
+    not one's."""
+    props, metrics = results.get("/props"), results.get("/metrics")
+    if props is None or not props.ok or not llamacpp_router.is_llama_server(props.body):
+        return None
+    found = safe_json.loads(props.body)
+    read = read_props(props.body)
+    assert isinstance(found, dict)  # is_llama_server said so
+    is_router = llamacpp_router.is_router(props.body)
+
+    def text(key: str) -> str | None:
+        value = found.get(key)
+        return safe_text(value, LABEL_LIMIT) or None if isinstance(value, str) else None
+
+    path, alias = text("model_path"), text("model_alias")
+    return LlamaAnswer(
+        port=port,
+        build=read.build or "unknown",
+        router=is_router,
+        model_path=None if is_router else path,
+        alias=None if is_router or alias == path else alias,
+        total_slots=read.total_slots,
+        n_ctx=read.n_ctx,
+        models=model_ids(results.get("/v1/models")),
+        metrics=metrics is not None and metrics.ok,
+    )
+
+
 def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> PortFinding:
     """What answers on a port, from the answers to ``PROBE_PATHS`` (the role only names the kind of
     a ``/health`` service and the reason shown when nothing answered)."""
@@ -190,6 +244,9 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
         models = results.get("/v1/models")
         needs_key = models is not None and models.answered and models.status in (401, 403)
         return VllmAnswer(port=port, version=version, models=model_ids(models), needs_api_key=needs_key)
+    llama = llama_answer(port, results)
+    if llama is not None:
+        return llama
     kind = exporter_kind(results.get("/metrics"))
     if kind is not None:
         return ExporterAnswer(port=port, kind=kind)
@@ -212,11 +269,19 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
         reason = primary.problem() if primary is not None else "not probed"
         return NoAnswer(port, role, reason)
     if model_ids(results.get("/v1/models")):
-        return NoAnswer(port, role, "an OpenAI-compatible server without /version (not vLLM); add it by hand")
+        return NoAnswer(
+            port,
+            role,
+            "an OpenAI-compatible server without /version or /props (not vLLM or llama-server); add it by hand",
+        )
     if role == "exporter" and results.get("/metrics") is not None and results["/metrics"].ok:
         return NoAnswer(port, role, "/metrics is not a GPU exporter or node_exporter sparktui knows")
+    if role == "llamacpp" and health is not None and health.ok:
+        return NoAnswer(port, role, "answers /health but not /props: not a llama-server sparktui can read")
     if role == "vllm" and health is not None and health.ok:
         return NoAnswer(port, role, "answers /health but not /version: not a vLLM sparktui can read")
     shown = primary if primary is not None and primary.answered else None
     status = f" (HTTP {shown.status} on {_PRIMARY_PATH.get(role, '/health')})" if shown else ""
-    return NoAnswer(port, role, f"something answered{status}, but not a vLLM, exporter or service sparktui knows")
+    return NoAnswer(
+        port, role, f"something answered{status}, but not a vLLM, llama-server, exporter or service sparktui knows"
+    )

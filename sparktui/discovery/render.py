@@ -14,9 +14,17 @@ from dataclasses import dataclass
 from sparktui.discovery.commands import VllmArgs
 from sparktui.discovery.launches import Launch, vllm_launches
 from sparktui.discovery.listeners import Listener
-from sparktui.discovery.names import unique, vllm_name
+from sparktui.discovery.names import llama_name, unique, vllm_name
 from sparktui.discovery.plan import PlannedVllm, plan_vllms
-from sparktui.discovery.probes import ROLE_LABELS, ExporterAnswer, NoAnswer, PortFinding, ServiceAnswer, VllmAnswer
+from sparktui.discovery.probes import (
+    ROLE_LABELS,
+    ExporterAnswer,
+    LlamaAnswer,
+    NoAnswer,
+    PortFinding,
+    ServiceAnswer,
+    VllmAnswer,
+)
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.units import fmt_count
@@ -131,6 +139,45 @@ def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str
                 disabled=True,
             )
         )
+    return lines
+
+
+def _llama_section(answer: LlamaAnswer, name: str, *, ssh_looked: bool) -> list[str]:
+    """A llama.cpp llama-server: an instance with ``engine = "llamacpp"``."""
+    if answer.router:
+        name_how = "a router (--models-dir); rename it at will"
+        serves = f"a router serving {len(answer.models)} models of its folder" if answer.models else "a router"
+    else:
+        name_how = "--alias" if answer.alias else "from the model file it loaded" if answer.model_path else ""
+        serves = f"serves {answer.alias or answer.model_path}" if answer.alias or answer.model_path else ""
+    port_how = f"llama-server {answer.build} answered /props" + (f"; {serves}" if serves else "")
+    lines = [
+        "[[nodes.vllm]]",
+        kv("name", name, name_how),
+        kv("engine", "llamacpp", "llama.cpp's llama-server (/props)"),
+        kv("port", answer.port, port_how),
+    ]
+    if answer.router:
+        lines += comment_block(
+            "A router starts one llama-server per model it loads, each on a port of its own: sparktui reads "
+            "them through the router's /v1/models and never asks for a model it would load"
+        )
+    else:
+        facts = [
+            f"{answer.total_slots} slots" if answer.total_slots is not None else "",
+            f"a context of {answer.n_ctx} tokens (n_ctx)" if answer.n_ctx is not None else "",
+        ]
+        if any(facts):
+            lines += comment_block(f"It runs {', '.join(f for f in facts if f)} (/props).")
+    if not answer.metrics:
+        lines += comment_block(
+            "/metrics did not answer: start llama-server with --metrics, or sparktui reads only its /health, "
+            "/props and /v1/models"
+        )
+    found = (
+        "No systemd unit or docker container found for it" if ssh_looked else "SSH discovery was skipped for this host"
+    )
+    lines += comment_block(f'{found}: add unit = "..." or container = "..." for its logs and actions')
     return lines
 
 
@@ -287,6 +334,9 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         base = vllm_name(plan) or "vllm"
         name = unique(base, taken, str(plan.port) if plan.port is not None else None)
         lines += [*_vllm_section(plan, name, ssh_looked=report.ssh is not None), ""]
+    for answer in (f for f in report.findings if isinstance(f, LlamaAnswer)):
+        name = unique(llama_name(answer) or "llama", taken, str(answer.port))
+        lines += [*_llama_section(answer, name, ssh_looked=report.ssh is not None), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
@@ -408,10 +458,10 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         f"# sparktui fleet config, written by `sparktui init {' '.join(hosts)}` on {written_at}.",
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
-        "# /v1/models, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
-        "# docker containers that run vLLM and their `vllm serve` command lines, and the ports the host",
-        "# listens on (probed too). What was probed and not found is listed under each node. Check it,",
-        "# edit it, then run `sparktui config check`.",
+        "# /v1/models, llama-server /props, exporters' /metrics, services' /health) and, over SSH, reading the",
+        "# systemd units and docker containers that run vLLM and their `vllm serve` command lines, and the",
+        "# ports the host listens on (probed too). What was probed and not found is listed under each node.",
+        "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
         "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",
         "",

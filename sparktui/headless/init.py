@@ -23,9 +23,11 @@ from sparktui.config import ConfigError, default_config_path, parse_config
 from sparktui.discovery.names import node_names
 from sparktui.discovery.probes import (
     DEFAULT_EXPORTER_PORTS,
+    DEFAULT_LLAMACPP_PORTS,
     DEFAULT_SERVICE_PORTS,
     DEFAULT_VLLM_PORTS,
     ExporterAnswer,
+    LlamaAnswer,
     PortFinding,
     ServiceAnswer,
     VllmAnswer,
@@ -74,6 +76,7 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
             targets.append(target)
     try:
         vllm = DEFAULT_VLLM_PORTS if args.vllm_ports is None else parse_port_list(args.vllm_ports)
+        llamacpp = DEFAULT_LLAMACPP_PORTS if args.llamacpp_ports is None else parse_port_list(args.llamacpp_ports)
         exporters = DEFAULT_EXPORTER_PORTS if args.exporter_ports is None else parse_port_list(args.exporter_ports)
         services = DEFAULT_SERVICE_PORTS if args.service_ports is None else parse_service_ports(args.service_ports)
         extra = parse_port_list(args.ports) if args.ports else ()
@@ -98,7 +101,7 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
             known_hosts=_absolute(args.known_hosts),
         ),
         use_ssh=not args.no_ssh,
-        ports=port_roles(vllm, services, exporters, extra),
+        ports=port_roles(vllm, services, exporters, extra, llamacpp),
         timeout_s=args.timeout,
         ssh_timeout_s=max(args.timeout, 5.0),
     )
@@ -149,9 +152,9 @@ def build_reports(
 
 
 def found_anything(report: HostReport) -> bool:
-    """Whether a host answered anything init can use: a vLLM, an exporter or a service over HTTP, or a
-    vLLM unit or container over SSH."""
-    answered = any(isinstance(f, VllmAnswer | ExporterAnswer | ServiceAnswer) for f in report.findings)
+    """Whether a host answered anything init can use: a vLLM, a llama-server, an exporter or a service
+    over HTTP, or a vLLM unit or container over SSH."""
+    answered = any(isinstance(f, VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer) for f in report.findings)
     return answered or (report.ssh is not None and bool(report.ssh.units or report.ssh.containers))
 
 
@@ -160,6 +163,8 @@ def _summary(report: HostReport) -> str:
     for finding in report.findings:
         if isinstance(finding, VllmAnswer):
             parts.append(f"vLLM :{finding.port}")
+        elif isinstance(finding, LlamaAnswer):
+            parts.append(f"llama-server{' router' if finding.router else ''} :{finding.port}")
         elif isinstance(finding, ExporterAnswer):
             parts.append(f"{finding.kind.value} :{finding.port}")
         elif isinstance(finding, ServiceAnswer):

@@ -89,6 +89,18 @@ def is_router(body: bytes | str) -> bool:
     return isinstance(found, dict) and found.get("role") == ROLE
 
 
+def is_llama_server(body: bytes | str) -> bool:
+    """Whether a ``/props`` answer is a llama-server's, single-model or router: a JSON object with a
+    string ``build_info`` and a ``default_generation_settings`` object (both build 11434's, router and
+    not). False for anything else, JSON or not: a vLLM has no ``/props``."""
+    found = safe_json.loads(body)
+    return (
+        isinstance(found, dict)
+        and isinstance(found.get("build_info"), str)
+        and isinstance(found.get("default_generation_settings"), dict)
+    )
+
+
 def read_router_models(body: bytes | str) -> RouterModels:
     """A router's ``/v1/models``; ``ScrapeProblem`` (one line) when it is not the OpenAI model list.
     A model listed twice is kept once (its first entry)."""
