@@ -2,14 +2,14 @@
 
     python benchmarks/ab_model.py [--base main] [--head COMMIT] [--repeats 15] [--number 50]
 
-One vLLM instance's work per scrape as the dashboard does it: parse + normalise + ``VllmTracker.observe``,
+One vLLM instance's work per scrape as the dashboard does it: parse + normalise + ``ScrapeTracker.observe``,
 then the last interval's numbers (progress, canary and the diagnosis read them) and the 60 s window's
 (the view). ``sparktui/model`` of ``--base`` is extracted from git into a temporary package beside this
 tree's, and the two run alternately on the same scrapes, the median of ``--repeats`` runs of ``--number``
 scrapes each: on a busy machine two separate runs are not comparable. Not a ``bench_*`` script: it
 compares two versions, so ``run_all.py`` does not run it. ``--head`` compares two commits (one
 fix: ``--base FIX^ --head FIX``) instead of the base and this tree. Every step also checks that both
-derive the same numbers (``VllmRates`` equal), so a speed-up that changed a figure fails here.
+derive the same numbers (``EngineRates`` equal), so a speed-up that changed a figure fails here.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Instance:
         tracker: ModuleType = importlib.import_module(f"{package}.model.tracker")
         self.parser = promtext.PromParser(keep=vllm.WANTED.__contains__)
         self.normalise: Callable[[object], object] = vllm.normalise
-        self.tracker = tracker.VllmTracker(max_age_s=120.0)  # COUNTER_WINDOWS_KEPT x 60 s, as the dashboard
+        self.tracker = tracker.ScrapeTracker(max_age_s=120.0)  # COUNTER_WINDOWS_KEPT x 60 s, as the dashboard
         self.scrapes = scrapes
         self.calls = 0
 

@@ -30,11 +30,11 @@ sys.path.insert(0, str(ROOT))
 from sparktui.config import load_catalogue, parse_config  # noqa: E402
 from sparktui.diagnosis.engine import DiagnosisEngine, last_intervals, unread  # noqa: E402
 from sparktui.engines import readings  # noqa: E402
-from sparktui.model.derive import VllmRates  # noqa: E402
+from sparktui.model.derive import EngineRates  # noqa: E402
 from sparktui.model.fleet import FleetState, NodeView  # noqa: E402
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame  # noqa: E402
 from sparktui.model.logbuffer import LogBuffer  # noqa: E402
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation  # noqa: E402
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation  # noqa: E402
 from tests.support.fixture_fleet import scenario_scrapes  # noqa: E402
 
 QUICK_ARGS = ("--polls", "300")  # benchmarks/run_all.py --quick
@@ -127,7 +127,7 @@ class Node:
         self.lap_increase = counter_increase(self.scrapes[0], self.scrapes[-1])
         self.t0 = datetime(2026, 5, 30, 10, 0, tzinfo=UTC)
         self.second = 0
-        self.intervals: Mapping[str, VllmRates | None] = {}
+        self.intervals: Mapping[str, EngineRates | None] = {}
         self.fleet.apply_host(HostUpdate("spark1", 0.0, sample=host_sample()))
         while len(self.buffer) < BUFFER_LINES or self.buffer.dropped == 0:
             self.write_second(3)
@@ -157,7 +157,7 @@ class Node:
         metrics = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.OK, status=200, body=scrape.encode())
         self.fleet.apply(
             NodeObservation(
-                node="spark1", t=t, wall=1780134000.0 + t, vllm=(VllmObservation("gptoss", health, metrics),)
+                node="spark1", t=t, wall=1780134000.0 + t, vllm=(ServerObservation("gptoss", health, metrics),)
             )
         )
         (view,) = self.fleet.view(t)

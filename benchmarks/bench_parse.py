@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from sparktui.engines.vllm.scrape import WANTED, normalise  # noqa: E402
 from sparktui.model.promtext import PromParser, parse  # noqa: E402
-from sparktui.model.tracker import VllmTracker  # noqa: E402
+from sparktui.model.tracker import ScrapeTracker  # noqa: E402
 from tests.support.fixture_fleet import filter_exposition  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "data" / "vllm-0.33" / "mtp2-steady"
@@ -66,7 +66,7 @@ def measure_source(scrapes: list[str]) -> list[tuple[str, float, str]]:
     parser = PromParser(keep=WANTED.__contains__)
     rows.append(("ours: parse, steady (warm memo)", per_call_ms(lambda: parser.parse(text)), ""))
 
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     calls = [0]
 
     def parse_and_derive(body_list: list[str]) -> None:

@@ -40,8 +40,8 @@ from sparktui.model.specs import (
     NodeSpec,
     NotifierSpec,
     PrometheusSpec,
+    ServerSpec,
     ServiceSpec,
-    VllmSpec,
     check_notifier_url,
     key_path,
 )
@@ -56,7 +56,7 @@ CONFIG_NAME = "config.toml"
 # Fields the loader fills: a file may not set them.
 _LOADER_ONLY: Mapping[type[BaseModel], frozenset[str]] = {
     FleetSpec: frozenset({"source"}),
-    VllmSpec: frozenset({"api_key"}),
+    ServerSpec: frozenset({"api_key"}),
     NotifierSpec: frozenset({"token"}),
     PrometheusSpec: frozenset({"bearer_token", "password"}),
 }
@@ -514,7 +514,7 @@ def _resolve_files_and_secrets(
                 "known_hosts": _relative_to(node.ssh.known_hosts, base_dir),
             }
         )
-        vllms: list[VllmSpec] = []
+        vllms: list[ServerSpec] = []
         for j, vllm in enumerate(node.vllm):
             where = f"{source}: nodes[{i}].vllm[{j}]"
             key_file = _relative_to(vllm.api_key_file, base_dir)

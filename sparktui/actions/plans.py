@@ -38,7 +38,7 @@ from sparktui.model.commands import (
 )
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.host import HostProcess, HostSample, leftovers, stale_workers
-from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec, meant_instances
+from sparktui.model.specs import FleetSpec, NodeSpec, ServerSpec, meant_instances
 from sparktui.model.status import State
 from sparktui.model.units import fmt_count, fmt_duration, fmt_gib, fmt_seconds
 
@@ -264,7 +264,7 @@ class BenchPlan:
 
     node: str
     instance: str
-    spec: VllmSpec
+    spec: ServerSpec
     cases: tuple[str, ...] = DEFAULT_CASES
     concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
     prefill_max: int = DASHBOARD_PREFILL_MAX
@@ -379,7 +379,7 @@ def plan_restart(
         return found
     spec, vllm = found
     by_name = _views(views)
-    ranks: list[tuple[NodeSpec, VllmSpec]] = [(spec, vllm)]
+    ranks: list[tuple[NodeSpec, ServerSpec]] = [(spec, vllm)]
     notes: list[str] = []
     if vllm.role in ("head", "worker") and vllm.job is not None:
         job = vllm.job
@@ -590,7 +590,7 @@ def plan_kill_workers(
     )
 
 
-def engine_label(spec: VllmSpec) -> str:
+def engine_label(spec: ServerSpec) -> str:
     """The instance's engine as people say it ("vLLM", "llama.cpp"), for a target line."""
     found = registry().get(spec.engine)
     return found.label if found is not None else spec.engine
@@ -719,7 +719,7 @@ def _no_node(kind: ActionKind, fleet: FleetSpec, node: str) -> Refusal:
 
 def _node_and_instance(
     kind: ActionKind, fleet: FleetSpec, node: str, instance: str | None
-) -> tuple[NodeSpec, VllmSpec] | Refusal:
+) -> tuple[NodeSpec, ServerSpec] | Refusal:
     spec = fleet.node(node)
     if spec is None:
         return _no_node(kind, fleet, node)
@@ -750,13 +750,13 @@ def _instance_view(view: NodeView | None, name: str) -> InstanceView | None:
     return next((i for i in view.instances if i.name == name), None)
 
 
-def _manager_text(vllm: VllmSpec) -> str:
+def _manager_text(vllm: ServerSpec) -> str:
     if vllm.unit is not None:
         return f"systemd unit {vllm.unit}"
     return f"docker container {vllm.container}"
 
 
-def _service_text(node: NodeSpec, vllm: VllmSpec, view: NodeView | None) -> str:
+def _service_text(node: NodeSpec, vllm: ServerSpec, view: NodeView | None) -> str:
     """The unit or container, its state and uptime, and the vLLM PIDs when they can only be its own."""
     text = _manager_text(vllm)
     instance = _instance_view(view, vllm.name)
@@ -793,7 +793,7 @@ def _in_flight(node: str, instance: InstanceView | None) -> str | None:
     return f"{node}/{instance.name}: {', '.join(parts)} will be cut off"
 
 
-def _still_starting(node: NodeSpec, vllm: VllmSpec, instance: InstanceView | None) -> str | None:
+def _still_starting(node: NodeSpec, vllm: ServerSpec, instance: InstanceView | None) -> str | None:
     """A restart while the unit or container is still starting, or the instance still loading (a
     systemd unit is active as soon as vLLM's process runs), throws the load so far away. Not while
     systemd waits between two attempts of a crash loop: no load is under way then."""
@@ -836,7 +836,7 @@ def _ttft_mean(view: InstanceView | None) -> float | None:
     return ttft.mean
 
 
-def _warmup_step(node: NodeSpec, vllm: VllmSpec, view: InstanceView | None, settings: ActionSettings) -> Step:
+def _warmup_step(node: NodeSpec, vllm: ServerSpec, view: InstanceView | None, settings: ActionSettings) -> Step:
     assert vllm.base_url is not None
     model = None
     if view is not None:

@@ -30,7 +30,7 @@ WHERE = ("log", "metrics", "http", "host")
 EXTRA_EVIDENCE = ("memory", "service")
 LIFETIMES = ("attempt", "process", "quiet")
 LOG_STREAMS = ("vllm", "kernel")  # the log a rule reads: each instance's own, or the node's kernel log
-DEFAULT_ENGINE = "vllm"  # an instance's engine when nothing says otherwise (``VllmSpec.engine``'s default)
+DEFAULT_ENGINE = "vllm"  # an instance's engine when nothing says otherwise (``ServerSpec.engine``'s default)
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = (

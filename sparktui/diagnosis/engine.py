@@ -70,7 +70,7 @@ from sparktui.diagnosis.state import (
     service_state,
 )
 from sparktui.engines import registry
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.status import State
@@ -139,7 +139,7 @@ def _combined(patterns: Sequence[str]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', p)})" for p in patterns) or "(?!)")
 
 
-def last_intervals(node: NodeState) -> dict[str, VllmRates | None]:
+def last_intervals(node: NodeState) -> dict[str, EngineRates | None]:
     """Each instance's numbers between its last two scrapes, for ``DiagnosisEngine.evaluate``."""
     return {name: state.tracker.last_interval_rates() for name, state in node.instances.items()}
 
@@ -231,7 +231,7 @@ class DiagnosisEngine:
         node: NodeView,
         new_log_lines: Mapping[str, Sequence[LogLine]] | None,
         now: float,
-        intervals: Mapping[str, VllmRates | None] | None = None,
+        intervals: Mapping[str, EngineRates | None] | None = None,
         wall: float | None = None,
     ) -> tuple[Finding, ...]:
         """Judge every rule for ``node``; returns its active findings, worst first.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sparktui.diagnosis.catalogue import Rule, Severity
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import GIB
@@ -167,12 +167,12 @@ class Ctx:
     node: NodeView
     now: float
     memory: NodeMemory
-    intervals: Mapping[str, VllmRates | None] | None
+    intervals: Mapping[str, EngineRates | None] | None
     eval_id: int
     wall: float | None = None  # the wall-clock time of ``now``
     instances: dict[str, InstanceView] = field(default_factory=dict)
 
-    def rates(self, inst: InstanceView) -> VllmRates | None:
+    def rates(self, inst: InstanceView) -> EngineRates | None:
         """The instance's numbers over the last poll interval, else over the view's window."""
         if self.intervals is not None and inst.name in self.intervals:
             return self.intervals[inst.name]

@@ -17,7 +17,7 @@ CATALOGUE_FILE = "failures.toml"
 
 
 def engine_catalogues() -> Mapping[str, str]:
-    """Engine kind (``VllmSpec.engine``) -> the package whose ``failures.toml`` is its catalogue
+    """Engine kind (``ServerSpec.engine``) -> the package whose ``failures.toml`` is its catalogue
     (``Engine.failures``). vLLM's rules are still the main file's (sparktui/data/failures.toml)."""
     return {kind: engine.failures for kind, engine in registry().items() if engine.failures is not None}
 

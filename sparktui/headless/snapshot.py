@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from sparktui import installed_version
 from sparktui.config import catalogue_for
 from sparktui.model.canary import canary_text
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.engines import EngineView, data_parallel_summary, kv_line
 from sparktui.model.exporters import throttle_text
 from sparktui.model.fabric import fabric_lines
@@ -118,7 +118,7 @@ def exit_code(views: Iterable[NodeView]) -> int:
 # --- text rendering -------------------------------------------------------------------------------
 
 
-def _rates_lines(rates: VllmRates | None, lacks: Mapping[str, str]) -> list[str]:
+def _rates_lines(rates: EngineRates | None, lacks: Mapping[str, str]) -> list[str]:
     if rates is None:
         return ["    no rates yet: needs two scrapes of the engine's metrics"]
     latency = "   ".join(

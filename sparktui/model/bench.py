@@ -32,7 +32,7 @@ from typing import TypeVar
 from sparktui.model.roofline import GB10_MEMORY_BANDWIDTH_GB_S, Roofline
 from sparktui.model.safe_text import safe_text
 from sparktui.model.scrape import EngineScrape
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.model.units import NO_DATA, fmt_count, fmt_number, fmt_pct, fmt_seconds
 
 SCHEMA_VERSION = 1
@@ -421,7 +421,7 @@ def server_stats(
 ) -> ServerStats | None:
     """The case's server numbers from the scrapes around it, by the dashboard's own formulas; None when
     the server publishes no engine stats (``--disable-log-stats``) or the scrapes have no span."""
-    tracker = VllmTracker(max_age_s=max(1.0, after_t - before_t) * 2)
+    tracker = ScrapeTracker(max_age_s=max(1.0, after_t - before_t) * 2)
     tracker.observe(before_t, before)
     tracker.observe(after_t, after)
     rates = tracker.rates(model)

@@ -9,7 +9,7 @@ deadline; an answer proves the engine alive and gives its TTFT (with one token t
 *is* the first token), a timeout while ``/health`` says 200 is the evidence of a wedge.
 
 This module is the pure half: when a canary is due, and what its answer means. The sender is
-``sparktui.sources.canary``; its result comes back as ``VllmObservation.canary`` and is kept here.
+``sparktui.sources.canary``; its result comes back as ``ServerObservation.canary`` and is kept here.
 
 Rules (``CanaryClock.due``):
 

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.model.specs import VllmSpec
+from sparktui.model.specs import ServerSpec
 
 UNIT_RE = re.compile(r"[A-Za-z0-9@._:-]+\Z")
 CONTAINER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -35,7 +35,7 @@ def _checked(pattern: re.Pattern[str], value: str, what: str) -> str:
     return value
 
 
-def restart_command(vllm: VllmSpec) -> str:
+def restart_command(vllm: ServerSpec) -> str:
     """Restart one vLLM instance through its service manager."""
     if vllm.unit is not None:
         return f"sudo -n systemctl restart {shlex.quote(_checked(UNIT_RE, vllm.unit, 'unit'))}"

@@ -147,7 +147,7 @@ class PromptShares:
 
 
 @dataclass(frozen=True, slots=True)
-class VllmRates:
+class EngineRates:
     """Everything derived from counter increases over one window for one served model."""
 
     seconds: float
@@ -274,7 +274,7 @@ def _prefix_hit_rate(deltas: Deltas, latest: ModelScrape) -> float | None:
     return ratio(deltas.get("prefix_cache_hits"), queries)
 
 
-def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
+def derive_rates(deltas: Deltas, latest: ModelScrape) -> EngineRates | None:
     """Derive the window numbers; None for an empty window (two scrapes with the same time)."""
     seconds = deltas.seconds
     if seconds <= 0:
@@ -309,7 +309,7 @@ def derive_rates(deltas: Deltas, latest: ModelScrape) -> VllmRates | None:
     prompt_cached = check.rate("prompt cached", cached, MAX_TOKENS_PER_S)
     requests = check.rate("requests", sum(finished.values()), MAX_EVENTS_PER_S) if finished else None
     preemptions_per_s = check.rate("preemptions", preemptions, MAX_EVENTS_PER_S)
-    return VllmRates(
+    return EngineRates(
         seconds=seconds,
         reset=deltas.reset,
         generation_tokens_per_s=generation,

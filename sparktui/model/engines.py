@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.scrape import EngineScrape, ModelScrape, engine_order
 from sparktui.model.units import NO_DATA, fmt_number, fmt_pct, fmt_rate, fmt_tokens
 
@@ -114,7 +114,7 @@ class EngineView:
     waiting: float | None
     kv_usage: float | None
     kv_capacity_tokens: float | None
-    rates: VllmRates | None
+    rates: EngineRates | None
     share_ratio: float | None  # ``share_ratios``: its generation over an even share of the instance's
     imbalanced: bool
 
@@ -122,7 +122,7 @@ class EngineView:
 def engine_views(
     model: ModelScrape,
     scrape: EngineScrape,
-    rates_by_engine: Mapping[str, VllmRates | None],
+    rates_by_engine: Mapping[str, EngineRates | None],
     imbalance_threshold: float,
 ) -> tuple[EngineView, ...]:
     """Each engine of ``model`` (from ``scrape``), in engine order; () with one engine."""

@@ -14,7 +14,7 @@ from typing import Literal, ParamSpec, TypeVar
 from sparktui.model import safe_json
 from sparktui.model.canary import CanaryClock, CanaryView, judge
 from sparktui.model.counters import CounterHistory
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
 from sparktui.model.exporters import GpuReading, gpu_reading, nvidia_smi_q_reading
 from sparktui.model.fabric import FabricSample, FabricView, JobView, LinkView, RankView, link_rates, parse_fabric
@@ -38,15 +38,15 @@ from sparktui.model.memory import (
     pressure_from_exposition,
 )
 from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.promtext import Exposition, ParseError, PromParser, TooManySeries, decode, looks_truncated
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.roofline import Roofline
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.scrape import EngineScrape, ModelLoad, ModelScrape, ScrapeProblem, ServedModel, Sleep
-from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServiceSpec, Thresholds, VllmSpec
+from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServerSpec, ServiceSpec, Thresholds
 from sparktui.model.status import UP, State, Status
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.model.units import fmt_count, fmt_duration
 
 GIB = 1024**3
@@ -69,7 +69,7 @@ class InstanceView:
     waiting: float | None
     kv_usage: float | None
     kv_capacity_tokens: float | None
-    rates: VllmRates | None
+    rates: EngineRates | None
     launch: LaunchReadiness | None
     service: ServiceState | None = None  # its systemd unit or container, from the host sampler
     metrics_problem: str | None = None  # why its last /metrics answer was not used, also a status reason
@@ -85,7 +85,7 @@ class InstanceView:
     # A server that loads models on demand (a llama.cpp router): each model and where it is; () for one
     # that serves what it loaded at its start.
     models: tuple[ServedModel, ...] = ()
-    engine_kind: str = "vllm"  # the engine it runs, as the config names it (``VllmSpec.engine``)
+    engine_kind: str = "vllm"  # the engine it runs, as the config names it (``ServerSpec.engine``)
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -235,14 +235,14 @@ def read_metrics(
 class InstanceState:
     """What is known about one vLLM instance, updated poll by poll."""
 
-    def __init__(self, spec: VllmSpec, max_age_s: float, canary: CanarySpec | None, reading: EngineReading) -> None:
+    def __init__(self, spec: ServerSpec, max_age_s: float, canary: CanarySpec | None, reading: EngineReading) -> None:
         """``canary``: the fleet's canary settings (None, or off for this instance: no canary);
         ``reading``: how its engine's answers are read (``spec.engine``'s)."""
         self.spec = spec
         self.reading = reading
         self.parser = PromParser(keep=reading.wanted)
         self.info: bytes | None = None  # the engine's last description of itself (/version, /props)
-        self.tracker = VllmTracker(max_age_s=max_age_s)
+        self.tracker = ScrapeTracker(max_age_s=max_age_s)
         self.health: HttpResult | None = None
         self.metrics: HttpResult | None = None
         self.metrics_error: str | None = None
@@ -259,7 +259,7 @@ class InstanceState:
         self.canary_spec = canary if wanted else None
         self.canary = CanaryClock(canary.idle_s, canary.interval_s) if canary is not None and wanted else None
 
-    def apply(self, obs: VllmObservation, t: float) -> None:
+    def apply(self, obs: ServerObservation, t: float) -> None:
         if obs.health is not None:
             self.health = obs.health
         if obs.version is not None and obs.version.ok:  # first: llama-server's /props is read with /metrics
@@ -271,7 +271,7 @@ class InstanceState:
             self._apply_models(obs.models)
         if obs.metrics is not None:
             self.metrics = obs.metrics
-            # Timed by its own answer, not the end of the node's poll (VllmObservation.metrics_t).
+            # Timed by its own answer, not the end of the node's poll (ServerObservation.metrics_t).
             detail = obs.detail.body if obs.detail is not None and obs.detail.ok else None
             self._apply_metrics(obs.metrics, obs.metrics_t if obs.metrics_t is not None else t, detail)
         if obs.canary is not None and self.canary is not None:
@@ -367,7 +367,7 @@ class InstanceState:
         self.max_model_len = next((n for n in lengths if n is not None), None)
 
     def status(
-        self, t: float, thresholds: Thresholds, rates: VllmRates | None, head: HeadStatus | None = None
+        self, t: float, thresholds: Thresholds, rates: EngineRates | None, head: HeadStatus | None = None
     ) -> Status:
         if self.spec.base_url is None:
             return _worker_status(self.spec.name, head)
@@ -434,7 +434,7 @@ class InstanceState:
             return Status(State.DOWN, (f"{name}: {unit} failed{status}",))
         return Status(State.DOWN, (f"{name}: {unit} is {service.state}: not running",))
 
-    def _load_problems(self, t: float, thresholds: Thresholds, rates: VllmRates | None) -> list[str]:
+    def _load_problems(self, t: float, thresholds: Thresholds, rates: EngineRates | None) -> list[str]:
         latest = self.tracker.latest
         assert latest is not None
         problems: list[str] = []
@@ -557,7 +557,7 @@ def _first_model(latest: EngineScrape | None) -> ModelScrape | None:
     return latest.models[min(latest.models)]
 
 
-def _roofline(rates: VllmRates | None, node: NodeSpec | None) -> Roofline | None:
+def _roofline(rates: EngineRates | None, node: NodeSpec | None) -> Roofline | None:
     """Where the instance runs against its node's peak bandwidth and compute, when both are known."""
     if rates is None or rates.mfu is None or node is None:
         return None
@@ -624,7 +624,7 @@ def _at_most_degraded(status: Status) -> Status:
 DEFAULT_MAX_AGE_S = 900.0  # the counter history kept for windows when no window bounds it
 
 
-def _reading(readings: Mapping[str, EngineReading], spec: VllmSpec) -> EngineReading:
+def _reading(readings: Mapping[str, EngineReading], spec: ServerSpec) -> EngineReading:
     found = readings.get(spec.engine)
     if found is None:
         raise ValueError(f"instance {spec.name}: no reading for engine {spec.engine!r} here")
@@ -1066,7 +1066,7 @@ class FleetState:
 
     def canaries_due(self, node: str, t: float, held: Callable[[str], bool] | None = None) -> tuple[CanaryOrder, ...]:
         """The canaries to send to ``node``'s instances at ``t``, each marked as sent: the caller sends
-        them and hands each result back in a later ``VllmObservation.canary``. None to an instance that
+        them and hands each result back in a later ``ServerObservation.canary``. None to an instance that
         ``held`` names (an action of sparktui's runs on it), and its clock is left as it was."""
         found = self.nodes.get(node)
         if found is None:

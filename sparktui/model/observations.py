@@ -54,7 +54,7 @@ class HttpResult:
 
 
 @dataclass(frozen=True, slots=True)
-class VllmObservation:
+class ServerObservation:
     """What one poll saw of one engine instance. ``None`` means "not asked this poll".
 
     ``version`` is the engine's own description of itself: vLLM's ``/version``, llama-server's
@@ -81,7 +81,7 @@ class NodeObservation:
     node: str
     t: float
     wall: float
-    vllm: tuple[VllmObservation, ...] = ()
+    vllm: tuple[ServerObservation, ...] = ()
     gpu_exporter: HttpResult | None = None
     node_exporter: HttpResult | None = None
     services: tuple[tuple[str, HttpResult], ...] = field(default_factory=tuple)

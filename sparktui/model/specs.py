@@ -5,7 +5,7 @@ Pure: no file, network or environment access beyond ``Path.expanduser``. ``spark
 the TOML file, fills in secrets and turns validation errors into one-line messages.
 
 Port shorthands (``port = 8001`` instead of a URL) are resolved by ``NodeSpec``, which knows the host:
-after validation every ``VllmSpec`` except a url-less worker, every ``ExporterSpec`` and every
+after validation every ``ServerSpec`` except a url-less worker, every ``ExporterSpec`` and every
 ``ServiceSpec`` has its full ``url``. A shorthand ``port`` stays on the object; when a file gives both
 ``url`` and ``port`` they must agree, so a dumped spec validates again.
 
@@ -297,7 +297,7 @@ def _check_engine_kind(value: str) -> str:
 EngineKind = Annotated[str, AfterValidator(_check_engine_kind)]
 
 
-class VllmSpec(_Spec):
+class ServerSpec(_Spec):
     """One engine's server on a node (``engine``: vLLM unless it says otherwise). A tensor-parallel
     worker (``role = "worker"``) may have no URL."""
 
@@ -357,7 +357,7 @@ class VllmSpec(_Spec):
         return value
 
     @model_validator(mode="after")
-    def _check_together(self) -> VllmSpec:
+    def _check_together(self) -> ServerSpec:
         problems: list[tuple[Loc, str]] = []
         if self.api_key_env is not None and self.api_key_file is not None:
             problems.append((("api_key_file",), "give api_key_env or api_key_file, not both"))
@@ -382,7 +382,7 @@ class VllmSpec(_Spec):
                 )
             )
         if problems:
-            fail("VllmSpec", problems)
+            fail("ServerSpec", problems)
         return self
 
 
@@ -480,7 +480,7 @@ def _resolve_service(raw: object, host: str) -> object:
 
 
 def _resolve_vllm(raw: object, host: str) -> object:
-    if isinstance(raw, VllmSpec):
+    if isinstance(raw, ServerSpec):
         if raw.url is None and raw.port is not None:
             return raw.model_copy(update={"url": f"http://{url_host(host)}:{raw.port}"})
         return raw
@@ -502,7 +502,7 @@ def _duplicates(names: Iterable[str | None], table: str) -> list[tuple[Loc, str]
     return problems
 
 
-def meant_instances(instances: Sequence[VllmSpec]) -> list[VllmSpec]:
+def meant_instances(instances: Sequence[ServerSpec]) -> list[ServerSpec]:
     """The instances an action or a bench that names none may mean: every one of them when the node
     runs vLLMs alone; of vLLMs beside another engine's server (a llama.cpp fallback), the vLLMs."""
     vllms = [v for v in instances if v.engine == "vllm"]
@@ -516,7 +516,7 @@ class NodeSpec(_Spec):
     host: str
     local: Flag = False  # the machine sparktui runs on: host state from psutil, actions without SSH
     ssh: SshSpec = SshSpec()
-    vllm: tuple[VllmSpec, ...] = ()
+    vllm: tuple[ServerSpec, ...] = ()
     gpu_exporter: ExporterSpec | None = None
     node_exporter: ExporterSpec | None = None
     services: tuple[ServiceSpec, ...] = ()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from sparktui.model.counters import CounterHistory, flatten
-from sparktui.model.derive import VllmRates, derive_rates
+from sparktui.model.derive import EngineRates, derive_rates
 from sparktui.model.scrape import EngineScrape, ModelScrape
 
 
-class VllmTracker:
+class ScrapeTracker:
     """Keeps reset-corrected counter history per served model of one vLLM instance, and per engine
     of a data-parallel one (``ModelScrape.per_engine``), each engine's rates by the same ``derive_rates``.
 
@@ -20,9 +20,9 @@ class VllmTracker:
         self._histories: dict[str, CounterHistory] = {}
         self.latest: EngineScrape | None = None
         self.latest_t: float | None = None
-        self._memo: dict[tuple[str, str | None, float | None], VllmRates | None] = {}
+        self._memo: dict[tuple[str, str | None, float | None], EngineRates | None] = {}
         self._engine_histories: dict[tuple[str, str], CounterHistory] = {}  # (model, engine)
-        self._engine_memo: dict[tuple[str | None, float | None], dict[str, VllmRates | None]] = {}
+        self._engine_memo: dict[tuple[str | None, float | None], dict[str, EngineRates | None]] = {}
 
     def observe(self, t: float, scrape: EngineScrape) -> None:
         for name, model in scrape.models.items():
@@ -59,7 +59,7 @@ class VllmTracker:
             return None
         return history, model
 
-    def rates(self, model_name: str | None = None, window_s: float | None = None) -> VllmRates | None:
+    def rates(self, model_name: str | None = None, window_s: float | None = None) -> EngineRates | None:
         """Numbers over the last ``window_s`` seconds (everything kept, if None); None before two scrapes."""
         key = ("window", model_name, window_s)
         if key in self._memo:
@@ -72,7 +72,9 @@ class VllmTracker:
         rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
         return rates
 
-    def engine_rates(self, model_name: str | None = None, window_s: float | None = None) -> dict[str, VllmRates | None]:
+    def engine_rates(
+        self, model_name: str | None = None, window_s: float | None = None
+    ) -> dict[str, EngineRates | None]:
         """Each engine's own numbers over the window (as ``rates``), by engine; {} with one engine."""
         key = (model_name, window_s)
         found = self._engine_memo.get(key)
@@ -89,7 +91,7 @@ class VllmTracker:
             found[engine] = derive_rates(deltas, part) if deltas is not None else None
         return found
 
-    def last_interval_rates(self, model_name: str | None = None) -> VllmRates | None:
+    def last_interval_rates(self, model_name: str | None = None) -> EngineRates | None:
         """Numbers between the last two scrapes."""
         key = ("last", model_name, None)
         if key in self._memo:
@@ -102,7 +104,7 @@ class VllmTracker:
         rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
         return rates
 
-    def interval_rates(self, model_name: str | None = None) -> list[VllmRates]:
+    def interval_rates(self, model_name: str | None = None) -> list[EngineRates]:
         """Numbers for each pair of consecutive scrapes kept, oldest first."""
         found = self._model(model_name)
         if found is None:

@@ -13,7 +13,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sparktui.model.derive import LatencySummary, PromptShares, VllmRates
+    from sparktui.model.derive import EngineRates, LatencySummary, PromptShares
     from sparktui.model.roofline import Roofline
 
 NO_DATA = "–"
@@ -161,7 +161,7 @@ def fmt_cache_tiers(tiers: PromptShares | None) -> str:
     return ", ".join(shown) if shown else f"tier {NO_DATA}"
 
 
-def fmt_admission(rates: VllmRates) -> str:
+def fmt_admission(rates: EngineRates) -> str:
     """Admission rejections per second over the window, and how many by reason (the server's flag that
     refused them): "1.6/s (max_num_queued_reqs 12, max_num_queued_tokens 4)"."""
     counts = rates.admission_rejections
@@ -194,7 +194,7 @@ def fmt_token_summary(summary: LatencySummary | None, quantiles: bool = True) ->
     return f"{mean}, p50 {fmt_token_count(summary.p50, floor)}, p90 {fmt_token_count(summary.p90, floor)}"
 
 
-def engine_lines(rates: VllmRates | None) -> list[str]:
+def engine_lines(rates: EngineRates | None) -> list[str]:
     """vLLM 0.32's operator numbers over the window, for the node screen and ``snapshot`` alike."""
     if rates is None:
         return []

@@ -30,7 +30,7 @@ from sparktui.diagnosis.engine import MAX_EVIDENCE_CHARS, Finding
 from sparktui.model.host import CpuFrequency, HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.safe_text import DEFAULT_LIMIT, LABEL_LIMIT, LOG_LINE_LIMIT, safe_text
 from sparktui.model.specs import REDACTED_URL, FleetSpec
 from sparktui.record.delta import decode_lines, encode_lines, line_index
@@ -608,7 +608,7 @@ def _observation_parts(obs: NodeObservation) -> tuple[dict[str, Any], list[tuple
     return meta, bodies
 
 
-def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> VllmObservation:
+def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> ServerObservation:
     v = _Fields(data, "observation.vllm[]")
     name = v.text("name", LABEL_LIMIT)
     before = v.opt_number("metrics_before_s", -MAX_CLOCK_S, MAX_CLOCK_S)
@@ -616,7 +616,7 @@ def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> VllmObse
     def part(key: str) -> HttpResult | None:
         return _result_from_json(v.data.get(key), bodies, f"observation.vllm[{name}].{key}")
 
-    return VllmObservation(
+    return ServerObservation(
         name=name,
         health=part("health"),
         metrics=part("metrics"),

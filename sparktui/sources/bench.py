@@ -45,7 +45,7 @@ from sparktui.model.bench import (
 )
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.scrape import EngineScrape
-from sparktui.model.specs import FleetSpec, VllmSpec, meant_instances
+from sparktui.model.specs import FleetSpec, ServerSpec, meant_instances
 from sparktui.model.units import to_jsonable
 from sparktui.sources._httpx import httpx
 from sparktui.sources.canary import auth_headers
@@ -278,7 +278,7 @@ class BenchError(Exception):
     """A bench that cannot start: an unknown node or instance, or an instance that does not answer."""
 
 
-def find_instance(fleet: FleetSpec, target: str) -> tuple[str, VllmSpec]:
+def find_instance(fleet: FleetSpec, target: str) -> tuple[str, ServerSpec]:
     """``NODE`` or ``NODE/INSTANCE`` in the config: the node's name and the instance (its only one
     that serves HTTP when none is named). ``BenchError`` in one sentence otherwise."""
     node_name, _, instance = target.partition("/")
@@ -307,7 +307,7 @@ class BenchJob:
     """One run in progress: filled as it goes, so a cancelled run still has what it measured."""
 
     target_name: str
-    spec: VllmSpec
+    spec: ServerSpec
     case_names: tuple[str, ...]
     concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
     requests: int = DEFAULT_REQUESTS
@@ -348,7 +348,7 @@ class BenchJob:
         )
 
 
-def instance_flags(spec: VllmSpec, info: ServerInfo, cache_config: dict[str, dict[str, str]]) -> dict[str, object]:
+def instance_flags(spec: ServerSpec, info: ServerInfo, cache_config: dict[str, dict[str, str]]) -> dict[str, object]:
     """The flags a result is compared under: ``/v1/models``' card, the config's instance (no secret),
     and ``vllm:cache_config_info`` per engine (block size, prefix caching, memory share, KV dtype)."""
     config = spec.model_dump(mode="json", exclude={"api_key", "api_key_file", "api_key_env"})

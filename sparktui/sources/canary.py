@@ -2,7 +2,7 @@
 
 When to send and what an answer means is the model's (``sparktui.model.canary``, asked through
 ``CanaryPlanner``); this is the I/O. A result is kept until the instance's next poll takes it into its
-``VllmObservation.canary``, so it reaches the model (and a recording) the way every answer does.
+``ServerObservation.canary``, so it reaches the model (and a recording) the way every answer does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Protocol
 from sparktui.model.canary import CANARY_MAX_TOKENS
 from sparktui.model.fleet import CanaryOrder
 from sparktui.model.observations import FetchKind, HttpResult
-from sparktui.model.specs import CanarySpec, FleetSpec, VllmSpec
+from sparktui.model.specs import CanarySpec, FleetSpec, ServerSpec
 from sparktui.sources._httpx import httpx
 from sparktui.sources.http import make_client, post_json
 
@@ -27,7 +27,7 @@ class CanaryPlanner(Protocol):
     def canaries_due(self, node: str, t: float) -> Sequence[CanaryOrder]: ...
 
 
-def auth_headers(spec: VllmSpec) -> dict[str, str]:
+def auth_headers(spec: ServerSpec) -> dict[str, str]:
     """The instance's API key as a bearer token (none when it has none)."""
     key = spec.api_key
     return {"Authorization": f"Bearer {key.get_secret_value()}"} if key is not None else {}
@@ -46,7 +46,7 @@ def canary_payload(canary: CanarySpec, model: str | None) -> dict[str, object]:
     return payload
 
 
-async def send_canary(client: httpx.AsyncClient, spec: VllmSpec, canary: CanarySpec, model: str | None) -> HttpResult:
+async def send_canary(client: httpx.AsyncClient, spec: ServerSpec, canary: CanarySpec, model: str | None) -> HttpResult:
     """POST the canary to the instance's ``/v1/completions``; never raises (but for cancellation)."""
     assert spec.base_url is not None
     return await post_json(
@@ -78,7 +78,7 @@ class CanarySender:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _one(self, node: str, vllm: VllmSpec, order: CanaryOrder) -> None:
+    async def _one(self, node: str, vllm: ServerSpec, order: CanaryOrder) -> None:
         if self._client is None:
             self._client = make_client(ca_file=self.fleet.ca_file)
         try:

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 
 from sparktui.engines import registry
 from sparktui.engines.base import Engine, PollPlan
-from sparktui.model.observations import HttpResult, NodeObservation, VllmObservation
-from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
+from sparktui.model.observations import HttpResult, NodeObservation, ServerObservation
+from sparktui.model.specs import FleetSpec, NodeSpec, ServerSpec
 from sparktui.sources.canary import CanarySender, auth_headers
 from sparktui.sources.http import FetchClient, fetch
 
@@ -51,7 +51,7 @@ class Backoff:
 
 class _InstancePoller:
     def __init__(
-        self, spec: VllmSpec, fleet: FleetSpec, clock: Clock, node: str = "", canaries: CanarySender | None = None
+        self, spec: ServerSpec, fleet: FleetSpec, clock: Clock, node: str = "", canaries: CanarySender | None = None
     ) -> None:
         self.spec = spec
         self.engine: Engine = registry()[spec.engine]  # the config named a known engine
@@ -73,16 +73,16 @@ class _InstancePoller:
             url = self.metrics_urls[plan] = metrics_url(base, plan.metrics_filter if self.spec.metrics_filter else ())
         return url
 
-    async def poll(self, client: FetchClient) -> VllmObservation:
+    async def poll(self, client: FetchClient) -> ServerObservation:
         """One poll: what the engine's plan for this server says to ask (``engines.base.PollPlan``), and
         nothing else."""
         base = self.spec.base_url
         if base is None:  # a tensor-parallel worker serves no HTTP
-            return VllmObservation(name=self.spec.name, health=None, metrics=None)
+            return ServerObservation(name=self.spec.name, health=None, metrics=None)
         canary = self.canaries.take(self.node, self.spec.name) if self.canaries is not None else None
         now = self.clock()
         if not self.backoff.due(now):
-            return VllmObservation(name=self.spec.name, health=None, metrics=None, canary=canary)
+            return ServerObservation(name=self.spec.name, health=None, metrics=None, canary=canary)
         self.polls += 1
         timeout, cap = self.fleet.timeout_s, self.fleet.max_body_bytes
 
@@ -135,7 +135,7 @@ class _InstancePoller:
         detail = None
         if plan.detail_path is not None and metrics is not None and metrics.ok and plan.wants_detail(metrics.body):
             detail = await fetch(client, f"{base}{plan.detail_path}", timeout_s=timeout, max_bytes=cap)
-        return VllmObservation(
+        return ServerObservation(
             name=self.spec.name,
             health=health,
             metrics=metrics,

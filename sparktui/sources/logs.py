@@ -31,7 +31,7 @@ from sparktui.model.logbuffer import (
     ReplayFilter,
     parse_log_line,
 )
-from sparktui.model.specs import NodeSpec, VllmSpec
+from sparktui.model.specs import NodeSpec, ServerSpec
 from sparktui.sources.ssh import NodeSsh, SshProblem, SshProblemKind, StreamEvent
 
 DEFAULT_TAIL_LINES = 200
@@ -41,7 +41,7 @@ BATCH_MAX_LINES = 200
 OnBatch = Callable[[str, list[LogLine]], None]
 
 
-def log_command(vllm: VllmSpec, tail_lines: int = DEFAULT_TAIL_LINES) -> tuple[str, LogFormat] | None:
+def log_command(vllm: ServerSpec, tail_lines: int = DEFAULT_TAIL_LINES) -> tuple[str, LogFormat] | None:
     """The command that follows the instance's log and the format of its lines; None when the instance
     has neither a unit nor a container. The names were validated by the spec and are quoted anyway."""
     if vllm.unit is not None:
@@ -65,7 +65,7 @@ def kernel_log_command(tail_lines: int = DEFAULT_TAIL_LINES) -> tuple[str, LogFo
     )
 
 
-def followed_logs(node: NodeSpec) -> list[VllmSpec | None]:
+def followed_logs(node: NodeSpec) -> list[ServerSpec | None]:
     """The logs sparktui follows on a node, as ``LogStream`` takes them: each instance that has a unit
     or a container, then None, the node's kernel log."""
     return [*(vllm for vllm in node.vllm if vllm.unit is not None or vllm.container is not None), None]
@@ -78,7 +78,7 @@ class LogStream:
     def __init__(
         self,
         ssh: NodeSsh,
-        vllm: VllmSpec | None,
+        vllm: ServerSpec | None,
         buffer: LogBuffer | None = None,
         *,
         tail_lines: int = DEFAULT_TAIL_LINES,

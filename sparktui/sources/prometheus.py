@@ -39,15 +39,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import (
     ExporterSpec,
     FleetSpec,
     NodeSpec,
     PrometheusSpec,
     PrometheusTarget,
+    ServerSpec,
     SshSpec,
-    VllmSpec,
     check_host,
 )
 from sparktui.monitor.core import Monitor
@@ -564,7 +564,7 @@ class _Pending:
     def observation(
         self, node: str, t: float, wall: float, services: tuple[tuple[str, HttpResult], ...]
     ) -> NodeObservation:
-        vllm: list[VllmObservation] = []
+        vllm: list[ServerObservation] = []
         gpu: HttpResult | None = None
         node_exporter: HttpResult | None = None
         for target, result in self.results:
@@ -573,7 +573,7 @@ class _Pending:
                 # what direct mode's "up" rests on as well (an engine that died behind a live
                 # /metrics shows only in direct mode's /health 503).
                 health = result if not result.ok else HttpResult(url=result.url, kind=FetchKind.OK, status=200)
-                vllm.append(VllmObservation(name=target.endpoint, health=health, metrics=result))
+                vllm.append(ServerObservation(name=target.endpoint, health=health, metrics=result))
             elif target.kind == "gpu_exporter":
                 gpu = result
             else:
@@ -707,7 +707,7 @@ async def discover_nodes(spec: PrometheusSpec, client: httpx.AsyncClient, timeou
         kinds_found = found[raw_host]
         vllm_ports = sorted(set(kinds_found.get("vllm", [])), key=int)
         vllm = tuple(
-            VllmSpec(name="vllm" if len(vllm_ports) == 1 else f"vllm-{port}", port=int(port)) for port in vllm_ports
+            ServerSpec(name="vllm" if len(vllm_ports) == 1 else f"vllm-{port}", port=int(port)) for port in vllm_ports
         )
         exporters_found: dict[str, ExporterSpec] = {}
         for kind in ("gpu_exporter", "node_exporter"):

@@ -90,7 +90,7 @@ CPUFREQ_DIR = "/sys/devices/system/cpu"
 
 @dataclass(frozen=True, slots=True)
 class ServiceProbe:
-    """Which service manager runs a vLLM instance: ``instance`` is the VllmSpec name."""
+    """Which service manager runs a vLLM instance: ``instance`` is the ServerSpec name."""
 
     instance: str
     manager: Manager

@@ -25,7 +25,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Sparkline, Static
 
 from sparktui.model.canary import canary_text
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.engines import EngineView, kv_line
 from sparktui.model.exporters import clock_figure
 from sparktui.model.fabric import fabric_lines
@@ -140,7 +140,7 @@ def _text_table(rows: Sequence[Sequence[Text | str]], right: Sequence[bool], hea
     return out
 
 
-def _latency_table(rates: VllmRates | None, dim: str) -> RenderableType:
+def _latency_table(rates: EngineRates | None, dim: str) -> RenderableType:
     """p50, p90, p99, mean and count per latency; on a narrow panel the mean, then the count, are left out."""
     rows: list[list[Text | str]] = [["Latency", "p50", "p90", "p99", "mean", "n"]]  # the header is the title
     for key, label in LATENCIES:
@@ -171,7 +171,7 @@ def _latency_table(rates: VllmRates | None, dim: str) -> RenderableType:
     return _Fitted(fitted)
 
 
-def _ttft_histogram(rates: VllmRates | None, width: int, colour: str, dim: str) -> RenderableType:
+def _ttft_histogram(rates: EngineRates | None, width: int, colour: str, dim: str) -> RenderableType:
     """Bars per TTFT bucket over the window (increases, not cumulative)."""
     hist = rates.histograms.get("ttft") if rates else None
     if hist is None or not hist.count:
@@ -197,7 +197,7 @@ def _ttft_histogram(rates: VllmRates | None, width: int, colour: str, dim: str) 
     return lines
 
 
-def _spec_decode(rates: VllmRates | None, colours: dict[str, str], trend: Sequence[float]) -> RenderableType:
+def _spec_decode(rates: EngineRates | None, colours: dict[str, str], trend: Sequence[float]) -> RenderableType:
     spec = rates.spec_decode if rates else None
     if spec is None:
         return Text("no speculative decoding on this instance", style=colours["dim"])
@@ -549,7 +549,7 @@ class NodeScreen(SparkScreen[None]):
         key = (tuple(tuple(t.plain for t in group) for group in groups), self.spark.theme)
         self._put("#requests", key, lambda: packed_lines(groups))
 
-    def _spec(self, view: NodeView, instance: InstanceView | None, rates: VllmRates | None) -> None:
+    def _spec(self, view: NodeView, instance: InstanceView | None, rates: EngineRates | None) -> None:
         """Speculative decoding, when the instance serves with it; nothing is said of one that does not
         serve (it may well decode speculatively once it is back)."""
         app = self.spark

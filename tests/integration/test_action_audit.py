@@ -26,7 +26,7 @@ from sparktui.actions.plans import (
     plan_restart,
 )
 from sparktui.actions.runner import ActionRunner, Outcome
-from sparktui.model.specs import FleetSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, ServerSpec
 from tests.support.actions import FAST, config_for, full_device, run_once
 from tests.support.sshd import Sshd
 
@@ -39,7 +39,9 @@ QUICK = ActionSettings(
 
 
 def fleet_for(server: Sshd) -> FleetSpec:
-    node = server.node("spark1").model_copy(update={"vllm": (VllmSpec(name="v", url="http://127.0.0.1:1", unit=UNIT),)})
+    node = server.node("spark1").model_copy(
+        update={"vllm": (ServerSpec(name="v", url="http://127.0.0.1:1", unit=UNIT),)}
+    )
     return FleetSpec(nodes=(node,))
 
 

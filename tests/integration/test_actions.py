@@ -49,7 +49,7 @@ from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.memory import GIB, HostMemory
 from sparktui.model.observations import HostUpdate
-from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, NodeSpec, ServerSpec, SshSpec
 from sparktui.model.units import fmt_seconds
 from sparktui.monitor.core import Monitor
 from sparktui.sources.bench import find_instance
@@ -70,7 +70,7 @@ def fleet_of(*nodes: NodeSpec) -> FleetSpec:
     return FleetSpec(nodes=nodes)
 
 
-def with_vllm(node: NodeSpec, *vllm: VllmSpec) -> NodeSpec:
+def with_vllm(node: NodeSpec, *vllm: ServerSpec) -> NodeSpec:
     return node.model_copy(update={"vllm": vllm})
 
 
@@ -194,7 +194,7 @@ def test_restart_plan_confirmation_names_node_target_exact_commands_and_timeout(
     node = NodeSpec(
         name="spark1",
         host="10.0.0.1",
-        vllm=(VllmSpec(name="qwen36", url="http://10.0.0.1:8000", unit="vllm-qwen36.service"),),
+        vllm=(ServerSpec(name="qwen36", url="http://10.0.0.1:8000", unit="vllm-qwen36.service"),),
     )
     fleet = fleet_of(node)
     services = {"qwen36": running_unit("qwen36", "vllm-qwen36.service")}
@@ -220,10 +220,10 @@ def test_two_node_job_plans_the_worker_first_from_either_node() -> None:
     head = NodeSpec(
         name="spark3",
         host="10.0.0.3",
-        vllm=(VllmSpec(name="q", url="http://10.0.0.3:8000", container="vllm-q", role="head", job="tp2"),),
+        vllm=(ServerSpec(name="q", url="http://10.0.0.3:8000", container="vllm-q", role="head", job="tp2"),),
     )
     worker = NodeSpec(
-        name="spark4", host="10.0.0.4", vllm=(VllmSpec(name="q", container="vllm-q", role="worker", job="tp2"),)
+        name="spark4", host="10.0.0.4", vllm=(ServerSpec(name="q", container="vllm-q", role="worker", job="tp2"),)
     )
     fleet = fleet_of(head, worker)
     for asked in ("spark3", "spark4"):
@@ -239,7 +239,7 @@ def test_two_node_job_plans_the_worker_first_from_either_node() -> None:
 
 def test_a_worker_without_its_head_is_refused_with_one_line() -> None:
     worker = NodeSpec(
-        name="spark4", host="10.0.0.4", vllm=(VllmSpec(name="q", container="vllm-q", role="worker", job="tp2"),)
+        name="spark4", host="10.0.0.4", vllm=(ServerSpec(name="q", container="vllm-q", role="worker", job="tp2"),)
     )
     fleet = FleetSpec.model_construct(nodes=(worker,))  # the config itself refuses this; test this layer
     refusal = plan_restart(fleet, "spark4")
@@ -251,20 +251,20 @@ def test_a_worker_without_its_head_is_refused_with_one_line() -> None:
 
 
 def test_plans_that_make_no_sense_are_refused() -> None:
-    bare = NodeSpec(name="spark1", host="10.0.0.1", vllm=(VllmSpec(name="v", url="http://10.0.0.1:8000"),))
+    bare = NodeSpec(name="spark1", host="10.0.0.1", vllm=(ServerSpec(name="v", url="http://10.0.0.1:8000"),))
     two = NodeSpec(
         name="spark2",
         host="10.0.0.2",
         vllm=(
-            VllmSpec(name="a", url="http://10.0.0.2:8000", unit="a.service"),
-            VllmSpec(name="b", url="http://10.0.0.2:8001", unit="b.service"),
+            ServerSpec(name="a", url="http://10.0.0.2:8000", unit="a.service"),
+            ServerSpec(name="b", url="http://10.0.0.2:8001", unit="b.service"),
         ),
     )
     no_ssh = NodeSpec(
         name="spark3",
         host="10.0.0.3",
         ssh=SshSpec(enabled=False),
-        vllm=(VllmSpec(name="v", url="http://10.0.0.3:8000", unit="v.service"),),
+        vllm=(ServerSpec(name="v", url="http://10.0.0.3:8000", unit="v.service"),),
     )
     fleet = fleet_of(bare, two, no_ssh)
     reasons = {
@@ -294,8 +294,8 @@ def test_a_node_running_a_llamacpp_fallback_beside_one_vllm_means_the_vllm_when_
         name="spark1",
         host="10.0.0.1",
         vllm=(
-            VllmSpec(name="qwen36", url="http://10.0.0.1:8000", unit="vllm-qwen36.service"),
-            VllmSpec(name="qwen3-8b", engine="llamacpp", url="http://10.0.0.1:11434", unit="llama.service"),
+            ServerSpec(name="qwen36", url="http://10.0.0.1:8000", unit="vllm-qwen36.service"),
+            ServerSpec(name="qwen3-8b", engine="llamacpp", url="http://10.0.0.1:11434", unit="llama.service"),
         ),
     )
     fleet = fleet_of(node)
@@ -310,7 +310,7 @@ def test_a_node_running_a_llamacpp_fallback_beside_one_vllm_means_the_vllm_when_
 
 
 def test_kill_workers_plans_only_stale_workers() -> None:
-    node = NodeSpec(name="spark1", host="10.0.0.1", vllm=(VllmSpec(name="v", url="http://h:1", unit="v.service"),))
+    node = NodeSpec(name="spark1", host="10.0.0.1", vllm=(ServerSpec(name="v", url="http://h:1", unit="v.service"),))
     fleet = fleet_of(node)
     worker = HostProcess(4242, 1, GIB, 1_799_999_000.0, "worker", "VLLM::Worker_TP0", start_ticks=8_640_000)
 
@@ -375,7 +375,7 @@ async def test_hostile_unit_and_container_names_are_refused_before_anything_is_s
     node = sshd.node("spark1")
     for field in ("unit", "container"):
         unit, container = (name, None) if field == "unit" else (None, name)
-        vllm = VllmSpec.model_construct(
+        vllm = ServerSpec.model_construct(
             name="v", url="http://127.0.0.1:1", role="single", job=None, unit=unit, container=container
         )
         fleet = FleetSpec.model_construct(nodes=(with_vllm(node, vllm),))
@@ -398,7 +398,7 @@ async def test_restart_systemd_sends_the_exact_command_then_waits_for_health_and
     sshd: Sshd, demo: DemoFleet, tmp_path: Path
 ) -> None:
     unit = "vllm-act-systemd.service"
-    fleet = fleet_of(with_vllm(sshd.node("spark1"), VllmSpec(name="qwen36", url=demo_url(demo), unit=unit)))
+    fleet = fleet_of(with_vllm(sshd.node("spark1"), ServerSpec(name="qwen36", url=demo_url(demo), unit=unit)))
     plan = plan_restart(fleet, "spark1", settings=FAST)
     assert isinstance(plan, ActionPlan)
     runner = runner_for(fleet, tmp_path)
@@ -419,7 +419,7 @@ async def test_restart_systemd_sends_the_exact_command_then_waits_for_health_and
 
 async def test_restart_docker_sends_docker_restart_without_sudo(sshd: Sshd, demo: DemoFleet, tmp_path: Path) -> None:
     container = "vllm-act-docker"
-    fleet = fleet_of(with_vllm(sshd.node("spark1"), VllmSpec(name="qwen36", url=demo_url(demo), container=container)))
+    fleet = fleet_of(with_vllm(sshd.node("spark1"), ServerSpec(name="qwen36", url=demo_url(demo), container=container)))
     plan = plan_restart(fleet, "spark1", settings=FAST)
     assert isinstance(plan, ActionPlan)
     runner = runner_for(fleet, tmp_path)
@@ -437,10 +437,10 @@ async def test_two_node_job_restarts_the_worker_then_the_head_after_the_worker_r
     worker_server.sudo_sleep(0.5)  # the worker's restart takes a while: the head must wait for it
     head = with_vllm(
         head_server.node("spark1"),
-        VllmSpec(name="qwen36", url=demo_url(demo), unit="vllm-head.service", role="head", job="tp2"),
+        ServerSpec(name="qwen36", url=demo_url(demo), unit="vllm-head.service", role="head", job="tp2"),
     )
     worker = with_vllm(
-        worker_server.node("spark2"), VllmSpec(name="qwen36", unit="vllm-worker.service", role="worker", job="tp2")
+        worker_server.node("spark2"), ServerSpec(name="qwen36", unit="vllm-worker.service", role="worker", job="tp2")
     )
     fleet = fleet_of(head, worker)
     plan = plan_restart(fleet, "spark1", settings=FAST)
@@ -495,7 +495,7 @@ async def test_drop_caches_syncs_drops_then_removes_the_leftovers_and_reports_me
 def stale_plan(server: Sshd, processes: tuple[HostProcess, ...]) -> tuple[FleetSpec, ActionPlan]:
     """kill-workers on ``server``'s node, whose unit is stopped, as planned from ``processes``."""
     unit = "vllm-stale.service"
-    fleet = fleet_of(with_vllm(server.node("spark1"), VllmSpec(name="v", url="http://127.0.0.1:1", unit=unit)))
+    fleet = fleet_of(with_vllm(server.node("spark1"), ServerSpec(name="v", url="http://127.0.0.1:1", unit=unit)))
     sample = host_sample(processes=processes, services={"v": stopped_unit("v", unit)})
     (view,) = views_with(fleet, {"spark1": sample})
     plan = plan_kill_workers(fleet, "spark1", view, settings=FAST)
@@ -649,7 +649,7 @@ async def test_a_password_requiring_sudo_is_reported_clearly_and_nothing_else_ru
     fresh_sshd: Sshd, demo: DemoFleet, tmp_path: Path
 ) -> None:
     unit = "vllm-pw.service"
-    fleet = fleet_of(with_vllm(fresh_sshd.node("spark1"), VllmSpec(name="v", url=demo_url(demo), unit=unit)))
+    fleet = fleet_of(with_vllm(fresh_sshd.node("spark1"), ServerSpec(name="v", url=demo_url(demo), unit=unit)))
     fresh_sshd.sudo_needs_password()
     plan = plan_restart(fleet, "spark1", settings=FAST)
     assert isinstance(plan, ActionPlan)
@@ -675,7 +675,7 @@ async def test_a_password_requiring_sudo_is_reported_clearly_and_nothing_else_ru
 
 async def test_read_only_runner_refuses_every_action_and_sends_nothing(sshd: Sshd, tmp_path: Path) -> None:
     fleet = fleet_of(
-        with_vllm(sshd.node("spark1"), VllmSpec(name="v", url="http://127.0.0.1:1", unit="vllm-ro.service"))
+        with_vllm(sshd.node("spark1"), ServerSpec(name="v", url="http://127.0.0.1:1", unit="vllm-ro.service"))
     )
     (view,) = views_with(fleet, {"spark1": host_sample()})
     runner = ActionRunner(fleet, read_only=True, audit=AuditLog(tmp_path / "audit.log"))
@@ -759,7 +759,7 @@ async def test_a_hanging_command_times_out_and_releases_the_node(fresh_sshd: Ssh
 
 async def test_warmup_streams_tiny_completions_and_measures_ttft(demo: DemoFleet, tmp_path: Path) -> None:
     url = demo_url(demo)
-    node = NodeSpec(name="spark1", host="127.0.0.1", ssh=SshSpec(enabled=False), vllm=(VllmSpec(name="q", url=url),))
+    node = NodeSpec(name="spark1", host="127.0.0.1", ssh=SshSpec(enabled=False), vllm=(ServerSpec(name="q", url=url),))
     fleet = fleet_of(node)
     instance = demo.node("spark1").instances[0]
     count = instance.exposition.registry.get_sample_value(

@@ -19,7 +19,7 @@ from sparktui.engines.vllm.scrape import normalise
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import Exposition, parse
 from sparktui.model.status import State
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.conftest import VLLM_FIXTURES
@@ -79,7 +79,7 @@ def test_same_seed_same_numbers() -> None:
 def test_simulated_numbers_are_plausible_for_a_spark() -> None:
     fleet = DemoFleet(seed=11, warmup_s=0)
     instance = fleet.node("spark1").instances[0]
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     for second in range(0, 301, 30):
         if second:
             fleet._fast_forward(30.0)

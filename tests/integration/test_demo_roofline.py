@@ -15,7 +15,7 @@ from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.promtext import parse
 from sparktui.model.roofline import MFU_HINT
 from sparktui.model.status import State
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.sources.http import make_client
 from sparktui.sources.poller import FleetPoller
 from tests.integration.test_demo import running_fleet
@@ -23,9 +23,9 @@ from tests.integration.test_demo import running_fleet
 __all__ = ["running_fleet"]  # the fixture, used here
 
 
-def _mfu_over(fleet: DemoFleet, node: str, seconds: int = 300) -> VllmTracker:
+def _mfu_over(fleet: DemoFleet, node: str, seconds: int = 300) -> ScrapeTracker:
     instance = fleet.node(node).instances[0]
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     for second in range(0, seconds + 1, 30):
         if second:
             fleet._fast_forward(30.0)

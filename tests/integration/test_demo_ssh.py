@@ -135,7 +135,7 @@ def _spec(fleet: DemoFleet) -> FleetSpec:
 
 def test_the_commands_sparktui_sends_are_recognised() -> None:
     from sparktui.model.commands import ProcessIdentity, drop_caches_commands, kill_workers_command, restart_command
-    from sparktui.model.specs import VllmSpec
+    from sparktui.model.specs import ServerSpec
     from sparktui.sources.logs import log_command
     from sparktui.sources.sampler import ServiceProbe, sampler_command
 
@@ -146,8 +146,8 @@ def test_the_commands_sparktui_sends_are_recognised() -> None:
         3,
         (("qwen36", "systemd", "vllm-qwen36.service"),),
     )
-    unit = VllmSpec(name="q", url="http://127.0.0.1:1", unit="vllm-q.service")
-    box = VllmSpec(name="g", url="http://127.0.0.1:1", container="vllm-g")
+    unit = ServerSpec(name="q", url="http://127.0.0.1:1", unit="vllm-q.service")
+    box = ServerSpec(name="g", url="http://127.0.0.1:1", container="vllm-g")
     for vllm in (unit, box):
         found = log_command(vllm)
         assert found is not None

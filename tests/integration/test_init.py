@@ -18,7 +18,7 @@ import pytest
 from sparktui.cli import main
 from sparktui.config import parse_config
 from sparktui.discovery.names import config_name
-from sparktui.model.specs import FleetSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, ServerSpec
 from tests.support.fixture_fleet import (
     DATA,
     EXPORTERS,
@@ -214,7 +214,7 @@ GEMMA_ARGS = [
 ]
 
 
-def by_url(fleet: FleetSpec) -> dict[str | None, VllmSpec]:
+def by_url(fleet: FleetSpec) -> dict[str | None, ServerSpec]:
     return {v.url: v for v in fleet.nodes[0].vllm}
 
 

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from sparktui.model.logbuffer import GAP_RECONNECTED, GAP_RESTARTED, KERNEL_LOG, LogBuffer, LogLine
-from sparktui.model.specs import NodeSpec, VllmSpec
+from sparktui.model.specs import NodeSpec, ServerSpec
 from sparktui.sources.logs import LogStream, kernel_log_command, log_command
 from sparktui.sources.ssh import NodeSsh
 from tests.conftest import DATA
@@ -39,12 +39,12 @@ UNIT = "vllm.service"
 CONTAINER = "vllm-qwen3"
 
 
-def unit_vllm(unit: str = UNIT) -> VllmSpec:
-    return VllmSpec(name="qwen3", port=8000, unit=unit)
+def unit_vllm(unit: str = UNIT) -> ServerSpec:
+    return ServerSpec(name="qwen3", port=8000, unit=unit)
 
 
-def container_vllm(container: str = CONTAINER) -> VllmSpec:
-    return VllmSpec(name="qwen3", port=8000, container=container)
+def container_vllm(container: str = CONTAINER) -> ServerSpec:
+    return ServerSpec(name="qwen3", port=8000, container=container)
 
 
 @contextlib.asynccontextmanager
@@ -71,9 +71,9 @@ def test_log_commands_follow_the_unit_or_the_container() -> None:
         f"docker logs -f --timestamps --tail 50 {CONTAINER}",
         "docker",
     )
-    assert log_command(VllmSpec(name="w", role="worker", job="tp")) is None
+    assert log_command(ServerSpec(name="w", role="worker", job="tp")) is None
     with pytest.raises(ValueError, match="neither a unit nor a container"):
-        LogStream(NodeSsh(NodeSpec(name="spark1", host="127.0.0.1")), VllmSpec(name="w", role="worker", job="tp"))
+        LogStream(NodeSsh(NodeSpec(name="spark1", host="127.0.0.1")), ServerSpec(name="w", role="worker", job="tp"))
 
 
 async def test_journal_lines_reach_the_buffer_with_their_timestamps(fresh_sshd: Sshd) -> None:

@@ -13,7 +13,7 @@ import pytest
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import ActionPlan, plan_warmup
 from sparktui.actions.runner import ActionRunner
-from sparktui.model.specs import FleetSpec, NodeSpec, SshSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, NodeSpec, ServerSpec, SshSpec
 from tests.support.actions import FAST
 from tests.support.llama_server import LlamaModels, running_llama_server
 
@@ -26,7 +26,7 @@ async def test_warmup_sends_its_completions_to_llama_server_and_each_is_served(
     llama_models: LlamaModels, tmp_path: Path
 ) -> None:
     async with running_llama_server(llama_models.tiny, tmp_path / "llama.log") as server:
-        spec = VllmSpec(name="fallback", engine="llamacpp", url=server.url)
+        spec = ServerSpec(name="fallback", engine="llamacpp", url=server.url)
         fleet = FleetSpec(nodes=(NodeSpec(name="box", host="127.0.0.1", ssh=SshSpec(enabled=False), vllm=(spec,)),))
         settings = replace(FAST, warmup_ttft_target_s=0.000001, warmup_max_requests=REQUESTS)  # never reached
         plan = plan_warmup(fleet, "box", settings=settings)

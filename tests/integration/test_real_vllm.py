@@ -38,7 +38,7 @@ from sparktui.model.promtext import PromParser
 from sparktui.model.scrape import EngineScrape
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.sources.http import fetch, make_poll_client
 from sparktui.sources.poller import FleetPoller
 from tests.support.vllm_server import (
@@ -179,7 +179,7 @@ async def burst_in_one_interval(server: VllmServer, attempts: int = 3) -> Window
 
 async def test_spec_decoding_and_throughput_equal_vllms_own_log_lines(real_vllm: VllmServer) -> None:
     window = await burst_in_one_interval(real_vllm)
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     tracker.observe(0.0, window.before)
     tracker.observe(window.seconds, window.after)
     rates = tracker.rates(window_s=None)

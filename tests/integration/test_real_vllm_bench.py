@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.headless.bench import BenchJob, run_job
-from sparktui.model.specs import VllmSpec
+from sparktui.model.specs import ServerSpec
 from tests.support.vllm_server import NUM_SPECULATIVE_TOKENS, SERVED_NAME, VllmServer, require_vllm
 
 pytestmark = pytest.mark.vllm
@@ -28,7 +28,7 @@ TOLERANCE = 0.05
 
 
 async def test_aggregate_tok_s_is_the_growth_of_the_servers_generation_counter(real_vllm: VllmServer) -> None:
-    spec = VllmSpec(name="tiny", url=real_vllm.url)
+    spec = ServerSpec(name="tiny", url=real_vllm.url)
     job = BenchJob("local/tiny", spec, ("short", "concurrency", "prefix"), concurrency=(2,), requests=2)
     await asyncio.wait_for(run_job(job), 240.0)
     run = job.result(complete=True)
@@ -78,7 +78,7 @@ main(parser.parse_args(sys.argv[1:]))
 async def test_vllm_bench_serve_agrees_on_the_same_workload(
     real_vllm: VllmServer, tiny_model: Path, tmp_path: Path
 ) -> None:
-    spec = VllmSpec(name="tiny", url=real_vllm.url)
+    spec = ServerSpec(name="tiny", url=real_vllm.url)
     job = BenchJob("local/tiny", spec, ("short",), requests=4)
     await asyncio.wait_for(run_job(job), 240.0)
     ours = job.result(complete=True).cases[0]

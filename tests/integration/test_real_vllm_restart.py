@@ -25,7 +25,7 @@ import pytest
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import ActionPlan, ActionSettings, plan_restart
 from sparktui.actions.runner import ActionRunner
-from sparktui.model.specs import FleetSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, ServerSpec
 from tests.support.sshd import Sshd
 from tests.support.vllm_server import (
     SERVED_NAME,
@@ -107,7 +107,7 @@ async def test_restart_through_the_runner_brings_a_real_engine_back_and_warms_it
     serve = serve_script(python, tiny_model, port, tmp_path)
     sshd.set_unit(UNIT, {"LoadState": "loaded", "ActiveState": "active", "SubState": "running"})
     sshd.set_unit_hook(UNIT, "restart", stop_script(tmp_path) + f"exec {shlex.quote(str(serve))}\n")
-    node = sshd.node("spark1").model_copy(update={"vllm": (VllmSpec(name=SERVED_NAME, url=url, unit=UNIT),)})
+    node = sshd.node("spark1").model_copy(update={"vllm": (ServerSpec(name=SERVED_NAME, url=url, unit=UNIT),)})
     fleet = FleetSpec(nodes=(node,))
     runner = ActionRunner(fleet, audit=AuditLog(tmp_path / "audit.log", user="tester"))
     with cleanup(tmp_path):

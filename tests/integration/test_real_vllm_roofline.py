@@ -29,7 +29,7 @@ import pytest
 
 from sparktui.model.roofline import Roofline
 from sparktui.model.scrape import EngineScrape
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from tests.integration.test_real_vllm import MAX_BURST_S, SHARED_PREFIX, EngineLine, complete, engine_lines, scrape
 from tests.support.vllm_server import LOG_INTERVAL_S, VllmServer
 from tests.support.wait import wait_until
@@ -110,7 +110,7 @@ async def load_in_one_mfu_interval(server: VllmServer, attempts: int = 3) -> Mfu
 
 def _roofline(window: MfuWindow, seconds: float) -> Roofline:
     """sparktui's roofline of the two scrapes taken ``seconds`` apart, as the poller's tracker makes it."""
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     tracker.observe(0.0, window.before)
     tracker.observe(seconds, window.after)
     rates = tracker.rates(window_s=None)

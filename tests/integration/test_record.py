@@ -27,7 +27,7 @@ from sparktui.model.history import NODE_METRICS
 from sparktui.model.host import FrameSplitter, HostProcess, HostSample, ServiceState, ShmEntry, merge, parse_frame
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import REDACTED_URL, FleetSpec
 from sparktui.monitor.core import Monitor
 from sparktui.record.blackbox import BlackBox
@@ -97,7 +97,7 @@ def fixture_poll(t: float, wall: float, second: int) -> list[NodeObservation]:
             t=t,
             wall=wall,
             vllm=(
-                VllmObservation(
+                ServerObservation(
                     "gptoss",
                     _ok("http://192.168.1.11:8001/health"),
                     _ok("http://192.168.1.11:8001/metrics", STEADY[second % len(STEADY)]),
@@ -112,7 +112,7 @@ def fixture_poll(t: float, wall: float, second: int) -> list[NodeObservation]:
             t=t,
             wall=wall,
             vllm=(
-                VllmObservation(
+                ServerObservation(
                     "gemma4",
                     _ok("http://192.168.1.12:8001/health"),
                     _ok("http://192.168.1.12:8001/metrics", POOR[second % len(POOR)]),
@@ -120,8 +120,8 @@ def fixture_poll(t: float, wall: float, second: int) -> list[NodeObservation]:
             ),
             gpu_exporter=_ok("http://192.168.1.12:9835/metrics", GPU),
         ),
-        NodeObservation(node="spark3", t=t, wall=wall, vllm=(VllmObservation("qwen235", REFUSED, REFUSED),)),
-        NodeObservation(node="spark4", t=t, wall=wall, vllm=(VllmObservation("qwen235", None, None),)),
+        NodeObservation(node="spark3", t=t, wall=wall, vllm=(ServerObservation("qwen235", REFUSED, REFUSED),)),
+        NodeObservation(node="spark4", t=t, wall=wall, vllm=(ServerObservation("qwen235", None, None),)),
     ]
 
 
@@ -321,7 +321,7 @@ def test_observations_host_updates_and_logs_round_trip_through_the_codec() -> No
 
 
 def _round_trip_with_part(
-    put: Callable[[VllmObservation, HttpResult | None], VllmObservation], results: Sequence[HttpResult | None]
+    put: Callable[[ServerObservation, HttpResult | None], ServerObservation], results: Sequence[HttpResult | None]
 ) -> None:
     """Polls whose instances carry ``results[i]`` (``put`` puts it in its place) at second i, encoded and
     decoded equal."""

@@ -31,7 +31,7 @@ from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import Finding
 from sparktui.headless.watch import Watcher, check_alerts, run_check, watch
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import HostUpdate, NodeObservation, VllmObservation
+from sparktui.model.observations import HostUpdate, NodeObservation, ServerObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.monitor.core import Monitor
 from sparktui.sources.http import make_client
@@ -339,7 +339,7 @@ class Replay:
 
 def polls(count: int) -> list[NodeObservation]:
     return [
-        NodeObservation(node="spark1", t=float(i), wall=1e9 + i, vllm=(VllmObservation("gptoss", refused(), None),))
+        NodeObservation(node="spark1", t=float(i), wall=1e9 + i, vllm=(ServerObservation("gptoss", refused(), None),))
         for i in range(count)
     ]
 

@@ -9,7 +9,7 @@ from typing import Any
 from sparktui.config import parse_config
 from sparktui.engines import readings
 from sparktui.model.fleet import FleetState
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import FleetSpec
 
 DP2 = Path(__file__).resolve().parents[1] / "data" / "vllm-0.32" / "dp2"
@@ -44,7 +44,7 @@ def dp2_observations(node: str = "spark-dp", instance: str = "qwen-dp2") -> list
             node=node,
             t=t,
             wall=1e9 + t,
-            vllm=(VllmObservation(instance, ok("h"), ok("m", body), version),),
+            vllm=(ServerObservation(instance, ok("h"), ok("m", body), version),),
         )
         for t, body in dp2_scrapes()
     ]

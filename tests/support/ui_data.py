@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from sparktui.config import parse_config
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.ui.app import SparkApp, make_app
 from tests.conftest import DATA
@@ -110,7 +110,7 @@ def feed(app: SparkApp, clock: Clock) -> None:
                 node="spark1",
                 t=t,
                 wall=1e9 + t,
-                vllm=(VllmObservation("gptoss", _ok("u"), _ok("u", steady[second]), _ok("u", version)),),
+                vllm=(ServerObservation("gptoss", _ok("u"), _ok("u", steady[second]), _ok("u", version)),),
                 gpu_exporter=_ok("g", gpu),
                 services=(("parakeet-asr", _ok("s")),),
             )
@@ -120,14 +120,14 @@ def feed(app: SparkApp, clock: Clock) -> None:
                 node="spark2",
                 t=t,
                 wall=1e9 + t,
-                vllm=(VllmObservation("gemma4", _ok("u"), _ok("u", poor[second]), _ok("u", version)),),
+                vllm=(ServerObservation("gemma4", _ok("u"), _ok("u", poor[second]), _ok("u", version)),),
                 gpu_exporter=_ok("g", gpu),
             )
         )
         state.apply(
-            NodeObservation(node="spark3", t=t, wall=1e9 + t, vllm=(VllmObservation("qwen235", refused, refused),))
+            NodeObservation(node="spark3", t=t, wall=1e9 + t, vllm=(ServerObservation("qwen235", refused, refused),))
         )
-        state.apply(NodeObservation(node="spark4", t=t, wall=1e9 + t, vllm=(VllmObservation("qwen235", None, None),)))
+        state.apply(NodeObservation(node="spark4", t=t, wall=1e9 + t, vllm=(ServerObservation("qwen235", None, None),)))
         state.apply_host(HostUpdate("spark1", t, sample=frames[(second // 2) % len(frames)]))
         app.refresh_views()
     clock.t = NOW
@@ -176,7 +176,7 @@ def serving_fleet_app(nodes: int, **options: object) -> SparkApp:
     for second in range(0, 30, 2):
         t = clock.t = float(second)
         for n in range(1, nodes + 1):
-            vllm = VllmObservation(f"model{n}", _ok("u"), _ok("u", steady[second]), _ok("u", version))
+            vllm = ServerObservation(f"model{n}", _ok("u"), _ok("u", steady[second]), _ok("u", version))
             app.state.apply(
                 NodeObservation(node=f"spark{n}", t=t, wall=1e9 + t, vllm=(vllm,), gpu_exporter=_ok("g", gpu))
             )
@@ -215,7 +215,7 @@ def dp_fleet_app(**options: object) -> SparkApp:
     for index, observation in enumerate(dp_data.dp2_observations()):
         clock.t = observation.t
         app.state.apply(observation)
-        single = VllmObservation("gptoss", _ok("u"), _ok("u", steady[index]), _ok("u", '{"version": "0.33.0"}'))
+        single = ServerObservation("gptoss", _ok("u"), _ok("u", steady[index]), _ok("u", '{"version": "0.33.0"}'))
         app.state.apply(NodeObservation(node="spark1", t=observation.t, wall=observation.wall, vllm=(single,)))
         app.refresh_views()
     clock.t = NOW

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from sparktui.config import parse_config
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.kiosk_screen import KioskScreen
 from sparktui.ui.log_screen import LogScreen
@@ -66,7 +66,7 @@ def _hostile_app(**options: object) -> SparkApp:
             .replace('source="local_compute"', f'source="{label}"')
             .replace('model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4"', f'model_name="{label}"')
         )
-        vllm = VllmObservation("qwen", _ok(""), _ok(scrape), version=_ok(version), models=_ok(models))
+        vllm = ServerObservation("qwen", _ok(""), _ok(scrape), version=_ok(version), models=_ok(models))
         app.monitor.observation(NodeObservation("spark1", t, 1e9 + t, vllm=(vllm,), gpu_exporter=_ok(gpu)))
         stamp = datetime.fromtimestamp(1e9 + t, UTC)
         app.monitor.log_batch("spark1", "qwen", [LogLine(second, stamp, f"INFO {HOSTILE} step {second}")])

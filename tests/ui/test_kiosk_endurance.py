@@ -19,7 +19,7 @@ from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.model.history import INSTANCE_METRICS, NODE_METRICS, History
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.live import FleetSink
 from sparktui.ui.app import SparkApp, make_app
@@ -158,18 +158,18 @@ class FixtureSource:
             instance = INSTANCES[node]
             if node in self.outage.refused:
                 refused = HttpResult(url="u", kind=FetchKind.REFUSED, error="connection refused")
-                vllm = VllmObservation(instance, refused, refused)
+                vllm = ServerObservation(instance, refused, refused)
                 sink.observation(NodeObservation(node=node, t=t, wall=1e9 + t, vllm=(vllm,)))
                 continue
             scrapes = self._scrapes.get(node)
             if scrapes is None:  # spark3: the tensor-parallel worker, no HTTP of its own
                 sink.observation(
-                    NodeObservation(node=node, t=t, wall=1e9 + t, vllm=(VllmObservation(instance, None, None),))
+                    NodeObservation(node=node, t=t, wall=1e9 + t, vllm=(ServerObservation(instance, None, None),))
                 )
                 continue
             metrics = scrapes[self.polls % len(scrapes)]
             version = _ok("u", '{"version": "0.33.0"}')
-            vllm = VllmObservation(instance, _ok("u"), _ok("u", metrics), version)
+            vllm = ServerObservation(instance, _ok("u"), _ok("u", metrics), version)
             sink.observation(
                 NodeObservation(node=node, t=t, wall=1e9 + t, vllm=(vllm,), gpu_exporter=_ok("g", self._gpu))
             )

@@ -10,7 +10,7 @@ import re
 from rich.console import Console
 from textual.widgets import Static
 
-from sparktui.model.observations import NodeObservation, VllmObservation
+from sparktui.model.observations import NodeObservation, ServerObservation
 from sparktui.model.units import fmt_pct, roofline_parts
 from sparktui.ui.app import SparkApp
 from sparktui.ui.node_screen import NodeScreen
@@ -40,7 +40,7 @@ def _serving_with_the_flag(app: SparkApp) -> None:
     for step, t in enumerate((NOW + 1, NOW + 2)):
         app.clock.t = t  # type: ignore[attr-defined]
         body = _with_counters(steady[step], t)
-        observation = VllmObservation("gptoss", _ok("u"), _ok("u", body))
+        observation = ServerObservation("gptoss", _ok("u"), _ok("u", body))
         app.state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=(observation,)))
     app.refresh_views(force=True)
 

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
 from sparktui.actions.registry import ACTIONS
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import KioskSpec
 from sparktui.model.status import State
 from sparktui.ui.actions_ui import ConfirmAction
@@ -371,7 +371,7 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
     """Freshness: a new observation reaches the screen within a frame, not at the next tick."""
     import re
 
-    from sparktui.model.observations import NodeObservation, VllmObservation
+    from sparktui.model.observations import NodeObservation, ServerObservation
     from tests.support.fixture_fleet import scenario_scrapes
     from tests.support.ui_data import _ok
 
@@ -392,7 +392,7 @@ async def test_a_node_observed_between_render_ticks_is_drawn_as_it_arrives() -> 
                 node="spark1",
                 t=clock.t,
                 wall=1e9 + clock.t,
-                vllm=(VllmObservation("gptoss", _ok("u"), _ok("u", body)),),
+                vllm=(ServerObservation("gptoss", _ok("u"), _ok("u", body)),),
             )
         )
         await wait_until(
@@ -421,7 +421,7 @@ async def test_the_render_tick_follows_the_polls_and_a_round_is_one_frame() -> N
 
     def arrive(after_s: float) -> None:
         timer.t += after_s
-        vllm = (VllmObservation("gptoss", _ok("u"), _ok("u", body)),)
+        vllm = (ServerObservation("gptoss", _ok("u"), _ok("u", body)),)
         app.monitor.observation(NodeObservation(node="spark1", t=clock.t, wall=1e9 + clock.t, vllm=vllm))
 
     async with app.run_test(size=(160, 48)) as pilot:
@@ -449,7 +449,7 @@ async def test_on_a_node_screen_the_round_is_ticked_at_its_own_nodes_arrival() -
     body = scenario_scrapes("mtp2-steady")[29]
 
     def arrive(node: str, instance: str) -> None:
-        vllm = (VllmObservation(instance, _ok("u"), _ok("u", body)),)
+        vllm = (ServerObservation(instance, _ok("u"), _ok("u", body)),)
         app.monitor.observation(NodeObservation(node=node, t=clock.t, wall=1e9 + clock.t, vllm=vllm))
 
     async with app.run_test(size=(160, 48)) as pilot:
@@ -549,7 +549,7 @@ def _spark2_answers(app: SparkApp, scrape: str) -> None:
     ok = HttpResult(url="u", kind=FetchKind.OK, status=200, body=b"", elapsed_s=0.01)
     metrics = HttpResult(url="u", kind=FetchKind.OK, status=200, body=scrape.encode(), elapsed_s=0.01)
     app.state.apply(
-        NodeObservation(node="spark2", t=NOW, wall=1e9 + NOW, vllm=(VllmObservation("gemma4", ok, metrics),))
+        NodeObservation(node="spark2", t=NOW, wall=1e9 + NOW, vllm=(ServerObservation("gemma4", ok, metrics),))
     )
     app.refresh_views()
 

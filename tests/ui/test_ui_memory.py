@@ -16,7 +16,7 @@ from typing import ClassVar
 import pytest
 
 from sparktui.model.fleet import COUNTER_WINDOWS_KEPT
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.node_screen import NodeScreen
 from tests.support.fixture_fleet import scenario_scrapes
@@ -68,7 +68,7 @@ def test_counter_history_spans_a_couple_of_windows_not_fifteen_minutes(consumer:
     for poll in range(300):  # ten minutes at a 2 s interval
         t = clock.t = 2.0 * poll
         metrics = HttpResult(url="u", kind=ok, status=200, body=scrapes[poll % len(scrapes)].encode())
-        vllm = VllmObservation("gptoss", HttpResult(url="u", kind=ok, status=200), metrics)
+        vllm = ServerObservation("gptoss", HttpResult(url="u", kind=ok, status=200), metrics)
         app.monitor.state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=(vllm,)))
     tracker = app.monitor.state.nodes["spark1"].instances["gptoss"].tracker
     everything_kept = tracker.rates(window_s=None)  # the rates over all the history it holds

@@ -43,7 +43,7 @@ from sparktui.model.bench import (
     tokens_per_word,
 )
 from sparktui.model.promtext import parse
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.model.units import NO_DATA, to_jsonable
 
 pytestmark = pytest.mark.unit
@@ -189,7 +189,7 @@ def test_server_stats_are_the_dashboards_numbers_over_the_same_scrapes() -> None
     files = _steady_files()
     first, last = normalise(parse(files[0].read_text())), normalise(parse(files[-1].read_text()))
     stats = server_stats(first, 0.0, last, 20.0)
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     tracker.observe(0.0, first)
     tracker.observe(20.0, last)
     rates = tracker.rates()

@@ -11,7 +11,7 @@ from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine
 from sparktui.engines import readings
 from sparktui.model.canary import CanaryClock, canary_text, judge
 from sparktui.model.fleet import CanaryOrder, FleetState, InstanceView
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.status import State
 from sparktui.monitor.core import Monitor
 from tests.support.fixture_fleet import scenario_scrapes
@@ -59,7 +59,7 @@ def observe(state: FleetState, t: float, scrape: str, *, health: int = 200, cana
 
 def _observation(t: float, scrape: str, *, health: int = 200, canary: HttpResult | None = None) -> NodeObservation:
     vllm = tuple(
-        VllmObservation(
+        ServerObservation(
             name=name,
             health=ok(status=health),
             metrics=ok(scrape),

@@ -14,7 +14,7 @@ from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.engines import readings
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.units import NO_DATA, fmt_clock
 from sparktui.monitor.core import Monitor
 
@@ -66,7 +66,9 @@ def refused() -> HttpResult:
 def test_the_monitor_maps_its_tick_clock_to_wall_time_from_what_it_observed() -> None:
     monitor = Monitor(FLEET, catalogue_for(FLEET.diagnosis))
     assert monitor.wall_at(5.0) is None  # nothing observed yet: no mapping
-    monitor.observation(NodeObservation("spark1", t=100.0, wall=WALL, vllm=(VllmObservation("qwen", refused(), None),)))
+    monitor.observation(
+        NodeObservation("spark1", t=100.0, wall=WALL, vllm=(ServerObservation("qwen", refused(), None),))
+    )
     assert monitor.wall_at(112.5) == WALL + 12.5
     monitor.observation(NodeObservation("spark1", t=200.0, wall=WALL + 1000.0))  # the newest says
     assert monitor.wall_at(200.0) == WALL + 1000.0
@@ -80,7 +82,7 @@ def test_evidence_times_and_quoted_log_lines_read_on_the_same_local_clock(berlin
     line = LogLine(0, datetime.fromtimestamp(WALL - 60, UTC), "vllm: error: unrecognized arguments: serve")
     for t, lines in ((50.0, [line]), (51.0, [])):
         # The poll's own wall time is off by an hour; the caller's mapping (wall of ``now``) is the one used.
-        state.apply(NodeObservation("spark1", t=t, wall=WALL - 3600, vllm=(VllmObservation("qwen", dead, None),)))
+        state.apply(NodeObservation("spark1", t=t, wall=WALL - 3600, vllm=(ServerObservation("qwen", dead, None),)))
         (view,) = state.view(t)
         findings = {f.id: f for f in engine.evaluate(view, {"qwen": lines}, t, wall=WALL + (t - 51.0))}
     assert findings["serve-twice"].evidence[0] == "2026-05-30 12:29:00 CEST  vllm: error: unrecognized arguments: serve"

@@ -21,23 +21,23 @@ from sparktui.model.commands import (
     posix_cksum,
     restart_command,
 )
-from sparktui.model.specs import VllmSpec
+from sparktui.model.specs import ServerSpec
 
 HOSTILE = ["x; rm -rf /", "a b", "it's", 'q"uote', "new\nline", "-rf", "$(id)", "`id`", "a|b"]
 
 
 def test_restart_through_the_service_manager() -> None:
-    assert restart_command(VllmSpec(port=8001, unit="vllm-qwen36.service")) == (
+    assert restart_command(ServerSpec(port=8001, unit="vllm-qwen36.service")) == (
         "sudo -n systemctl restart vllm-qwen36.service"
     )
-    assert restart_command(VllmSpec(port=8001, container="vllm-gemma4")) == "docker restart vllm-gemma4"
+    assert restart_command(ServerSpec(port=8001, container="vllm-gemma4")) == "docker restart vllm-gemma4"
 
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_unit_and_container_names_are_refused(name: str) -> None:
     # The config refuses them too; build a spec around its validation to test this layer alone.
-    unit = VllmSpec.model_construct(name="v", unit=name, container=None)
-    container = VllmSpec.model_construct(name="v", unit=None, container=name)
+    unit = ServerSpec.model_construct(name="v", unit=name, container=None)
+    container = ServerSpec.model_construct(name="v", unit=None, container=name)
     with pytest.raises(UnsafeName):
         restart_command(unit)
     with pytest.raises(UnsafeName):

@@ -27,10 +27,10 @@ from sparktui.model.specs import (
     NodeSpec,
     NotifierSpec,
     PrometheusSpec,
+    ServerSpec,
     ServiceSpec,
     SshSpec,
     Thresholds,
-    VllmSpec,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_docs_show_the_example_file_and_document_every_key() -> None:
     last_block = docs.rsplit("```toml\n", 1)[1].split("```", 1)[0]
     assert last_block == EXAMPLE.read_text(encoding="utf-8")
     loader_only = {"api_key", "source", "token", "bearer_token", "password"}
-    models = (FleetSpec, Thresholds, KioskSpec, CanarySpec, NodeSpec, SshSpec, VllmSpec, ExporterSpec, ServiceSpec)
+    models = (FleetSpec, Thresholds, KioskSpec, CanarySpec, NodeSpec, SshSpec, ServerSpec, ExporterSpec, ServiceSpec)
     for model in (*models, AlertRuleSpec, NotifierSpec, PrometheusSpec):
         for key in set(model.model_fields) - loader_only:
             assert f"| `{key}` |" in docs, f"{model.__name__}.{key} is not documented in docs/config.md"
@@ -136,7 +136,7 @@ def test_specs_built_in_code_resolve_port_shorthands_and_round_trip() -> None:
     node = NodeSpec(
         name="spark1",
         host="192.168.1.11",
-        vllm=(VllmSpec(name="qwen36", port=8001),),
+        vllm=(ServerSpec(name="qwen36", port=8001),),
         services=(ServiceSpec(name="asr", kind="asr", url="http://192.168.1.11:8765/health"),),
     )
     assert node.vllm[0].base_url == "http://192.168.1.11:8001"
@@ -145,7 +145,7 @@ def test_specs_built_in_code_resolve_port_shorthands_and_round_trip() -> None:
 
 
 def test_specs_are_frozen() -> None:
-    spec = VllmSpec(url="http://192.168.1.11:8001")
+    spec = ServerSpec(url="http://192.168.1.11:8001")
     with pytest.raises(ValidationError):
         spec.url = "http://192.168.1.99:8001"  # type: ignore[misc]
 
@@ -811,7 +811,7 @@ def test_secret_never_appears_in_specs_or_messages(tmp_path: Path) -> None:
 
     # pydantic's own message for a spec built in code does not print the key either.
     with pytest.raises(ValidationError) as caught:
-        VllmSpec.model_validate({"api_key": SECRET, "unit": "bad unit"})
+        ServerSpec.model_validate({"api_key": SECRET, "unit": "bad unit"})
     assert SECRET not in str(caught.value)
 
 

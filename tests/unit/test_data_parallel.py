@@ -17,7 +17,7 @@ from sparktui.model.fleet import InstanceView
 from sparktui.model.promtext import PromParser
 from sparktui.model.scrape import EngineScrape
 from sparktui.model.specs import AlertRuleSpec, Thresholds
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.model.units import fmt_pct, fmt_rate
 from sparktui.ui.kiosk_figures import kiosk_tile
 from tests.support.dp_data import CONFIG, EXPECTED, dp2_fleet, dp2_scrapes
@@ -32,8 +32,8 @@ def _normalised() -> list[tuple[float, EngineScrape]]:
     return [(t, normalise(parser.parse(body))) for t, body in dp2_scrapes()]
 
 
-def _tracker() -> VllmTracker:
-    tracker = VllmTracker()
+def _tracker() -> ScrapeTracker:
+    tracker = ScrapeTracker()
     for t, scrape in _normalised():
         tracker.observe(t, scrape)
     return tracker
@@ -71,7 +71,7 @@ def test_every_interval_of_each_engine_matches_expected() -> None:
     scrapes = _normalised()
     assert len(scrapes) == len(EXPECTED["intervals"]) + 1
     for index, want in enumerate(EXPECTED["intervals"], start=1):
-        tracker = VllmTracker()  # the interval alone: its two scrapes
+        tracker = ScrapeTracker()  # the interval alone: its two scrapes
         tracker.observe(*scrapes[index - 1])
         tracker.observe(*scrapes[index])
         for engine, expected in want["per_engine"].items():

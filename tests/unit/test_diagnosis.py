@@ -26,7 +26,7 @@ from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogFormat, parse_log_line
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.status import State
 from sparktui.model.units import fmt_clock
 from tests.conftest import DATA
@@ -228,7 +228,9 @@ class Rig:
         gpu: str | None = None,
     ) -> None:
         names = [instance] if instance else list(self.fleet.nodes[self.name].instances)
-        observed = tuple(VllmObservation(name, health, ok(metrics) if metrics is not None else None) for name in names)
+        observed = tuple(
+            ServerObservation(name, health, ok(metrics) if metrics is not None else None) for name in names
+        )
         exporter = ok(gpu) if gpu is not None else None
         self.fleet.apply(NodeObservation(node=self.name, t=t, wall=WALL0 + t, vllm=observed, gpu_exporter=exporter))
 
@@ -959,7 +961,7 @@ def job_polls(
     for i in range(polls):
         t = 10.0 * i
         scrape = MTP2[i] if generating else MTP2[0]
-        rig.fleet.apply(NodeObservation("spark1", t, WALL0 + t, (VllmObservation("qwen235", ok(), ok(scrape)),)))
+        rig.fleet.apply(NodeObservation("spark1", t, WALL0 + t, (ServerObservation("qwen235", ok(), ok(scrape)),)))
         rig.fleet.apply(NodeObservation("spark2", t, WALL0 + t, gpu_exporter=ok(gpu)))
         # the counters go on as between the two readings
         reading = ethtool[0] if i == 0 else _advanced(ethtool, i - 1)

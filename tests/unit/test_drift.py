@@ -16,7 +16,7 @@ from sparktui.model.drift import (
 )
 from sparktui.model.fleet import FleetState
 from sparktui.model.host import short_args
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.units import NO_DATA
 from tests.support.fabric import fabric_answer, nccl_lines
 from tests.support.fixture_fleet import scenario_scrapes
@@ -47,7 +47,7 @@ def _feed(state: FleetState, node: str, scrape: str, version: str) -> None:
             node=node,
             t=0.0,
             wall=0.0,
-            vllm=(VllmObservation("qwen", _ok(""), _ok(scrape), _ok(f'{{"version": "{version}"}}')),),
+            vllm=(ServerObservation("qwen", _ok(""), _ok(scrape), _ok(f'{{"version": "{version}"}}')),),
         )
     )
 

@@ -27,7 +27,7 @@ from sparktui.engines import readings
 from sparktui.engines.failures import CATALOGUE_FILE, engine_catalogue, engine_catalogues
 from sparktui.model.fleet import FleetState
 from sparktui.model.logbuffer import LogBuffer, parse_log_line
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = load_catalogue()
@@ -101,7 +101,7 @@ class Node:
     def evaluate(self, t: float) -> dict[str, set[str]]:
         """Poll both instances (/health 200), evaluate; the open findings' ids by instance."""
         health = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.OK, status=200, body=b"")
-        observed = tuple(VllmObservation(name, health, None) for name in ("gptoss", "gemma"))
+        observed = tuple(ServerObservation(name, health, None) for name in ("gptoss", "gemma"))
         self.fleet.apply(NodeObservation(node="spark1", t=t, wall=WALL0 + t, vllm=observed))
         (view,) = self.fleet.view(t, window_s=60.0)
         lines = {name: unread(buf, self.engine.cursor("spark1", name)) for name, buf in self.logs.items()}
@@ -268,7 +268,7 @@ def test_an_engines_detector_rule_judges_only_that_engines_instances() -> None:
         engine = DiagnosisEngine(parse_catalogue(catalogue_text))
         opened: set[str] = set()
         for t in range(3):
-            observed = tuple(VllmObservation(name, refused, None) for name in ("gptoss", "gemma"))
+            observed = tuple(ServerObservation(name, refused, None) for name in ("gptoss", "gemma"))
             fleet.apply(NodeObservation(node="spark1", t=float(t), wall=WALL0 + t, vllm=observed))
             (view,) = fleet.view(float(t), window_s=60.0)
             found = engine.evaluate(view, None, float(t))

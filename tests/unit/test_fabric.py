@@ -23,7 +23,7 @@ from sparktui.model.fabric import (
 )
 from sparktui.model.fleet import FleetState
 from sparktui.model.observations import HostUpdate
-from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, NodeSpec, ServerSpec
 from sparktui.model.units import fmt_bits
 from sparktui.record.codec import host_update_from_json, host_update_to_json
 from tests.support.fabric import ETHTOOL, NIC, fabric_answer, nccl_lines
@@ -127,9 +127,11 @@ def test_the_fleet_shows_a_jobs_ranks_side_by_side_with_their_links() -> None:
     fleet = FleetSpec(
         nodes=[
             NodeSpec(
-                name="a", host="127.0.0.1", vllm=[VllmSpec(name="m", url="http://127.0.0.1:1", role="head", job="tp2")]
+                name="a",
+                host="127.0.0.1",
+                vllm=[ServerSpec(name="m", url="http://127.0.0.1:1", role="head", job="tp2")],
             ),
-            NodeSpec(name="b", host="127.0.0.1", vllm=[VllmSpec(name="m", role="worker", job="tp2")]),
+            NodeSpec(name="b", host="127.0.0.1", vllm=[ServerSpec(name="m", role="worker", job="tp2")]),
         ]
     )
     state = FleetState(fleet, readings())

@@ -30,7 +30,7 @@ from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostProcess, HostSample, ServiceState
 from sparktui.model.memory import GIB, HostMemory
 from sparktui.model.observations import HostUpdate
-from sparktui.model.specs import FleetSpec, NodeSpec, VllmSpec
+from sparktui.model.specs import FleetSpec, NodeSpec, ServerSpec
 from sparktui.model.status import State, Status
 
 CATALOGUE = load_catalogue()
@@ -41,7 +41,7 @@ EPOCH = 1_800_000_000.0
 
 def spark1(**vllm: object) -> NodeSpec:
     settings: dict[str, object] = {"name": "qwen36", "url": "http://10.0.0.1:8000", "unit": UNIT, **vllm}
-    return NodeSpec(name="spark1", host="10.0.0.1", vllm=(VllmSpec.model_validate(settings),))
+    return NodeSpec(name="spark1", host="10.0.0.1", vllm=(ServerSpec.model_validate(settings),))
 
 
 def sample(service: ServiceState, processes: tuple[HostProcess, ...] = ()) -> HostSample:

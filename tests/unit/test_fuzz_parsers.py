@@ -28,7 +28,7 @@ from sparktui.model.memory import host_memory_from_exposition, pressure_from_exp
 from sparktui.model.promtext import MAX_LABEL_VALUE, Exposition, ParseError, PromParser, parse
 from sparktui.model.safe_text import safe_text
 from sparktui.model.scrape import EngineScrape, ScrapeProblem
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from tests.conftest import DATA, VLLM_FIXTURES
 from tests.unit.test_status import FLEET, observe, ok, view
 
@@ -117,7 +117,7 @@ def test_parser_and_normaliser_raise_only_their_documented_errors(text: str) -> 
             continue
         assert _finite_numbers(scrape)
         # And what is derived from it, after a good scrape and before another.
-        tracker = VllmTracker()
+        tracker = ScrapeTracker()
         tracker.observe(0.0, GOOD)
         tracker.observe(1.0, scrape)
         tracker.observe(2.0, GOOD)

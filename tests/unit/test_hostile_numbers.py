@@ -18,7 +18,7 @@ from sparktui.model import safe_json
 from sparktui.model.derive import MAX_TOKENS_PER_S
 from sparktui.model.fleet import FleetState, NodeState
 from sparktui.model.numbers import count_problem, counter_problem, fraction_problem, json_int, label_int
-from sparktui.model.observations import NodeObservation, VllmObservation
+from sparktui.model.observations import NodeObservation, ServerObservation
 from sparktui.model.promtext import MAX_SERIES, TooManySeries, parse
 from sparktui.model.specs import FleetSpec
 from sparktui.model.status import State
@@ -77,7 +77,7 @@ def _poll(state: FleetState, node: str, t: float, body: str) -> None:
             node=node,
             t=t,
             wall=1e9 + t,
-            vllm=(VllmObservation(name="qwen", health=ok(), metrics=ok(body)),),
+            vllm=(ServerObservation(name="qwen", health=ok(), metrics=ok(body)),),
         )
     )
 
@@ -127,7 +127,7 @@ def test_a_context_length_past_any_integer_is_unknown_and_the_node_still_views()
             node="spark1",
             t=0.0,
             wall=1e9,
-            vllm=(VllmObservation(name="qwen", health=ok(), metrics=ok(SCRAPES[0]), models=models),),
+            vllm=(ServerObservation(name="qwen", health=ok(), metrics=ok(SCRAPES[0]), models=models),),
         )
     )
     assert state.nodes["spark1"].instances["qwen"].max_model_len is None
@@ -279,7 +279,7 @@ def _observation(t: float, metrics: str, gpu: str) -> NodeObservation:
         node="spark1",
         t=t,
         wall=1e9 + t,
-        vllm=(VllmObservation(name="qwen", health=ok(), metrics=ok(metrics)),),
+        vllm=(ServerObservation(name="qwen", health=ok(), metrics=ok(metrics)),),
         gpu_exporter=ok(gpu),
     )
 

@@ -15,7 +15,7 @@ from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import parse
 from sparktui.model.scrape import MAX_ENGINES, ScrapeProblem
 from sparktui.model.status import State
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from tests.unit.test_status import FLEET, SCRAPES, observe, ok, view
 
 MODEL = 'model_name="RedHatAI/Qwen3.6-35B-A3B-NVFP4"'
@@ -154,7 +154,7 @@ def test_more_engine_labels_than_any_fleet_runs_is_one_line_not_a_breakdown_per_
 def test_names_that_change_with_every_scrape_keep_no_more_than_a_window_of_history() -> None:
     """A server whose model and engine names are new at each scrape: the tracker forgets a name once it
     has not been scraped for its window, so it holds a window's worth, not one history per scrape."""
-    tracker = VllmTracker(max_age_s=60.0)
+    tracker = ScrapeTracker(max_age_s=60.0)
     for t in range(600):
         text = _engines_text(2, model=f"m{t}")
         tracker.observe(float(t), normalise(parse(text)))

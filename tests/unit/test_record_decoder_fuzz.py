@@ -25,7 +25,7 @@ from sparktui.diagnosis.engine import Finding
 from sparktui.model.host import HostProcess, HostSample, ServiceState, ShmEntry
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import HostMemory, MemoryPressure
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.record.codec import LITERAL, RAW, Decoder, Encoder
 from sparktui.record.types import ActionEvent, CollectError, DamagedRecord, Kind, LogBatch, Payload, Tick
 
@@ -58,7 +58,7 @@ PAYLOADS: tuple[tuple[Kind, Payload], ...] = (
             "spark1",
             T,
             WALL,
-            (VllmObservation("qwen", OK, OK, metrics_t=T - 0.1),),
+            (ServerObservation("qwen", OK, OK, metrics_t=T - 0.1),),
             gpu_exporter=OK,
             services=(("asr", HttpResult("http://10.0.0.1:8765/health", FetchKind.REFUSED, error="refused")),),
         ),

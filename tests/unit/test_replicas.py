@@ -12,7 +12,7 @@ import math
 import pytest
 
 from sparktui.headless.snapshot import render_snapshot, views_json
-from sparktui.model.derive import LatencySummary, VllmRates, histogram_quantile
+from sparktui.model.derive import EngineRates, LatencySummary, histogram_quantile
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.replicas import SLOWEST_MIN_REQUESTS, merge_histograms, model_replicas
 from sparktui.model.scrape import HistogramSample
@@ -27,8 +27,8 @@ SLOW = HistogramSample(bounds=(0.1, 0.5, 1.0, INF), cumulative=(0, 0, 20, 20), s
 NOISY = HistogramSample(bounds=(0.1, 0.5, 1.0, 2.5, INF), cumulative=(0, 0, 0, 2, 2), sum=4.0, count=2)
 
 
-def rates(**histograms: HistogramSample) -> VllmRates:
-    return VllmRates(
+def rates(**histograms: HistogramSample) -> EngineRates:
+    return EngineRates(
         seconds=60.0,
         reset=False,
         generation_tokens_per_s=None,
@@ -46,7 +46,9 @@ def rates(**histograms: HistogramSample) -> VllmRates:
     )
 
 
-def instance(name: str, model: str | None, rated: VllmRates | None, url: str | None = "http://x:8000") -> InstanceView:
+def instance(
+    name: str, model: str | None, rated: EngineRates | None, url: str | None = "http://x:8000"
+) -> InstanceView:
     return InstanceView(
         name=name,
         url=url,

@@ -12,9 +12,9 @@ from sparktui.config import ConfigError, parse_config
 from sparktui.engines import readings
 from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.headless.snapshot import render_snapshot, views_json
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import FleetState
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.promtext import parse
 from sparktui.model.roofline import (
     GB10_MEMORY_BANDWIDTH_GB_S,
@@ -25,7 +25,7 @@ from sparktui.model.roofline import (
     Roofline,
     share_of_peak,
 )
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from sparktui.model.units import roofline_parts
 from tests.conftest import DATA
 
@@ -45,8 +45,8 @@ def _scrape(flops: float, read: float, write: float, generated: float = 100.0, e
     return "\n".join(lines) + "\n"
 
 
-def _rates(first: str, second: str, seconds: float = 4.0) -> VllmRates:
-    tracker = VllmTracker()
+def _rates(first: str, second: str, seconds: float = 4.0) -> EngineRates:
+    tracker = ScrapeTracker()
     tracker.observe(0.0, normalise(parse(first, keep=WANTED.__contains__)))
     tracker.observe(seconds, normalise(parse(second, keep=WANTED.__contains__)))
     rates = tracker.rates()
@@ -145,7 +145,7 @@ def _view_of(config: str, texts: list[str]) -> tuple[str, dict[str, Any]]:
 
     state = FleetState(parse_config(config, source="test.toml"), readings())
     for index, text in enumerate(texts):
-        observation = VllmObservation(name="m", health=ok(""), metrics=ok(text))
+        observation = ServerObservation(name="m", health=ok(""), metrics=ok(text))
         state.apply(NodeObservation(node="spark1", t=index * 5.0, wall=1e9 + index * 5.0, vllm=(observation,)))
     views = state.view((len(texts) - 1) * 5.0, window_s=None)
     (node,) = json.loads(views_json(views))["nodes"]

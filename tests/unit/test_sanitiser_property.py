@@ -25,7 +25,7 @@ from sparktui.config import catalogue_for, parse_config
 from sparktui.diagnosis.engine import Finding
 from sparktui.headless.snapshot import render_check, render_snapshot, views_json
 from sparktui.model.logbuffer import LogLine
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.monitor.core import Monitor
 from sparktui.notify.notifiers import event_json, message_text
 from tests.support.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
@@ -109,7 +109,9 @@ def _fed(fields: dict[str, str]) -> Monitor:
     models = json.dumps({"object": "list", "data": [{"id": fields["model_id"], "max_model_len": 4096}]})
     for second in range(3):
         t = float(second)
-        vllm = VllmObservation("qwen", _ok(""), _ok(_scrape(second, fields)), version=_ok(version), models=_ok(models))
+        vllm = ServerObservation(
+            "qwen", _ok(""), _ok(_scrape(second, fields)), version=_ok(version), models=_ok(models)
+        )
         monitor.observation(NodeObservation("spark1", t, 1e9 + t, vllm=(vllm,), gpu_exporter=_ok(_gpu(fields))))
         stamp = datetime.fromtimestamp(1e9 + t, UTC)
         line = LogLine(second, stamp, fields["log"] + " ERROR CUDA error: out of memory " + fields["log"])

@@ -14,7 +14,7 @@ from sparktui.diagnosis.engine import DiagnosisEngine
 from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, ServiceState, parse_frame
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.status import State
 from tests.conftest import DATA
 from tests.support.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
@@ -79,7 +79,7 @@ INCIDENT = frames("frame-incident.txt")[0]  # MemAvailable 30.0 GiB: 0.9 x 121.7
 
 
 def poll(state: FleetState, t: float, health: HttpResult, metrics: HttpResult, gpu: HttpResult) -> None:
-    vllm = (VllmObservation("gptoss", health, metrics),)
+    vllm = (ServerObservation("gptoss", health, metrics),)
     state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=vllm, gpu_exporter=gpu))
 
 
@@ -155,8 +155,8 @@ def test_launch_readiness_is_not_predicted_from_a_powered_off_node_nor_for_a_tp_
     # spark3: the worker of a stopped tensor-parallel job, on a node short of memory.
     for second in range(0, 5):
         t = float(second)
-        state.apply(NodeObservation(node="spark2", t=t, wall=1e9 + t, vllm=(VllmObservation("big", REFUSED, None),)))
-        state.apply(NodeObservation(node="spark3", t=t, wall=1e9 + t, vllm=(VllmObservation("big", None, None),)))
+        state.apply(NodeObservation(node="spark2", t=t, wall=1e9 + t, vllm=(ServerObservation("big", REFUSED, None),)))
+        state.apply(NodeObservation(node="spark3", t=t, wall=1e9 + t, vllm=(ServerObservation("big", None, None),)))
         state.apply_host(HostUpdate("spark3", t, sample=INCIDENT))
         worker = spark(state, t, "spark3")
         engine.evaluate(worker, None, t)

@@ -7,7 +7,7 @@ from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import HostSample, ServiceState
 from sparktui.model.memory import HostMemory
-from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.status import State, Status
 from tests.support.fixture_fleet import scenario_scrapes
 
@@ -52,7 +52,7 @@ def observe(
             node="spark1",
             t=t,
             wall=1e9 + t,
-            vllm=(VllmObservation(name="qwen", health=health, metrics=metrics),),
+            vllm=(ServerObservation(name="qwen", health=health, metrics=metrics),),
             services=(("asr", service or ok()),),
         )
     )
@@ -299,13 +299,13 @@ job = "qwen235-tp2"
 
 def test_tensor_parallel_worker_follows_its_head() -> None:
     state = FleetState(parse_config(TP_CONFIG, source="tp.toml"), readings())
-    head_obs = VllmObservation(name="qwen235", health=ok(), metrics=ok(SCRAPES[0]))
+    head_obs = ServerObservation(name="qwen235", health=ok(), metrics=ok(SCRAPES[0]))
     state.apply(NodeObservation(node="spark3", t=0.0, wall=1e9, vllm=(head_obs,)))
-    state.apply(NodeObservation(node="spark4", t=0.0, wall=1e9, vllm=(VllmObservation("qwen235", None, None),)))
+    state.apply(NodeObservation(node="spark4", t=0.0, wall=1e9, vllm=(ServerObservation("qwen235", None, None),)))
     head, worker = state.view(0.0)
     assert head.status.state is State.UP
     assert worker.status == Status(State.UP)
-    dead = VllmObservation(name="qwen235", health=ok(status=503), metrics=None)
+    dead = ServerObservation(name="qwen235", health=ok(status=503), metrics=None)
     state.apply(NodeObservation(node="spark3", t=1.0, wall=1e9, vllm=(dead,)))
     _head, worker = state.view(1.0)
     assert worker.status == Status(State.DOWN, ("qwen235: worker of spark3/qwen235, which is down",))
@@ -334,7 +334,7 @@ def test_numbers_of_an_instance_that_stopped_answering_are_not_shown_as_current(
 def test_a_version_or_model_list_nested_thousands_deep_is_no_answer_not_a_crash() -> None:
     state = FleetState(FLEET, readings())
     deep = ok("[" * 100_000 + "]" * 100_000)
-    vllm = VllmObservation(name="qwen", health=ok(), metrics=ok(SCRAPES[0]), version=deep, models=deep)
+    vllm = ServerObservation(name="qwen", health=ok(), metrics=ok(SCRAPES[0]), version=deep, models=deep)
     state.apply(NodeObservation(node="spark1", t=0.0, wall=1e9, vllm=(vllm,), services=(("asr", ok()),)))
     (instance,) = state.nodes["spark1"].view(0.0, None).instances
     assert instance.version is None

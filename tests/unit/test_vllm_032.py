@@ -13,12 +13,12 @@ from sparktui.config import parse_config
 from sparktui.engines import readings
 from sparktui.engines.vllm.scrape import WANTED, normalise
 from sparktui.headless.snapshot import render_snapshot, views_json
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import FleetState
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, VllmObservation
+from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.promtext import parse
 from sparktui.model.scrape import ModelScrape, Sleep
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from tests.conftest import DATA, VLLM_FIXTURES
 from tests.support.fixture_fleet import put_to_sleep
 
@@ -27,8 +27,8 @@ EXPECTED: dict[str, Any] = json.loads((REAL / "expected.json").read_text())
 WINDOW_S = 10.0  # the scrape times were not recorded; the window is ours, the counts are vLLM's
 
 
-def _real_window() -> tuple[VllmRates, ModelScrape]:
-    tracker = VllmTracker()
+def _real_window() -> tuple[EngineRates, ModelScrape]:
+    tracker = ScrapeTracker()
     for t, name in ((0.0, "before.prom"), (WINDOW_S, "after.prom")):
         tracker.observe(t, normalise(parse((REAL / name).read_text(), keep=WANTED.__contains__)))
     rates = tracker.rates()
@@ -137,9 +137,9 @@ def _as_older_server(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not OLD_SERVER.match(line))
 
 
-def _fixture_window(older: bool) -> tuple[VllmRates, ModelScrape]:
+def _fixture_window(older: bool) -> tuple[EngineRates, ModelScrape]:
     scenario = VLLM_FIXTURES / "mtp2-steady"
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     for entry in json.loads((scenario / "scrapes.json").read_text())[:10]:
         text = (scenario / entry["file"]).read_text()
         tracker.observe(entry["t"], normalise(parse(_as_older_server(text) if older else text)))
@@ -196,7 +196,7 @@ def _snapshot_of(texts: list[str]) -> tuple[str, dict[str, Any]]:
     state = FleetState(parse_config(FLEET_CONFIG, source="test.toml"), readings())
     for index, text in enumerate(texts):
         t = index * WINDOW_S
-        observation = VllmObservation(name="tiny", health=ok(""), metrics=ok(text))
+        observation = ServerObservation(name="tiny", health=ok(""), metrics=ok(text))
         state.apply(NodeObservation(node="spark1", t=t, wall=1e9 + t, vllm=(observation,)))
     views = state.view((len(texts) - 1) * WINDOW_S, window_s=None)
     (node,) = json.loads(views_json(views))["nodes"]

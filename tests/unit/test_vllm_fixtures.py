@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from sparktui.engines.vllm.scrape import WANTED, normalise
-from sparktui.model.derive import VllmRates
+from sparktui.model.derive import EngineRates
 from sparktui.model.promtext import PromParser
 from sparktui.model.scrape import EngineScrape
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from tests.conftest import VLLM_FIXTURES
 
 SCENARIOS = ["mtp2-steady", "mtp3-poor-pos2", "restart"]
@@ -32,8 +32,8 @@ def _scrapes(scenario: str) -> Iterator[tuple[float, EngineScrape]]:
         yield entry["t"], normalise(parser.parse(text))
 
 
-def _tracker(scenario: str, upto: int | None = None) -> VllmTracker:
-    tracker = VllmTracker()
+def _tracker(scenario: str, upto: int | None = None) -> ScrapeTracker:
+    tracker = ScrapeTracker()
     for index, (t, scrape) in enumerate(_scrapes(scenario)):
         if upto is not None and index > upto:
             break
@@ -47,7 +47,7 @@ def _close(actual: float | None, expected: float | None) -> bool:
     return actual is not None and actual == pytest.approx(expected, rel=REL, abs=1e-9)
 
 
-def _check(rates: VllmRates, want: dict[str, Any]) -> None:
+def _check(rates: EngineRates, want: dict[str, Any]) -> None:
     spec = rates.spec_decode
     assert spec is not None
     ttft, itl = rates.latency["ttft"], rates.latency["itl"]
@@ -143,7 +143,7 @@ def test_kv_capacity_comes_from_cache_config_info() -> None:
 
 
 def test_disable_log_stats_is_up_without_engine_stats() -> None:
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     for t, scrape in _scrapes("disable-log-stats"):
         assert not scrape.has_engine_stats
         assert scrape.process_start is not None
@@ -153,7 +153,7 @@ def test_disable_log_stats_is_up_without_engine_stats() -> None:
 
 def test_restart_is_detected_by_process_start_even_if_no_counter_drops(tmp_path: Path) -> None:
     scrapes = list(_scrapes("mtp2-steady"))
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     t0, first = scrapes[0]
     t1, second = scrapes[1]
     tracker.observe(t0, first)
@@ -172,7 +172,7 @@ def test_restart_is_detected_by_process_start_even_if_no_counter_drops(tmp_path:
 
 def test_tracker_keeps_each_answer_until_the_next_scrape_and_no_longer() -> None:
     scrapes = list(_scrapes("mtp2-steady"))
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     for t, scrape in scrapes[:3]:
         tracker.observe(t, scrape)
     window, last = tracker.rates(window_s=30.0), tracker.last_interval_rates()
@@ -184,7 +184,7 @@ def test_tracker_keeps_each_answer_until_the_next_scrape_and_no_longer() -> None
     fresh = tracker.last_interval_rates()
     assert fresh is not None and fresh is not last
     (t2, s2), (t3, s3) = scrapes[2], scrapes[3]
-    direct = VllmTracker()
+    direct = ScrapeTracker()
     direct.observe(t2, s2)
     direct.observe(t3, s3)
     assert fresh == direct.last_interval_rates()  # the new answer is the new interval's, not a stale one

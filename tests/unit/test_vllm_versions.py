@@ -10,7 +10,7 @@ import pytest
 
 from sparktui.engines.vllm.scrape import WANTED, normalise, wanted_sample_names
 from sparktui.model.promtext import parse
-from sparktui.model.tracker import VllmTracker
+from sparktui.model.tracker import ScrapeTracker
 from tests.conftest import VLLM_FIXTURES
 
 SCENARIO = VLLM_FIXTURES / "mtp2-steady"
@@ -25,7 +25,7 @@ def _as_old_server(text: str) -> str:
 
 
 def _rates(rewrite: bool) -> tuple[float | None, float | None, float | None]:
-    tracker = VllmTracker()
+    tracker = ScrapeTracker()
     for entry in json.loads((SCENARIO / "scrapes.json").read_text())[:10]:
         text = (SCENARIO / entry["file"]).read_text()
         tracker.observe(entry["t"], normalise(parse(_as_old_server(text) if rewrite else text)))
@@ -83,8 +83,8 @@ def test_wanted_names_cover_every_sample_the_normaliser_reads() -> None:
     assert len(wanted_sample_names()) == len(WANTED)
 
 
-def _tracker_over(rewrite: Callable[[str], str], count: int = 10) -> VllmTracker:
-    tracker = VllmTracker()
+def _tracker_over(rewrite: Callable[[str], str], count: int = 10) -> ScrapeTracker:
+    tracker = ScrapeTracker()
     for entry in json.loads((SCENARIO / "scrapes.json").read_text())[:count]:
         tracker.observe(entry["t"], normalise(parse(rewrite((SCENARIO / entry["file"]).read_text()))))
     return tracker
