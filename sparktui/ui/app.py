@@ -402,6 +402,16 @@ class SparkApp(App[None]):
             return view.name if view is not None else None
         return None
 
+    def current_instance(self) -> str | None:
+        """The instance an action key applies to: the one the node screen shows, or the highlighted fleet
+        row's (a node may run a llama.cpp fallback beside its vLLM); None: the node's own choice."""
+        screen = self.screen
+        if isinstance(screen, NodeScreen):
+            return screen.shown_instance()
+        if isinstance(screen, FleetScreen):
+            return screen.highlighted_instance()
+        return None
+
     async def run_action(
         self,
         action: str | ActionParseResult,
@@ -428,15 +438,19 @@ class SparkApp(App[None]):
         audit. Every refusal is written to the audit log, wherever it is decided."""
         spec = action_spec(action_id)
         if spec is not None:
-            node = node or self.current_node()  # the node and the mode as the key is pressed
-            self.run_worker(self._request(spec, node, self._mode), group="actions", exit_on_error=False)
+            # The node, its instance and the mode as the key is pressed.
+            instance = self.current_instance() if node is None else None
+            node = node or self.current_node()
+            self.run_worker(self._request(spec, node, self._mode, instance), group="actions", exit_on_error=False)
 
-    async def _request(self, spec: ActionSpec, node: str | None, mode: Mode | None) -> ActionResult:
+    async def _request(
+        self, spec: ActionSpec, node: str | None, mode: Mode | None, instance: str | None = None
+    ) -> ActionResult:
         jobs: list[BenchJob] = []  # the bench the dialog showed, the one that runs
 
         async def plan(spec: ActionSpec, node: str) -> Plan | Refusal:
             shown = Shown(self.fleet, self.views, self.findings, self.diagnosis.catalogue)
-            return plan_for(spec, node, shown)
+            return plan_for(spec, node, shown, instance=instance)
 
         async def confirm(planned: Plan) -> bool:
             answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()

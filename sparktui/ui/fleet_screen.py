@@ -509,6 +509,13 @@ class FleetScreen(SparkScreen[None]):
         node = self._order[table.cursor_row].split("/", 1)[0]
         return next((v for v in views if v.name == node), None)
 
+    def highlighted_instance(self) -> str | None:
+        """The instance of the highlighted row (None: a row of a node with none)."""
+        table = self.query_one("#fleet", RowTable)
+        if not self._order or table.cursor_row >= len(self._order):
+            return None
+        return self._order[table.cursor_row].partition("/")[2] or None
+
     def on_row_table_row_highlighted(self, _event: RowTable.RowHighlighted) -> None:
         self._update_detail(self.spark.views)
 
@@ -520,8 +527,7 @@ class FleetScreen(SparkScreen[None]):
     def action_open_node(self) -> None:
         view = self.highlighted()
         if view is not None:  # on the row's own instance (a node runs several: a fallback engine)
-            key = self._order[self.query_one("#fleet", RowTable).cursor_row]
-            self.spark.open_node(view.name, key.split("/", 1)[1] if "/" in key else None)
+            self.spark.open_node(view.name, self.highlighted_instance())
 
     def action_pick_node(self, number: int) -> None:
         names = [v.name for v in self.spark.views]

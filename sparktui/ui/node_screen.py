@@ -724,6 +724,12 @@ class NodeScreen(SparkScreen[None]):
         picked = next((i for i in view.instances if i.name == self.instance), None)
         return picked or (view.instances[0] if view.instances else None)
 
+    def shown_instance(self) -> str | None:
+        """The name of the instance whose engine the panels show (None: the node has none)."""
+        view = self._view(self.spark.views)
+        shown = self._instance(view) if view is not None else None
+        return shown.name if shown is not None else None
+
     def action_next_instance(self) -> None:
         """``i``: the node's next instance (a llama.cpp fallback beside a vLLM, two vLLMs...)."""
         view = self._view(self.spark.views)

@@ -165,3 +165,12 @@ def test_a_nodes_second_engine_opens_on_its_own_row_and_i_steps_through_them(tmu
     tmux.keys("i")
     tmux.wait_for("qwen36 (vLLM, 1 of 2, i next)", timeout_s=10)
     tmux.wait_for("Speculative decoding", timeout_s=10)
+    # An action key acts on the instance the screen shows: the warmup's dialog names the vLLM now.
+    tmux.keys("w")
+    tmux.wait_for("vLLM qwen36 at", timeout_s=10)
+    tmux.keys("n")
+    tmux.keys("i")
+    tmux.wait_for("qwen3-8b (llama.cpp, 2 of 2, i next)", timeout_s=10)
+    tmux.keys("w")
+    tmux.wait_for("llama.cpp qwen3-8b at", timeout_s=10)
+    tmux.keys("n")
