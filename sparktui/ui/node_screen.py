@@ -399,7 +399,7 @@ class NodeScreen(SparkScreen[None]):
         instance = self._instance(view)
         if len(view.instances) > 1 and instance is not None:  # the engine panels show one of them
             at = view.instances.index(instance) + 1
-            title.append(f"{instance.name} ({instance.engine}, {at} of {len(view.instances)}, i next)  ", style="bold")
+            title.append(f"   {instance.name} ({instance.engine}, {at} of {len(view.instances)}, i next)", style="bold")
         title.append(f"   window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
         self._put("#title", title)
         reasons = self.query_one("#reasons", Static)
