@@ -724,6 +724,13 @@ class NodeScreen(SparkScreen[None]):
         picked = next((i for i in view.instances if i.name == self.instance), None)
         return picked or (view.instances[0] if view.instances else None)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``i`` is offered only on a node that runs more than one instance."""
+        if action == "next_instance":  # from the config: known before the first poll
+            node = next((n for n in self.spark.fleet.nodes if n.name == self.node), None)
+            return node is not None and len(node.vllm) > 1
+        return True
+
     def shown_instance(self) -> str | None:
         """The name of the instance whose engine the panels show (None: the node has none)."""
         view = self._view(self.spark.views)

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_tmux import TMUX, Tmux
 from tests.support.toy_engine import LACKS, ToyServer, config, install
 
@@ -89,7 +91,7 @@ def _row_with_rate(tmux: Tmux, model: str, timeout_s: float) -> str:
 def test_an_installed_engine_shows_on_the_fleet_screen_in_a_real_terminal(tmp_path: Path) -> None:
     assert TMUX is not None or os.environ.get("CI") != "true", "tmux is required under CI"
     if TMUX is None:
-        return
+        pytest.skip("tmux not installed")
     site = install(tmp_path / "site")
     tmux = Tmux()
     try:
