@@ -426,15 +426,16 @@ def plan_restart(
     head_node, head = ranks[-1]
     head_view = _instance_view(by_name.get(head_node.name), head.name)
     if head.base_url is not None:
+        health = _health_path(head)
         steps.append(
             Step(
                 StepKind.WAIT_HEALTHY,
                 head_node.name,
-                f"wait for {head_node.name}/{head.name} to answer /health 200",
-                f"GET {head.base_url}/health until 200 (every {settings.health_poll_s:g} s)",
+                f"wait for {head_node.name}/{head.name} to answer {health} 200",
+                f"GET {head.base_url}{health} until 200 (every {settings.health_poll_s:g} s)",
                 settings.ready_timeout_s,
                 instance=head.name,
-                url=f"{head.base_url}/health",
+                url=f"{head.base_url}{health}",
                 poll_s=settings.health_poll_s,
             )
         )
@@ -588,6 +589,12 @@ def plan_kill_workers(
     return ActionPlan(
         kind, node, None, targets, (step,), _overall([step], settings), warnings=warnings, processes=identities
     )
+
+
+def _health_path(spec: ServerSpec) -> str:
+    """Where the instance's engine says it is up (``PollPlan.health_path``: SGLang's ``/ready``)."""
+    found = registry().get(spec.engine)
+    return found.polling.health_path if found is not None else "/health"
 
 
 def engine_label(spec: ServerSpec) -> str:

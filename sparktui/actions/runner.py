@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import ActionPlan, BenchPlan, FixPlan, Refusal, Step, StepKind, Warmup
@@ -519,7 +520,9 @@ class ActionRunner:
                 )
             answer = await fetch(client, step.url, timeout_s=max(0.1, min(5.0, remaining)), max_bytes=64 * 1024)
             if answer.ok and answer.status == 200:
-                return StepResult(step, ok=True, message="/health answered 200", duration_s=self.clock() - started)
+                return StepResult(
+                    step, ok=True, message=f"{urlsplit(step.url).path} answered 200", duration_s=self.clock() - started
+                )
             said = answer.problem()
             now = time.monotonic()
             if said != last_said or now - said_at >= 10.0:

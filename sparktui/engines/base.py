@@ -20,8 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparktui.model.reading import EngineReading
+from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 
 KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")  # an engine kind, as configs name it: engine = "llamacpp"
+
+
+def json_version(found: object) -> str | None:
+    """The ``version`` string of an engine's JSON description of itself (vLLM's ``/version``, SGLang's
+    ``/server_info``), made safe; None where there is none."""
+    if isinstance(found, dict) and isinstance(found.get("version"), str):
+        return safe_text(found["version"], LABEL_LIMIT)
+    return None
 
 
 def _never(_metrics_body: bytes) -> bool:
@@ -30,8 +39,9 @@ def _never(_metrics_body: bytes) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class PollPlan:
-    """What one poll of an instance asks, on the instance's base URL, besides ``/health`` and
-    ``/metrics`` (and ``/v1/models`` now and then, which every engine here serves).
+    """What one poll of an instance asks, on the instance's base URL: its health (``health_path``, every
+    poll: 200 is up; ``/health`` unless the engine's runs work, as SGLang's runs a one-token generation),
+    its Prometheus text (``metrics_path``) and ``/v1/models`` now and then, which every engine here serves.
 
     ``info_path``: the engine's description of itself (vLLM ``/version``, llama-server ``/props``),
     asked at the first poll, after the server came back, and every ``VERSION_EVERY`` polls, or every
@@ -44,6 +54,8 @@ class PollPlan:
     (it says which models are loaded)."""
 
     info_path: str | None = None
+    health_path: str = "/health"
+    metrics_path: str = "/metrics"
     metrics: bool = True
     models_each_poll: bool = False
     info_each_poll: bool = False

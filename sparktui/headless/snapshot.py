@@ -198,7 +198,7 @@ def _instance_lines(view: InstanceView) -> list[str]:
     if view.metrics_problem is not None:
         return lines  # its /metrics could not be used: the reason above says why, no numbers follow
     if not view.engine_stats:
-        lines.append("    up without engine stats (--disable-log-stats): no vLLM numbers to show")
+        lines.append(f"    up without engine stats (--disable-log-stats): no {view.engine} numbers to show")
         return lines
     lines.append(
         f"    running {fmt_number(view.running)}   "
@@ -206,6 +206,12 @@ def _instance_lines(view: InstanceView) -> list[str]:
         f"KV cache {kv_line(view.kv)}"
     )
     lines.extend(_rates_lines(view.rates, view.lacks))
+    if "spec_accept_length" in view.reported and (view.rates is None or view.rates.spec_decode is None):
+        rate, length = view.reported.get("spec_accept_rate"), view.reported["spec_accept_length"]
+        lines.append(
+            f"    spec decode (as {view.engine} reports it): acceptance {fmt_pct(rate)}"
+            f"   mean length {fmt_number(length, 2)}   per draft position: –"
+        )
     if view.rates is not None:
         lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
     lines.extend(f"    {line}" for line in engine_lines(view.rates))

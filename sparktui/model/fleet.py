@@ -86,6 +86,18 @@ class InstanceView:
     # that serves what it loaded at its start.
     models: tuple[ServedModel, ...] = ()
     engine_kind: str = "vllm"  # the engine it runs, as the config names it (``ServerSpec.engine``)
+    # Numbers its engine computes itself over its own recent work and serves as gauges (SGLang's
+    # "spec_accept_length", "spec_accept_rate"; ``ModelScrape.reported``), as the engine reports them.
+    reported: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """Speculative decoding's mean acceptance length: over the window where the engine counts drafts
+        and accepted tokens, else as the engine reports it (``reported``); None without either."""
+        spec = self.rates.spec_decode if self.rates is not None else None
+        if spec is not None:
+            return spec.mean_acceptance_length
+        return self.reported.get("spec_accept_length")
 
     @property
     def imbalanced_engines(self) -> tuple[str, ...]:
@@ -525,6 +537,7 @@ class InstanceState:
             roofline=_roofline(rates, node) if fresh else None,
             lacks=gauges.lacks if gauges else {},
             models=self.on_demand,
+            reported=gauges.reported if gauges else {},
         )
 
     def _engine_load(

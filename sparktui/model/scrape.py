@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sparktui.model.numbers import label_int
-from sparktui.model.promtext import parse_number
+from sparktui.model.numbers import NumberKind, label_int
+from sparktui.model.promtext import Sample, parse_number
 
 
 class Sleep(StrEnum):
@@ -53,6 +53,16 @@ class ScrapeProblem(ValueError):
     """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
 
 
+def checked(wire: str, series: list[Sample], kind: NumberKind) -> list[Sample]:
+    """``series`` when every value is a number of its ``kind`` (``model/numbers.py``), else
+    ``ScrapeProblem`` naming ``wire`` and the value ("sglang:token_usage is 1.5, above 1")."""
+    for _labels, value in series:
+        problem = kind.problem(value)
+        if problem is not None:
+            raise ScrapeProblem(f"{wire} is {problem}")
+    return series
+
+
 @dataclass(frozen=True, slots=True)
 class HistogramSample:
     """A cumulative histogram at one scrape, summed over engines. ``bounds`` ends with +Inf."""
@@ -83,6 +93,9 @@ class ModelScrape:
     # What the engine does not export at all, by what it would show ("latency", "mfu"), and why, in the
     # operator's words ("llama.cpp exports no latency histograms"): the screen says so beside its "–".
     lacks: Mapping[str, str] = field(default_factory=dict)
+    # Numbers the engine computes itself over its own recent work and serves as gauges (SGLang's
+    # "spec_accept_length", "spec_accept_rate"): shown as the engine reports them, never windowed.
+    reported: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def prefix_hit_rate_gauge(self) -> float | None:

@@ -21,10 +21,10 @@ VERSION_EVERY = 60  # polls between /version checks while healthy
 MODELS_EVERY = 30  # polls between /v1/models checks while healthy
 
 
-def metrics_url(base: str, names: tuple[str, ...]) -> str:
-    """The /metrics URL polled, with a ``name[]`` filter of ``names`` (the series sparktui reads of an
+def metrics_url(base: str, names: tuple[str, ...], path: str = "/metrics") -> str:
+    """The metrics URL polled, with a ``name[]`` filter of ``names`` (the series sparktui reads of an
     engine that takes the filter); none: the whole exposition."""
-    return f"{base}/metrics?{urlencode({'name[]': list(names)}, doseq=True)}" if names else f"{base}/metrics"
+    return f"{base}{path}?{urlencode({'name[]': list(names)}, doseq=True)}" if names else f"{base}{path}"
 
 
 @dataclass
@@ -70,7 +70,9 @@ class _InstancePoller:
     def _metrics_url(self, base: str, plan: PollPlan) -> str:
         url = self.metrics_urls.get(plan)
         if url is None:  # built once: the filter has sixty query parameters to encode
-            url = self.metrics_urls[plan] = metrics_url(base, plan.metrics_filter if self.spec.metrics_filter else ())
+            url = self.metrics_urls[plan] = metrics_url(
+                base, plan.metrics_filter if self.spec.metrics_filter else (), plan.metrics_path
+            )
         return url
 
     async def poll(self, client: FetchClient) -> ServerObservation:
@@ -111,7 +113,7 @@ class _InstancePoller:
             return None
 
         health, metrics, asked_version, models = await asyncio.gather(
-            fetch(client, f"{base}/health", timeout_s=timeout, max_bytes=64 * 1024),
+            fetch(client, f"{base}{plan.health_path}", timeout_s=timeout, max_bytes=64 * 1024),
             timed_metrics() if plan.metrics else nothing(),
             ask_info() if ask_version else nothing(),
             fetch(

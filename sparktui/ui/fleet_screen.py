@@ -139,8 +139,7 @@ def _ttft_p90(instance: InstanceView | None) -> float | None:
 
 
 def _accept(instance: InstanceView) -> str:
-    spec = instance.rates.spec_decode if instance.rates else None
-    return fmt_number(spec.mean_acceptance_length, 2) if spec is not None else NO_DATA
+    return fmt_number(instance.acceptance_length, 2)
 
 
 class FleetScreen(SparkScreen[None]):

@@ -11,7 +11,7 @@ last numbers it had."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import ClassVar
 
@@ -195,6 +195,20 @@ def _ttft_histogram(rates: EngineRates | None, width: int, colour: str, dim: str
         lines.append("█" * cells, style=colour)
         lines.append(f" {count:.0f}", style=dim)
     return lines
+
+
+def _reported_spec(reported: Mapping[str, float], why: str | None, colours: dict[str, str]) -> RenderableType:
+    """Speculative decoding from the engine's own gauges: its numbers over its recent batches, not a
+    window of sparktui's, and no position of the draft."""
+    head = packed_lines(
+        [
+            [
+                Text(f"acceptance {fmt_pct(reported.get('spec_accept_rate'))}"),
+                Text(f"mean length {fmt_number(reported.get('spec_accept_length'), 2)}"),
+            ]
+        ]
+    )
+    return Group(head, Text(why or "per draft position: –", style=colours["dim"]))
 
 
 def _spec_decode(rates: EngineRates | None, colours: dict[str, str], trend: Sequence[float]) -> RenderableType:
@@ -554,8 +568,20 @@ class NodeScreen(SparkScreen[None]):
         serve (it may well decode speculatively once it is back)."""
         app = self.spark
         panel = self.query_one("#spec", Static)
-        panel.display = rates is not None and rates.spec_decode is not None
+        reported = instance.reported if instance is not None else {}
+        panel.display = (rates is not None and rates.spec_decode is not None) or "spec_accept_length" in reported
         if not panel.display or instance is None:
+            return
+        if rates is None or rates.spec_decode is None:  # the engine's own gauges (SGLang), as it reports them
+            colours = self.spark.colours
+            self._put(
+                "#spec",
+                (tuple(reported.items()), instance.engine, instance.lacks.get("spec_positions"), self.spark.theme),
+                lambda: Group(
+                    _panel_title(f"Speculative decoding (as {instance.engine} reports it)"),
+                    _reported_spec(reported, instance.lacks.get("spec_positions"), colours),
+                ),
+            )
             return
         trend = app.history.series(view.name, instance.name, "acceptance_length")
         colours = app.colours

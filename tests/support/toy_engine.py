@@ -10,16 +10,16 @@ any engine a package adds, without a line of sparktui changed.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from sparktui.engines import Engine, PollPlan
 from sparktui.model.promtext import Exposition
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.scrape import EngineScrape, ModelScrape, ScrapeProblem
+from tests.support.http_server import QuietHandler, served
 
 RUNNING = "toy_requests_running"
 GENERATED = "toy_tokens_generated_total"
@@ -73,7 +73,7 @@ class ToyServer:
         self.asked: list[str] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.asked.append(self.path)
                 if self.path == "/health":
@@ -92,29 +92,13 @@ class ToyServer:
                 else:
                     self._send(404, b"no", "text/plain")
 
-            def _send(self, status: int, body: bytes, kind: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = int(self.httpd.server_address[1])
 
     @contextmanager
     def serving(self) -> Iterator[ToyServer]:
-        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with served(self.httpd):
             yield self
-        finally:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            thread.join(timeout=10)
 
 
 def install(site: Path, target: str = "tests.support.toy_engine:ENGINE") -> Path:

@@ -402,8 +402,8 @@ RULES: list[tuple[str, str, str]] = [
     ),
     (
         "engine-unknown",
-        NODE + '[[nodes.vllm]]\nengine = "sglang"\nport = 30000\n',
-        "nodes[0].vllm[0].engine: 'sglang' is no engine sparktui knows (it knows llamacpp, vllm; "
+        NODE + '[[nodes.vllm]]\nengine = "tensorrt"\nport = 8355\n',
+        "nodes[0].vllm[0].engine: 'tensorrt' is no engine sparktui knows (it knows llamacpp, sglang, vllm; "
         "docs/engines.md says how to add one)",
     ),
     (

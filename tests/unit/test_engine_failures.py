@@ -190,9 +190,9 @@ def test_an_engine_file_is_that_engines_whatever_it_says() -> None:
 
 def test_the_main_file_names_only_known_engines() -> None:
     text = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
-    with pytest.raises(CatalogueError, match=r"rule 'oom-during-load': 'engine' must be one of vllm, llamacpp"):
+    with pytest.raises(CatalogueError, match=r"rule 'oom-during-load': 'engine' must be one of vllm, llamacpp, sglang"):
         parse_catalogue(
-            text.replace('id = "oom-during-load"\nengine = "vllm"', 'id = "oom-during-load"\nengine = "sglang"')
+            text.replace('id = "oom-during-load"\nengine = "vllm"', 'id = "oom-during-load"\nengine = "tensorrt"')
         )
 
 

@@ -41,7 +41,7 @@ from sparktui.model import safe_json
 from sparktui.model.numbers import COUNT, COUNTER, MAX_CONTEXT_TOKENS, NumberKind, json_int, label_int
 from sparktui.model.promtext import Exposition, Sample
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.scrape import CacheConfig, EngineScrape, ModelScrape, ScrapeProblem, Sleep
+from sparktui.model.scrape import CacheConfig, EngineScrape, ModelScrape, ScrapeProblem, Sleep, checked
 
 ENGINE = "0"  # one engine per server: the key of its context usage
 ENDED = "generation_tokens_ended"  # tokens_predicted_total as served: the tokens of the requests that ended
@@ -177,7 +177,7 @@ def normalise(
     if not any(counters.get(key) for key in SPECULATIVE):
         for key in SPECULATIVE:  # always served, at 0 without a draft: not a speculative server
             counters.pop(key, None)
-    for labels, value in _checked(ACCEPTED_PER_POSITION, expo.get(ACCEPTED_PER_POSITION), COUNTER):
+    for labels, value in checked(ACCEPTED_PER_POSITION, expo.get(ACCEPTED_PER_POSITION), COUNTER):
         position = label_int(labels.get("position", ""))
         if position is None:
             raise ScrapeProblem(f"{ACCEPTED_PER_POSITION} has a position that is not a whole number")
@@ -244,12 +244,4 @@ def _single(wire: str, series: list[Sample], kind: NumberKind) -> float | None:
         return None
     if len(series) > 1:
         raise ScrapeProblem(f"{wire} appears {len(series)} times (llama-server serves it once)")
-    return _checked(wire, series, kind)[0][1]
-
-
-def _checked(wire: str, series: list[Sample], kind: NumberKind) -> list[Sample]:
-    for _labels, value in series:
-        problem = kind.problem(value)
-        if problem is not None:
-            raise ScrapeProblem(f"{wire} is {problem}")
-    return series
+    return checked(wire, series, kind)[0][1]

@@ -6,24 +6,16 @@ takes ``name[]``), ``/version`` at the start, after a restart and now and then, 
 
 from __future__ import annotations
 
-from sparktui.engines.base import Engine, PollPlan
+from sparktui.engines.base import Engine, PollPlan, json_version
 from sparktui.engines.vllm.scrape import WANTED, normalise, wanted_sample_names
 from sparktui.model.reading import EngineReading
-from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-
-
-def _version(found: object) -> str | None:
-    if isinstance(found, dict) and isinstance(found.get("version"), str):
-        return safe_text(found["version"], LABEL_LIMIT)
-    return None
-
 
 READING = EngineReading(
     kind="vllm",
     label="vLLM",
     wanted=WANTED.__contains__,
     normalise=lambda expo, _answers: normalise(expo),
-    version=_version,
+    version=json_version,
 )
 ENGINE = Engine(
     READING, PollPlan(info_path="/version", metrics_filter=wanted_sample_names()), series=wanted_sample_names()
