@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
 
@@ -46,6 +46,20 @@ def exec_start_argvs(value: str) -> list[list[str]]:
     """
     found = re.findall(r"argv\[\]=(.*?) ; (?:ignore_errors|flags)=", value)
     return [words.split() for words in found if words.strip()]
+
+
+MAX_ENVIRONMENT = 256  # variables kept per unit or container
+
+
+def environment_words(words: Iterable[str]) -> dict[str, str]:
+    """``NAME=VALUE`` words (a unit's ``Environment``, a container's ``Env`` or ``-e``) as a dict; a word
+    that is not one is skipped, and at most ``MAX_ENVIRONMENT`` are kept."""
+    found: dict[str, str] = {}
+    for word in words:
+        name, eq, value = word.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and len(found) < MAX_ENVIRONMENT:
+            found[name] = value
+    return found
 
 
 def _basename(word: str) -> str:
@@ -257,6 +271,7 @@ class DockerRun:
     host_network: bool
     entrypoint: str | None
     command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)  # -e NAME=VALUE (-e NAME passes the caller's: unknown)
 
 
 def _docker_verb_index(argv: Sequence[str], verbs: Iterable[str]) -> tuple[str, int] | None:
@@ -283,6 +298,7 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
     network: str | None = None
     entrypoint: str | None = None
     publish: list[Publish] = []
+    env: list[str] = []
     while index < len(argv):
         word = argv[index]
         if word == "--":
@@ -319,6 +335,8 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
             network = value
         elif option == "--entrypoint":
             entrypoint = value
+        elif option == "--env":
+            env.append(value)
     image = argv[index] if index < len(argv) else None
     return DockerRun(
         name=name,
@@ -327,6 +345,7 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
         host_network=network == "host",
         entrypoint=entrypoint,
         command=tuple(argv[index + 1 :]),
+        env=environment_words(env),
     )
 
 
@@ -522,10 +541,11 @@ def llama_port(
     return published_port(args.port, args.port_how(), publish, host_network=host_network, unpublished=unpublished)
 
 
-def analyse_llama_command(argv: Sequence[str]) -> CommandLine:
+def analyse_llama_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandLine:
     """Read one command line for a llama-server: ``llama-server ...``, ``bash -c "... llama-server ..."``,
     ``docker run ... IMAGE [llama-server] ...`` (an official server image runs llama-server: the words
-    after it are its options), ``docker exec|start NAME``."""
+    after it are its options), ``docker exec|start NAME``. ``env``: the environment it runs in (a unit's);
+    a container's is its ``-e``."""
     run = parse_docker_run(argv)
     if run is not None:
         server = find_llama_server(run.command)
@@ -533,7 +553,7 @@ def analyse_llama_command(argv: Sequence[str]) -> CommandLine:
             server = _until_shell_operator(run.command)
         if server is None and run.entrypoint is None and is_server_image(run.image or ""):
             server = _until_shell_operator(run.command)
-        args = parse_server_args(server) if server is not None else None
+        args = parse_server_args(server, run.env) if server is not None else None
         found = (
             llama_port(args, run.publish, host_network=run.host_network, unpublished=" with `-p`")
             if args is not None
@@ -541,7 +561,7 @@ def analyse_llama_command(argv: Sequence[str]) -> CommandLine:
         )
         return replace(_docker_run_command(run, found, "llama-server"), llama=args)
     server = find_llama_server(argv)
-    args = parse_server_args(server) if server is not None else None
+    args = parse_server_args(server, env) if server is not None else None
     other = _container_or_script(argv, "llama-server")
     if other.container is not None or args is None:
         return replace(other, llama=args)

@@ -3,7 +3,7 @@ launch each."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sparktui.discovery.commands import (
@@ -101,7 +101,7 @@ def _container_launch(container: ContainerInfo) -> tuple[VllmArgs | None, int | 
 
 def _llama_container_launch(container: ContainerInfo) -> tuple[ServerArgs | None, int | None, str]:
     server = find_llama_server(container.argv)
-    args = parse_server_args(server) if server is not None else None
+    args = parse_server_args(server, container.env) if server is not None else None
     publish = _publish(container)
     if args is not None:
         return args, *llama_port(args, publish, host_network=container.host_network)
@@ -118,7 +118,7 @@ class _Reader:
     engine: str
     is_unit: Callable[[UnitInfo], bool]
     is_container: Callable[[ContainerInfo], bool]
-    analyse: Callable[[Sequence[str]], CommandLine]
+    analyse: Callable[[Sequence[str], Mapping[str, str]], CommandLine]  # a command line, the unit's environment
     args_of: Callable[[CommandLine], LaunchArgs | None]
     from_container: Callable[[ContainerInfo], tuple[LaunchArgs | None, int | None, str]]
 
@@ -133,7 +133,7 @@ _VLLM = _Reader(
     engine="vllm",
     is_unit=lambda unit: is_vllm_unit(unit) and not is_llama_unit(unit),
     is_container=lambda container: is_vllm_container(container) and not is_llama_container(container),
-    analyse=analyse_command,
+    analyse=lambda argv, _env: analyse_command(argv),
     args_of=lambda command: command.vllm,
     from_container=_container_launch,
 )
@@ -154,13 +154,13 @@ def _launches(reader: _Reader, units: Sequence[UnitInfo], containers: Sequence[C
     for unit in units:
         if not reader.is_unit(unit):
             continue
-        commands = [reader.analyse(argv) for argv in unit.exec_start]
+        commands = [reader.analyse(argv, unit.environment) for argv in unit.exec_start]
         command = next(
             (c for c in commands if reader.args_of(c) is not None),
             next((c for c in commands if c.container is not None), commands[0] if commands else None),
         )
         if command is None:
-            command = reader.analyse(())
+            command = reader.analyse((), unit.environment)
         inside = by_name.get(command.container) if command.container is not None else None
         args, args_from = reader.args_of(command), f"the ExecStart of {unit.name}"
         host_port, port_how = command.host_port, command.port_how

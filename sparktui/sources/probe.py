@@ -47,7 +47,7 @@ MAX_CONTAINERS = 64  # containers inspected per host (one `docker inspect` call)
 COMMAND_TIMEOUT_S = 20.0
 
 LIST_UNITS = "systemctl list-units --type=service --all --no-legend --plain --no-pager"
-SHOW_PROPERTIES = "Id,ActiveState,SubState,Description,FragmentPath,ExecStart"
+SHOW_PROPERTIES = "Id,ActiveState,SubState,Description,FragmentPath,ExecStart,Environment"
 DOCKER_PS = "docker ps -a --no-trunc --format '{{.Names}}\\t{{.Image}}\\t{{.Ports}}'"
 
 

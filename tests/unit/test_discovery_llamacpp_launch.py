@@ -162,6 +162,51 @@ def test_the_port_and_how_it_was_given(words: list[str], port: int | None, how: 
     assert (args.port, args.port_how()) == (port, how)
 
 
+def test_the_environment_llama_server_reads_is_read_and_the_command_line_wins_over_it() -> None:
+    env = {
+        "LLAMA_ARG_PORT": "9010",
+        "LLAMA_ARG_HOST": "0.0.0.0",
+        "LLAMA_ARG_MODEL": "/m/env.gguf",
+        "LLAMA_ARG_ENDPOINT_METRICS": "true",
+        "LLAMA_ARG_NO_ENDPOINT_SLOTS": "1",
+    }
+    args = parse_server_args([], env)
+    assert (args.port, args.port_how(), args.host, args.model, args.metrics, args.slots) == (
+        9010,
+        "`LLAMA_ARG_PORT=9010`",
+        "0.0.0.0",
+        "/m/env.gguf",
+        True,
+        False,
+    )
+    given = parse_server_args(["--port", "9011", "-m", "/m/cli.gguf"], env)
+    assert (given.port, given.port_how(), given.model) == (9011, "`--port 9011`", "/m/cli.gguf")
+    assert parse_server_args([], {"LLAMA_ARG_ENDPOINT_METRICS": "maybe"}).metrics is False
+
+
+def test_a_units_environment_and_a_containers_env_give_the_port() -> None:
+    (service,) = parse_systemctl_show(
+        "Id=llama-env.service\nActiveState=active\nSubState=running\n"
+        'Environment=LLAMA_ARG_PORT=9020 "LLAMA_ARG_ALIAS=my model" not-a-variable\n'
+        f"ExecStart={exec_start('/opt/llama-server -m /m/a.gguf')}\n"
+    )
+    assert service.environment == {"LLAMA_ARG_PORT": "9020", "LLAMA_ARG_ALIAS": "my model"}
+    run = unit("llama-run.service", "docker run -e LLAMA_ARG_PORT=9000 -p 9021:9000 ghcr.io/ggml-org/llama.cpp:server")
+    container = replace(official_container("llama-env", ["-m", "/m/b.gguf"], None), env={"LLAMA_ARG_PORT": "9022"})
+    container = replace(container, ports={9022: 9023})
+    found = {(launch.unit or launch.container): launch for launch in llama_launches((service, run), (container,))}
+    assert (found["llama-env.service"].host_port, found["llama-env.service"].port_how) == (
+        9020,
+        "`LLAMA_ARG_PORT=9020` in the unit's ExecStart",
+    )
+    assert found["llama-env.service"].llama is not None and found["llama-env.service"].llama.alias == "my model"
+    assert (found["llama-run.service"].host_port, found["llama-run.service"].port_how) == (
+        9021,
+        "`-p 9021:9000` (`LLAMA_ARG_PORT=9000` in the container) in the unit's ExecStart",
+    )
+    assert found["llama-env"].host_port == 9023
+
+
 @pytest.mark.parametrize(
     ("image", "runs"),
     [
@@ -376,12 +421,16 @@ HOSTILE = [
 @pytest.mark.parametrize("line", HOSTILE)
 def test_a_hostile_command_line_ends_in_a_config_that_loads(line: str) -> None:
     words = split_command_line(line)
-    service = UnitInfo("llama-x.service", "active", "running", "", (tuple(words), tuple(line.split())))
+    hostile_env = {"LLAMA_ARG_ALIAS": '"\n[y]\x00', "LLAMA_ARG_PORT": "8\n081", "LLAMA_ARG_MODEL": "\x1b]0;x\x07"}
+    service = UnitInfo(
+        "llama-x.service", "active", "running", "", (tuple(words), tuple(line.split())), environment=hostile_env
+    )
     for answered in ((llama_answer(8081, alias="a\n[x]"),), ()):  # named from /props, or from the command line
         text = rendered(report(*answered, units=(service,)))
         (node,) = parse_config(text, env={}).nodes
         assert all(v.engine == "llamacpp" for v in node.vllm)
         assert "\n[thresholds]" not in text and '\n[[nodes]]\nname = "x' not in text and "\n[x]" not in text
+        assert "\n[y]" not in text and "\x1b" not in text and "\x00" not in text
         assert all(len(line) <= 2100 for line in text.splitlines())
 
 

@@ -5,7 +5,9 @@
 Options are read as llama-server reads them (``common/arg.cpp`` of llama.cpp 11434): every option takes
 the next word as its value, whatever it looks like; a long option's ``_`` is read as ``-``; the last one
 given wins; nothing is positional. ``--opt=value`` is accepted too, though llama-server itself refuses
-it. Pure: the words are untrusted text from a host.
+it. The environment variables it reads for the same options (``LLAMA_ARG_PORT``...) are read where the
+environment is known (a unit's ``Environment``, a container's ``-e`` or ``Config.Env``); the command
+line wins over them, as in llama-server. Pure: the words are untrusted text from a host.
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ _FLAGS: Mapping[str, tuple[str, bool]] = {
     "--slots": ("--slots", True),
     "--no-slots": ("--slots", False),
 }
+# The environment variables llama-server reads for those options (arg.cpp's set_env).
+_ENV_VALUES: Mapping[str, str] = {
+    "LLAMA_ARG_PORT": "--port",
+    "LLAMA_ARG_HOST": "--host",
+    "LLAMA_ARG_MODEL": "--model",
+    "LLAMA_ARG_ALIAS": "--alias",
+    "LLAMA_ARG_MODELS_DIR": "--models-dir",
+    "LLAMA_ARG_HF_REPO": "--hf-repo",
+    "LLAMA_API_KEY": "--api-key",
+}
+_ENV_FLAGS: Mapping[str, str] = {"LLAMA_ARG_ENDPOINT_METRICS": "--metrics", "LLAMA_ARG_ENDPOINT_SLOTS": "--slots"}
+_TRUTHY = frozenset({"on", "enabled", "true", "1"})  # common_arg_utils::is_truthy
+_FALSEY = frozenset({"off", "disabled", "false", "0"})
 # ghcr.io/ggml-org/llama.cpp:server, :server-cuda, :server-cuda13, ggerganov/llama.cpp:server-vulkan...:
 # images whose entrypoint is llama-server, so the words after the image are its options.
 _SERVER_IMAGE = re.compile(r"(?:^|/)llama\.cpp:server(?:-[A-Za-z0-9_.-]+)?(?:@sha256:[0-9a-f]+)?$")
@@ -58,6 +73,7 @@ class ServerArgs:
     port: int | None = DEFAULT_PORT  # None: given, but not a port (`--port $PORT`)
     port_given: bool = False
     port_raw: str | None = None
+    port_env: bool = False  # the port came from LLAMA_ARG_PORT, not --port
     host: str | None = None  # --host as given (comma-separated addresses, or a UNIX socket path)
     model: str | None = None  # -m: the GGUF it loads
     hf_repo: str | None = None  # -hf: the Hugging Face repository it downloads its GGUF from
@@ -79,9 +95,10 @@ class ServerArgs:
 
     def port_how(self) -> str:
         """How the port was given, for the comment that says where the config's port came from."""
+        given = f"`LLAMA_ARG_PORT={self.port_raw}`" if self.port_env else f"`--port {self.port_raw}`"
         if self.port is None:
-            return f"`--port {self.port_raw}`, which init cannot read"
-        return f"`--port {self.port}`" if self.port_given else f"llama-server's default port {self.port}"
+            return f"{given}, which init cannot read"
+        return given if self.port_given else f"llama-server's default port {self.port}"
 
 
 def _port(raw: str | None) -> int | None:
@@ -91,10 +108,23 @@ def _port(raw: str | None) -> int | None:
     return port if 1 <= port <= 65535 else None
 
 
-def parse_server_args(args: Sequence[str]) -> ServerArgs:
-    """Read the options that follow ``llama-server``; those sparktui does not use are skipped."""
-    values: dict[str, str] = {}
+def _from_environment(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, bool]]:
+    values = {option: env[name] for name, option in _ENV_VALUES.items() if name in env}
     flags: dict[str, bool] = {}
+    for name, option in _ENV_FLAGS.items():
+        value = env.get(name, "").strip().lower()
+        if value in _TRUTHY or value in _FALSEY:
+            flags[option] = value in _TRUTHY
+    if "LLAMA_ARG_NO_ENDPOINT_SLOTS" in env:  # the negative form, whatever its value
+        flags["--slots"] = False
+    return values, flags
+
+
+def parse_server_args(args: Sequence[str], env: Mapping[str, str] | None = None) -> ServerArgs:
+    """Read the options that follow ``llama-server`` (over what ``env``, its environment, says); those
+    sparktui does not use are skipped."""
+    values, flags = _from_environment(env or {})
+    from_env = set(values)
     index = 0
     while index < len(args):
         word = args[index]
@@ -116,12 +146,16 @@ def parse_server_args(args: Sequence[str]) -> ServerArgs:
         elif index < len(args):
             values[key] = args[index]
             index += 1
+        else:
+            continue
+        from_env.discard(key)
     port_raw = values.get("--port")
     aliases = [alias.strip() for alias in values.get("--alias", "").split(",") if alias.strip()]
     return ServerArgs(
         port=DEFAULT_PORT if port_raw is None else _port(port_raw),
         port_given=port_raw is not None,
         port_raw=port_raw,
+        port_env="--port" in from_env,
         host=values.get("--host"),
         model=values.get("--model"),
         hf_repo=values.get("--hf-repo"),
