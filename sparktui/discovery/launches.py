@@ -28,14 +28,15 @@ LaunchArgs = VllmArgs | ServerArgs
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """A vLLM start found over SSH: a systemd unit (which may run a container) or a container."""
+    """A server's start found over SSH (a vLLM's, or a llama-server's when ``engine`` says so): a systemd
+    unit (which may run a container) or a container."""
 
     unit: str | None
     container: str | None  # a container run by the unit, or the container itself
     state: str
     alive: bool
     vllm: VllmArgs | None
-    args_from: str  # where the vLLM arguments were read
+    args_from: str  # where the server's arguments were read
     host_port: int | None
     port_how: str
     runs: str
