@@ -14,8 +14,9 @@ Over HTTP (all at once, short timeouts), every port below is asked /version, /v1
 a llama.cpp llama-server (/props with its build_info; written with engine = "llamacpp"), a GPU
 exporter or node_exporter (/metrics, told apart by metric names), Ollama (/api/tags) or a side
 service (/health). Over SSH (with --user, --port, --key, --known-hosts), the systemd units and docker
-containers that run vLLM are read, with their `vllm serve` command lines: --port (and docker's
--p HOST:CONTAINER), --gpu-memory-utilization and --served-model-name.
+containers that run vLLM or llama-server are read, with their command lines: --port (and docker's
+-p HOST:CONTAINER), vLLM's --gpu-memory-utilization and --served-model-name, llama-server's -m,
+--alias and --models-dir; each is matched with the server answering on its host port.
 
 Every value in the file has a comment saying how it was found; what was probed and not found is
 listed in comments. The file is validated before it is written, and an existing file is only

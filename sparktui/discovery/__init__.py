@@ -3,19 +3,23 @@
 ``sparktui.init`` does the I/O (HTTP probes of the usual ports, ``systemctl`` and ``docker`` over SSH)
 and hands this package plain text and ``HttpResult``s. Here they are read and rendered, one module a step:
 
-- ``commands``: ``vllm serve`` arguments (``--port``, ``--gpu-memory-utilization``,
-  ``--served-model-name``...) found in a systemd ``ExecStart``, a ``docker run`` (with its ``-p
-  HOST:CONTAINER`` mappings and ``--network host``), a ``docker inspect`` or a ``bash -c`` string;
+- ``commands``: the command lines that start a server, found in a systemd ``ExecStart``, a ``docker run``
+  (with its ``-p HOST:CONTAINER`` mappings and ``--network host``), a ``docker inspect`` or a ``bash -c``
+  string: ``vllm serve`` arguments (``--port``, ``--gpu-memory-utilization``, ``--served-model-name``...)
+  read here, llama.cpp's ``llama-server`` by its engine's own reader (``engines.llamacpp.command``:
+  ``--port``, ``-m``, ``--alias``, ``--models-dir``..., and the official server images);
 - ``units``: ``systemctl list-units`` / ``systemctl show`` / ``docker ps`` / ``docker inspect`` output;
-- ``launches``: the units and containers among them that start a vLLM;
-- ``probes``: the ports probed and what their HTTP answers say is there: a vLLM, a GPU exporter or
-  node_exporter, Ollama, a side service;
-- ``plan``: matching what SSH found (units, containers, their host ports) with the vLLMs that answered;
+- ``launches``: the units and containers among them that start a vLLM or a llama-server, each engine's
+  found the same way (a unit that runs a container is one launch, written as the unit);
+- ``probes``: the ports probed and what their HTTP answers say is there: a vLLM, a llama-server (its
+  ``/props``), a GPU exporter or node_exporter, Ollama, a side service;
+- ``plan``: matching what SSH found (units, containers, their host ports) with the servers of the same
+  engine that answered, by host port;
 - ``names``: names for the config, valid and unique;
 - ``render``: the TOML text: every value with a comment saying how it was found, and what was probed
   and not found listed in comments.
 
-Pure: no I/O, no asyncio; it imports only the model. Everything that comes from a host is treated as
-untrusted text: names that go into the config are checked against the spec's patterns, comments are
-kept to one line.
+Pure: no I/O, no asyncio; it imports only the model and the engines. Everything that comes from a host
+is treated as untrusted text: names that go into the config are checked against the spec's patterns,
+comments are kept to one line.
 """

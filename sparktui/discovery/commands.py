@@ -12,7 +12,9 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
 
 VLLM_DEFAULT_PORT = 8000  # vLLM's own default for --port
 
@@ -44,6 +46,20 @@ def exec_start_argvs(value: str) -> list[list[str]]:
     """
     found = re.findall(r"argv\[\]=(.*?) ; (?:ignore_errors|flags)=", value)
     return [words.split() for words in found if words.strip()]
+
+
+MAX_ENVIRONMENT = 256  # variables kept per unit or container
+
+
+def environment_words(words: Iterable[str]) -> dict[str, str]:
+    """``NAME=VALUE`` words (a unit's ``Environment``, a container's ``Env`` or ``-e``) as a dict; a word
+    that is not one is skipped, and at most ``MAX_ENVIRONMENT`` are kept."""
+    found: dict[str, str] = {}
+    for word in words:
+        name, eq, value = word.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and len(found) < MAX_ENVIRONMENT:
+            found[name] = value
+    return found
 
 
 def _basename(word: str) -> str:
@@ -255,6 +271,7 @@ class DockerRun:
     host_network: bool
     entrypoint: str | None
     command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)  # -e NAME=VALUE (-e NAME passes the caller's: unknown)
 
 
 def _docker_verb_index(argv: Sequence[str], verbs: Iterable[str]) -> tuple[str, int] | None:
@@ -281,6 +298,7 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
     network: str | None = None
     entrypoint: str | None = None
     publish: list[Publish] = []
+    env: list[str] = []
     while index < len(argv):
         word = argv[index]
         if word == "--":
@@ -317,6 +335,8 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
             network = value
         elif option == "--entrypoint":
             entrypoint = value
+        elif option == "--env":
+            env.append(value)
     image = argv[index] if index < len(argv) else None
     return DockerRun(
         name=name,
@@ -325,6 +345,7 @@ def parse_docker_run(argv: Sequence[str]) -> DockerRun | None:
         host_network=network == "host",
         entrypoint=entrypoint,
         command=tuple(argv[index + 1 :]),
+        env=environment_words(env),
     )
 
 
@@ -368,6 +389,7 @@ class CommandLine:
     host_port: int | None  # where the vLLM API answers on the host; None: unknown here
     port_how: str  # how host_port was read, or why it is unknown
     runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
+    llama: ServerArgs | None = None  # a llama-server's options (``analyse_llama_command``)
 
 
 def published_port(
@@ -402,6 +424,51 @@ def port_given(args: VllmArgs | None) -> str:
     return f"`--port {args.port}`" if args.port_given else f"vLLM's default port {args.port}"
 
 
+def _docker_run_command(run: DockerRun, found: tuple[int | None, str] | None, program: str) -> CommandLine:
+    """A ``docker run``: where the server answers on the host (``found``, read from its command line),
+    else the only port the container publishes. The server's arguments are for the caller to add."""
+    only = only_published(run.publish)
+    if found is not None:
+        host_port, how = found
+    elif only is not None:
+        host_port, how = only
+    else:
+        host_port, how = None, f"no {program} command line to read the port from"
+    named = f" --name {run.name}" if run.name else ""
+    return CommandLine(
+        vllm=None,
+        container=run.name,
+        image=run.image,
+        host_port=host_port,
+        port_how=how,
+        runs=f"`docker run{named}` ({run.image or 'no image'})",
+    )
+
+
+def _container_or_script(argv: Sequence[str], program: str) -> CommandLine:
+    """A command line that is not the server's own: ``docker exec|start NAME ...`` (the container sets
+    the port), a script, or anything else. The server's arguments are for the caller to add."""
+    target = docker_target(argv)
+    script = _script(argv)
+    if target is not None:
+        return CommandLine(
+            vllm=None,
+            container=target,
+            image=None,
+            host_port=None,
+            port_how=f"set by container {target}",
+            runs=f"a script in container {target} ({script})" if script else f"container {target}",
+        )
+    return CommandLine(
+        vllm=None,
+        container=None,
+        image=None,
+        host_port=None,
+        port_how=f"no {program} command line to read the port from",
+        runs=f"a script ({script})" if script else (f"`{argv[0]}`" if argv else "nothing"),
+    )
+
+
 def analyse_command(argv: Sequence[str]) -> CommandLine:
     """Read one command line: ``vllm serve ...``, ``docker run ... IMAGE [vllm serve] ...``,
     ``docker exec NAME script``, ``bash -c "... vllm serve ..."``."""
@@ -419,38 +486,19 @@ def analyse_command(argv: Sequence[str]) -> CommandLine:
             # vllm/vllm-openai images have `vllm serve` as their entrypoint: the command is its arguments.
             serve = _until_shell_operator(run.command)
         args = parse_vllm_args(serve) if serve is not None else None
-        only = only_published(run.publish)
-        if args is not None:
-            host_port, how = published_port(
+        found = (
+            published_port(
                 args.port, port_given(args), run.publish, host_network=run.host_network, unpublished=" with `-p`"
             )
-        elif only is not None:
-            host_port, how = only
-        else:
-            host_port, how = None, "no vllm serve command line to read the port from"
-        named = f" --name {run.name}" if run.name else ""
-        return CommandLine(
-            vllm=args,
-            container=run.name,
-            image=run.image,
-            host_port=host_port,
-            port_how=how,
-            runs=f"`docker run{named}` ({run.image or 'no image'})",
+            if args is not None
+            else None
         )
+        return replace(_docker_run_command(run, found, "vllm serve"), vllm=args)
     serve = find_vllm_serve(argv)
     args = parse_vllm_args(serve) if serve is not None else None
-    target = docker_target(argv)
-    if target is not None:
-        script = _script(argv)
-        what = f"a script in container {target} ({script})" if script else f"container {target}"
-        return CommandLine(
-            vllm=args,
-            container=target,
-            image=None,
-            host_port=None,
-            port_how=f"set by container {target}",
-            runs=what,
-        )
+    other = _container_or_script(argv, "vllm serve")
+    if other.container is not None:
+        return replace(other, vllm=args)
     if args is not None:
         return CommandLine(
             vllm=args,
@@ -460,12 +508,62 @@ def analyse_command(argv: Sequence[str]) -> CommandLine:
             port_how=port_given(args),
             runs="`vllm serve`",
         )
-    script = _script(argv)
-    return CommandLine(
-        vllm=None,
-        container=None,
-        image=None,
-        host_port=None,
-        port_how="no vllm serve command line to read the port from",
-        runs=f"a script ({script})" if script else (f"`{argv[0]}`" if argv else "nothing"),
-    )
+    return other
+
+
+# --- llama.cpp's llama-server -------------------------------------------------------------------------
+
+MAX_NESTING = 8  # `bash -c` strings inside `bash -c` strings read; deeper is not a launch
+
+
+def find_llama_server(argv: Sequence[str], depth: int = 0) -> list[str] | None:
+    """The arguments after ``llama-server`` (under any path), looking inside ``bash -c "..."`` strings
+    too; None when the command line runs no llama-server."""
+    for index, word in enumerate(argv):
+        if is_server_program(word):
+            return _until_shell_operator(argv[index + 1 :])
+        if depth < MAX_NESTING and "llama-server" in word and any(c.isspace() for c in word):
+            inner = find_llama_server(split_command_line(word), depth + 1)
+            if inner is not None:
+                return inner
+    return None
+
+
+def llama_port(
+    args: ServerArgs, publish: Sequence[Publish] | None, *, host_network: bool = False, unpublished: str = ""
+) -> tuple[int | None, str]:
+    """Where a llama-server answers on the host, and how that was read or why it is unknown;
+    ``publish``: a container's port mappings, None for a llama-server run on the host itself."""
+    if args.unix_socket:
+        return None, f"`--host {args.host}` is a UNIX socket, not a TCP port"
+    if publish is None:
+        return args.port, args.port_how()
+    return published_port(args.port, args.port_how(), publish, host_network=host_network, unpublished=unpublished)
+
+
+def analyse_llama_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandLine:
+    """Read one command line for a llama-server: ``llama-server ...``, ``bash -c "... llama-server ..."``,
+    ``docker run ... IMAGE [llama-server] ...`` (an official server image runs llama-server: the words
+    after it are its options), ``docker exec|start NAME``. ``env``: the environment it runs in (a unit's);
+    a container's is its ``-e``."""
+    run = parse_docker_run(argv)
+    if run is not None:
+        server = find_llama_server(run.command)
+        if server is None and run.entrypoint is not None and is_server_program(run.entrypoint):
+            server = _until_shell_operator(run.command)
+        if server is None and run.entrypoint is None and is_server_image(run.image or ""):
+            server = _until_shell_operator(run.command)
+        args = parse_server_args(server, run.env) if server is not None else None
+        found = (
+            llama_port(args, run.publish, host_network=run.host_network, unpublished=" with `-p`")
+            if args is not None
+            else None
+        )
+        return replace(_docker_run_command(run, found, "llama-server"), llama=args)
+    server = find_llama_server(argv)
+    args = parse_server_args(server, env) if server is not None else None
+    other = _container_or_script(argv, "llama-server")
+    if other.container is not None or args is None:
+        return replace(other, llama=args)
+    host_port, how = llama_port(args, None)
+    return replace(other, llama=args, host_port=host_port, port_how=how, runs="`llama-server`")

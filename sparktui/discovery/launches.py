@@ -1,36 +1,47 @@
-"""The vLLM launches SSH found: the units and containers that start a vLLM, one launch each."""
+"""The engine launches SSH found: the units and containers that start a vLLM or a llama-server, one
+launch each."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from sparktui.discovery.commands import (
+    CommandLine,
     Publish,
     VllmArgs,
     analyse_command,
+    analyse_llama_command,
+    find_llama_server,
     find_vllm_serve,
+    llama_port,
     only_published,
     parse_vllm_args,
     port_given,
     published_port,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
+from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, parse_server_args
+
+LaunchArgs = VllmArgs | ServerArgs
 
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """A vLLM start found over SSH: a systemd unit (which may run a container) or a container."""
+    """A server's start found over SSH (a vLLM's, or a llama-server's when ``engine`` says so): a systemd
+    unit (which may run a container) or a container."""
 
     unit: str | None
     container: str | None  # a container run by the unit, or the container itself
     state: str
     alive: bool
     vllm: VllmArgs | None
-    args_from: str  # where the vLLM arguments were read
+    args_from: str  # where the server's arguments were read
     host_port: int | None
     port_how: str
     runs: str
+    engine: str = "vllm"  # the config's engine = ...
+    llama: ServerArgs | None = None  # a llama-server's options, when engine is "llamacpp"
 
     @property
     def label(self) -> str:
@@ -39,6 +50,10 @@ class Launch:
 
 def _mentions_vllm(*texts: str) -> bool:
     return any("vllm" in text.lower() for text in texts)
+
+
+def _mentions_llama(*texts: str) -> bool:
+    return any(word in text.lower() for text in texts for word in ("llama-server", "llama.cpp", "llamacpp"))
 
 
 def is_vllm_unit(unit: UnitInfo) -> bool:
@@ -50,10 +65,32 @@ def is_vllm_container(container: ContainerInfo) -> bool:
     return _mentions_vllm(container.name, container.image, *container.argv)
 
 
+def is_llama_unit(unit: UnitInfo) -> bool:
+    """A unit whose ExecStart runs llama-server (and no ``vllm serve``), or named for llama.cpp and not
+    for vLLM (a script that starts it)."""
+    if any(analyse_command(argv).vllm is not None for argv in unit.exec_start):
+        return False
+    if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start):
+        return True
+    return not is_vllm_unit(unit) and _mentions_llama(unit.name, *(" ".join(argv) for argv in unit.exec_start))
+
+
+def is_llama_container(container: ContainerInfo) -> bool:
+    if find_vllm_serve(container.argv) is not None:
+        return False
+    if find_llama_server(container.argv) is not None or is_server_image(container.image):
+        return True
+    return not is_vllm_container(container) and _mentions_llama(container.name, container.image, *container.argv)
+
+
+def _publish(container: ContainerInfo) -> list[Publish]:
+    return [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
+
+
 def _container_launch(container: ContainerInfo) -> tuple[VllmArgs | None, int | None, str]:
     serve = find_vllm_serve(container.argv)
     args = parse_vllm_args(serve) if serve is not None else None
-    publish = [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
+    publish = _publish(container)
     if args is not None:
         host_port, how = published_port(args.port, port_given(args), publish, host_network=container.host_network)
         return args, host_port, how
@@ -63,66 +100,136 @@ def _container_launch(container: ContainerInfo) -> tuple[VllmArgs | None, int | 
     return None, None, "no vllm serve command line to read the port from"
 
 
+def _llama_container_launch(container: ContainerInfo) -> tuple[ServerArgs | None, int | None, str]:
+    server = find_llama_server(container.argv)
+    args = parse_server_args(server, container.env) if server is not None else None
+    publish = _publish(container)
+    if args is not None:
+        return args, *llama_port(args, publish, host_network=container.host_network)
+    only = None if container.host_network else only_published(publish)
+    if only is not None:
+        return None, *only
+    return None, None, "no llama-server command line to read the port from"
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """How one engine's launches are found and read."""
+
+    engine: str
+    is_unit: Callable[[UnitInfo], bool]
+    is_container: Callable[[ContainerInfo], bool]
+    analyse: Callable[[Sequence[str], Mapping[str, str]], CommandLine]  # a command line, the unit's environment
+    args_of: Callable[[CommandLine], LaunchArgs | None]
+    from_container: Callable[[ContainerInfo], tuple[LaunchArgs | None, int | None, str]]
+
+    def launch(self, args: LaunchArgs | None, where: Launch) -> Launch:
+        """``where`` (found with no arguments) given this engine and the arguments read."""
+        vllm = args if isinstance(args, VllmArgs) else None
+        llama = args if isinstance(args, ServerArgs) else None
+        return replace(where, engine=self.engine, vllm=vllm, llama=llama)
+
+
+_VLLM = _Reader(
+    engine="vllm",
+    is_unit=lambda unit: is_vllm_unit(unit) and not is_llama_unit(unit),
+    is_container=lambda container: is_vllm_container(container) and not is_llama_container(container),
+    analyse=lambda argv, _env: analyse_command(argv),
+    args_of=lambda command: command.vllm,
+    from_container=_container_launch,
+)
+_LLAMA = _Reader(
+    engine="llamacpp",
+    is_unit=is_llama_unit,
+    is_container=is_llama_container,
+    analyse=analyse_llama_command,
+    args_of=lambda command: command.llama,
+    from_container=_llama_container_launch,
+)
+
+
+def _launches(reader: _Reader, units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    by_name = {c.name: c for c in containers}
+    claimed: set[str] = set()
+    launches: list[Launch] = []
+    for unit in units:
+        if not reader.is_unit(unit):
+            continue
+        commands = [reader.analyse(argv, unit.environment) for argv in unit.exec_start]
+        command = next(
+            (c for c in commands if reader.args_of(c) is not None),
+            next((c for c in commands if c.container is not None), commands[0] if commands else None),
+        )
+        if command is None:
+            command = reader.analyse((), unit.environment)
+        inside = by_name.get(command.container) if command.container is not None else None
+        args, args_from = reader.args_of(command), f"the ExecStart of {unit.name}"
+        host_port, port_how = command.host_port, command.port_how
+        if host_port is not None:
+            port_how += " in the unit's ExecStart"
+        if inside is not None:
+            claimed.add(inside.name)
+            c_args, c_port, c_how = reader.from_container(inside)
+            if args is None and c_args is not None:
+                args, args_from = c_args, f"the command of container {inside.name} (docker inspect)"
+            if host_port is None and c_port is not None:
+                host_port, port_how = c_port, f"{c_how}, from docker inspect {inside.name}"
+        launches.append(
+            reader.launch(
+                args,
+                Launch(
+                    unit=unit.name,
+                    container=command.container,
+                    state=unit.state,
+                    alive=unit.alive,
+                    args_from=args_from,
+                    host_port=host_port,
+                    port_how=port_how,
+                    runs=command.runs,
+                    vllm=None,
+                ),
+            )
+        )
+    for container in containers:
+        if container.name in claimed or not reader.is_container(container):
+            continue
+        args, host_port, port_how = reader.from_container(container)
+        launches.append(
+            reader.launch(
+                args,
+                Launch(
+                    unit=None,
+                    container=container.name,
+                    state=container.status or "unknown",
+                    alive=container.alive,
+                    args_from=f"the command of container {container.name} (docker inspect)",
+                    host_port=host_port,
+                    port_how=port_how,
+                    runs=f"image {container.image}" if container.image else "a container",
+                    vllm=None,
+                ),
+            )
+        )
+    return launches
+
+
 def vllm_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
     """The units and containers that run a vLLM, one launch each.
 
     A unit that runs or starts a container (``docker run --name X``, ``docker exec X``) and that
     container are one launch, written as the unit: systemd owns its life (restarting the container
     behind the unit's back would fight it). The container fills in what the unit's command line lacks.
+    A unit or container that runs a llama-server is not a vLLM's, whatever its name.
     """
-    by_name = {c.name: c for c in containers}
-    claimed: set[str] = set()
-    launches: list[Launch] = []
-    for unit in units:
-        if not is_vllm_unit(unit):
-            continue
-        commands = [analyse_command(argv) for argv in unit.exec_start]
-        command = next(
-            (c for c in commands if c.vllm is not None),
-            next((c for c in commands if c.container is not None), commands[0] if commands else None),
-        )
-        if command is None:
-            command = analyse_command(())
-        inside = by_name.get(command.container) if command.container is not None else None
-        vllm, args_from = command.vllm, f"the ExecStart of {unit.name}"
-        host_port, port_how = command.host_port, command.port_how
-        if host_port is not None:
-            port_how += " in the unit's ExecStart"
-        if inside is not None:
-            claimed.add(inside.name)
-            c_args, c_port, c_how = _container_launch(inside)
-            if vllm is None and c_args is not None:
-                vllm, args_from = c_args, f"the command of container {inside.name} (docker inspect)"
-            if host_port is None and c_port is not None:
-                host_port, port_how = c_port, f"{c_how}, from docker inspect {inside.name}"
-        launches.append(
-            Launch(
-                unit=unit.name,
-                container=command.container,
-                state=unit.state,
-                alive=unit.alive,
-                vllm=vllm,
-                args_from=args_from,
-                host_port=host_port,
-                port_how=port_how,
-                runs=command.runs,
-            )
-        )
-    for container in containers:
-        if container.name in claimed or not is_vllm_container(container):
-            continue
-        args, host_port, port_how = _container_launch(container)
-        launches.append(
-            Launch(
-                unit=None,
-                container=container.name,
-                state=container.status or "unknown",
-                alive=container.alive,
-                vllm=args,
-                args_from=f"the command of container {container.name} (docker inspect)",
-                host_port=host_port,
-                port_how=port_how,
-                runs=f"image {container.image}" if container.image else "a container",
-            )
-        )
-    return launches
+    return _launches(_VLLM, units, containers)
+
+
+def llama_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """The units and containers that run a llama.cpp llama-server, one launch each, read as
+    ``vllm_launches`` reads vLLM's (a unit that runs a container is written as the unit)."""
+    return _launches(_LLAMA, units, containers)
+
+
+def engine_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """Every engine's launches: vLLM's, then llama-server's."""
+    return [*vllm_launches(units, containers), *llama_launches(units, containers)]

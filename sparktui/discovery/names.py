@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sparktui.discovery.plan import PlannedVllm
+from sparktui.discovery.plan import PlannedLlama, PlannedVllm
 from sparktui.discovery.probes import LlamaAnswer
 from sparktui.model.specs import NAME_RE
 
@@ -84,8 +84,26 @@ def model_file_stem(path: str) -> str:
 def llama_name(answer: LlamaAnswer) -> str | None:
     """A llama-server entry's name: ``llama-router`` for a router, else its --alias, else the stem of
     the model file it loaded."""
-    if answer.router:
+    return _llama_name(router=answer.router, alias=answer.alias, model=answer.model_path)
+
+
+def _llama_name(*, router: bool, alias: str | None, model: str | None) -> str | None:
+    if router:
         return ROUTER_NAME
-    if answer.alias:
-        return config_name(answer.alias)
-    return config_name(model_file_stem(answer.model_path)) if answer.model_path else None
+    if alias:
+        return config_name(alias)
+    return config_name(model_file_stem(model)) if model else None
+
+
+def planned_llama_name(plan: PlannedLlama) -> str | None:
+    """What ``llama_name`` says of the server that answered; for one that did not, the same read from
+    its command line (``-hf`` for the model when there is no ``-m``), else its unit or container."""
+    if plan.http is not None:
+        return llama_name(plan.http)
+    launch = plan.launch
+    args = launch.llama if launch is not None else None
+    if args is not None:
+        found = _llama_name(router=args.router, alias=args.alias, model=args.model or _model_tail(args.hf_repo))
+        if found is not None:
+            return found
+    return config_name((launch.unit or launch.container or "").removesuffix(".service")) if launch else None

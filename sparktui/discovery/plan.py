@@ -1,36 +1,55 @@
-"""Matching the vLLMs that answered over HTTP with the launches SSH found: the config's vLLM entries."""
+"""Matching the engines that answered over HTTP with the launches SSH found: the config's instances.
+
+vLLM's answers go with vLLM's launches, llama-server's with llama-server's, each by host port.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from sparktui.discovery.launches import Launch
-from sparktui.discovery.probes import VllmAnswer
+from sparktui.discovery.probes import LlamaAnswer, VllmAnswer
+
+
+class _Answer(Protocol):
+    @property
+    def port(self) -> int: ...
+
+
+AnswerT = TypeVar("AnswerT", bound=_Answer)
 
 
 @dataclass(frozen=True, slots=True)
-class PlannedVllm:
+class Planned(Generic[AnswerT]):
+    """One instance for the config: what answered on its port, and the launch that runs it."""
+
     port: int | None
-    http: VllmAnswer | None
+    http: AnswerT | None
     launch: Launch | None
     paired: bool = False  # matched by elimination, not by port
+
+
+PlannedVllm = Planned[VllmAnswer]
+PlannedLlama = Planned[LlamaAnswer]
 
 
 def _worker(launch: Launch) -> bool:
     return launch.vllm is not None and launch.vllm.headless
 
 
-def plan_vllms(
-    answers: Sequence[VllmAnswer], launches: Sequence[Launch]
-) -> tuple[list[PlannedVllm], list[Launch], list[str]]:
-    """vLLM entries for the config, launches left out (comment only), and notes.
+def plan_instances(
+    answers: Sequence[AnswerT], launches: Sequence[Launch], taken: Collection[int] = ()
+) -> tuple[list[Planned[AnswerT]], list[Launch], list[str]]:
+    """Entries for the config, launches left out (comment only), and notes; ``taken``: ports other
+    entries (another engine's) already have.
 
-    A launch goes with the vLLM answering on its host port. A live launch whose port does not answer
-    is still an entry (a vLLM in a crash loop is exactly one to watch). When exactly one answering vLLM
-    and exactly one live launch with an unknown port are left, they are paired, with a comment.
+    A launch goes with the answer on its host port. A live launch whose port does not answer is still
+    an entry (a server in a crash loop is exactly one to watch). When exactly one answer and exactly one
+    live launch with an unknown port are left, they are paired, with a comment.
     """
-    planned: list[PlannedVllm] = []
+    planned: list[Planned[AnswerT]] = []
     notes: list[str] = []
     left = list(launches)
     for answer in answers:
@@ -43,16 +62,16 @@ def plan_vllms(
             for other in on_port[1:]:
                 notes.append(f"{other.label} ({other.state}) also uses port {answer.port}; it is left out")
                 left.remove(other)
-        planned.append(PlannedVllm(port=answer.port, http=answer, launch=chosen))
+        planned.append(Planned(port=answer.port, http=answer, launch=chosen))
     unmatched_http = [p for p in planned if p.launch is None]
     unknown_port = [launch for launch in left if launch.host_port is None and launch.alive and not _worker(launch)]
     if len(unmatched_http) == 1 and len(unknown_port) == 1:
         index = planned.index(unmatched_http[0])
-        planned[index] = PlannedVllm(
+        planned[index] = Planned(
             port=unmatched_http[0].port, http=unmatched_http[0].http, launch=unknown_port[0], paired=True
         )
         left.remove(unknown_port[0])
-    taken_ports = {p.port for p in planned}
+    taken_ports = {*taken, *(p.port for p in planned)}
     left_out: list[Launch] = []
     for launch in left:
         if (
@@ -61,7 +80,7 @@ def plan_vllms(
             and launch.host_port not in taken_ports
             and not _worker(launch)
         ):
-            planned.append(PlannedVllm(port=launch.host_port, http=None, launch=launch))
+            planned.append(Planned(port=launch.host_port, http=None, launch=launch))
             taken_ports.add(launch.host_port)
         else:
             left_out.append(launch)

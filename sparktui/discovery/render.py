@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparktui.discovery.commands import VllmArgs
-from sparktui.discovery.launches import Launch, vllm_launches
+from sparktui.discovery.launches import Launch, is_llama_container, is_llama_unit, llama_launches, vllm_launches
 from sparktui.discovery.listeners import Listener
-from sparktui.discovery.names import llama_name, unique, vllm_name
-from sparktui.discovery.plan import PlannedVllm, plan_vllms
+from sparktui.discovery.names import planned_llama_name, unique, vllm_name
+from sparktui.discovery.plan import Planned, PlannedLlama, PlannedVllm, plan_instances
 from sparktui.discovery.probes import (
     ROLE_LABELS,
     ExporterAnswer,
@@ -26,6 +26,7 @@ from sparktui.discovery.probes import (
     VllmAnswer,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
+from sparktui.engines.llamacpp.command import ServerArgs
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.units import fmt_count
 
@@ -126,7 +127,10 @@ def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str
     if plan.port is not None:
         lines.append(kv("port", plan.port, _port_how(plan)))
     launch, http = plan.launch, plan.http
-    lines += _launch_lines(plan, launch) if launch is not None else _no_launch_lines(ssh_looked=ssh_looked)
+    if launch is not None:
+        lines += _launch_lines(plan, launch, _gpu_memory_lines(launch))
+    else:
+        lines += _no_launch_lines(ssh_looked=ssh_looked)
     args = launch.vllm if launch is not None else None
     if args is not None:
         lines += _command_line_notes(args)
@@ -142,42 +146,103 @@ def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str
     return lines
 
 
-def _llama_section(answer: LlamaAnswer, name: str, *, ssh_looked: bool) -> list[str]:
-    """A llama.cpp llama-server: an instance with ``engine = "llamacpp"``."""
-    if answer.router:
-        name_how = "a router (--models-dir); rename it at will"
-        serves = f"a router serving {len(answer.models)} models of its folder" if answer.models else "a router"
+def _llama_section(plan: PlannedLlama, name: str, *, ssh_looked: bool) -> list[str]:
+    """A llama.cpp llama-server: an instance with ``engine = "llamacpp"``, from what answered on its
+    port (``/props``) and the unit or container that runs it."""
+    answer, launch = plan.http, plan.launch
+    args = launch.llama if launch is not None else None
+    if answer is not None:
+        engine_how = "llama.cpp's llama-server (/props)"
     else:
-        name_how = "--alias" if answer.alias else "from the model file it loaded" if answer.model_path else ""
-        serves = f"serves {answer.alias or answer.model_path}" if answer.alias or answer.model_path else ""
-    port_how = f"llama-server {answer.build} answered /props" + (f"; {serves}" if serves else "")
-    lines = [
-        "[[nodes.vllm]]",
-        kv("name", name, name_how),
-        kv("engine", "llamacpp", "llama.cpp's llama-server (/props)"),
-        kv("port", answer.port, port_how),
-    ]
-    if answer.router:
+        engine_how = f"llama.cpp's llama-server, from {launch.args_from if launch else 'its command line'}"
+    lines = ["[[nodes.vllm]]", kv("name", name, _llama_name_how(plan)), kv("engine", "llamacpp", engine_how)]
+    if plan.port is not None:
+        lines.append(kv("port", plan.port, _llama_port_how(plan)))
+    if launch is not None:
+        lines += _launch_lines(plan, launch, [])
+    if answer is not None and answer.router:
         lines += comment_block(
             "A router starts one llama-server per model it loads, each on a port of its own: sparktui reads "
             "them through the router's /v1/models and never asks for a model it would load"
         )
-    else:
+    elif answer is not None:
         facts = [
             f"{answer.total_slots} slots" if answer.total_slots is not None else "",
             f"a context of {answer.n_ctx} tokens (n_ctx)" if answer.n_ctx is not None else "",
         ]
         if any(facts):
             lines += comment_block(f"It runs {', '.join(f for f in facts if f)} (/props).")
-    if not answer.metrics:
+    if answer is not None and not answer.metrics:
         lines += comment_block(
             "/metrics did not answer: start llama-server with --metrics, or sparktui reads only its /health, "
             "/props and /v1/models"
         )
-    found = (
-        "No systemd unit or docker container found for it" if ssh_looked else "SSH discovery was skipped for this host"
-    )
-    lines += comment_block(f'{found}: add unit = "..." or container = "..." for its logs and actions')
+    if args is not None and launch is not None:
+        lines += _llama_command_notes(args, launch, answered=answer is not None)
+    if launch is None:
+        found = (
+            "No systemd unit or docker container found for it"
+            if ssh_looked
+            else "SSH discovery was skipped for this host"
+        )
+        lines += comment_block(f'{found}: add unit = "..." or container = "..." for its logs and actions')
+    return lines
+
+
+def _llama_name_how(plan: PlannedLlama) -> str:
+    answer, launch = plan.http, plan.launch
+    args = launch.llama if launch is not None else None
+    if answer is not None:
+        if answer.router:
+            return "a router (--models-dir); rename it at will"
+        return "--alias" if answer.alias else "from the model file it loaded" if answer.model_path else ""
+    if args is not None and args.router:
+        return "a router (--models-dir); rename it at will"
+    if args is not None and args.alias:
+        return "--alias"
+    if args is not None and (args.model or args.hf_repo):
+        return f"from the model of {'-m' if args.model else '-hf'}"
+    if launch is not None:
+        return f"from the {'unit' if launch.unit else 'container'} name"
+    return "rename it at will"
+
+
+def _llama_port_how(plan: PlannedLlama) -> str:
+    answer, launch = plan.http, plan.launch
+    if answer is None:
+        return f"did not answer during init; port from {launch.port_how}" if launch is not None else ""
+    if answer.router:
+        serves = f"a router serving {len(answer.models)} models of its folder" if answer.models else "a router"
+    else:
+        serves = f"serves {answer.alias or answer.model_path}" if answer.alias or answer.model_path else ""
+    return f"llama-server {answer.build} answered /props" + (f"; {serves}" if serves else "")
+
+
+def _llama_command_notes(args: ServerArgs, launch: Launch, *, answered: bool) -> list[str]:
+    """What the ``llama-server`` command line says that the config cannot hold, or that changes it."""
+    lines: list[str] = []
+    model = args.model or args.hf_repo
+    if model:
+        lines += comment_block(f"model: {model} ({'-m' if args.model else '-hf'})")
+    elif args.models_dir:
+        lines += comment_block(f"models: every GGUF of {args.models_dir} (--models-dir)")
+    if not answered and not args.metrics:
+        lines += comment_block(
+            f"No --metrics in {launch.args_from}: add it, or sparktui reads only its /health, /props and /v1/models"
+        )
+    if args.slots is False:
+        lines += comment_block("--no-slots: sparktui cannot count the tokens of a request while it runs")
+    if args.host in ("127.0.0.1", "localhost", "::1"):
+        lines += comment_block(f"It listens on {args.host} only (--host): sparktui must run on this node to reach it")
+    if args.api_key:
+        lines.append(
+            kv(
+                "api_key_env",
+                "LLAMA_API_KEY",
+                "llama-server runs with --api-key; name the variable holding it",
+                disabled=True,
+            )
+        )
     return lines
 
 
@@ -209,15 +274,16 @@ def _port_how(plan: PlannedVllm) -> str:
     return ""
 
 
-def _launch_lines(plan: PlannedVllm, launch: Launch) -> list[str]:
-    """The unit or container that runs the vLLM, its memory fraction, and how it was paired."""
+def _launch_lines(plan: Planned[VllmAnswer] | Planned[LlamaAnswer], launch: Launch, more: list[str]) -> list[str]:
+    """The unit or container that runs the server, ``more`` lines (vLLM's memory fraction), and how it
+    was paired."""
     key = "unit" if launch.unit else "container"
     value = launch.unit or launch.container or ""
     if launch.unit:
         how = f"systemd unit (systemctl list-units), {launch.state}"
     else:
         how = f"docker container (docker ps), {launch.state}"
-    lines = [kv(key, value, how), *_gpu_memory_lines(launch)]
+    lines = [kv(key, value, how), *more]
     runs = f"The {key} runs {launch.runs}"
     if plan.http is not None and not plan.paired:
         runs += f", on this port by {launch.port_how}"
@@ -228,9 +294,10 @@ def _launch_lines(plan: PlannedVllm, launch: Launch) -> list[str]:
         )
     lines += comment_block(runs + ".")
     if plan.paired:
+        engine = ROLE_LABELS.get(launch.engine, launch.engine)
         lines += comment_block(
-            f"Paired by elimination: {launch.label} is the only vLLM launch whose port could not be read "
-            "and this is the only vLLM that answered without one. Check that they are the same."
+            f"Paired by elimination: {launch.label} is the only {engine} launch whose port could not be read "
+            f"and this is the only {engine} that answered without one. Check that they are the same."
         )
     return lines
 
@@ -327,20 +394,26 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         "",
     ]
     answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
-    launches = vllm_launches(report.ssh.units, report.ssh.containers) if report.ssh is not None else []
-    planned, left_out, notes = plan_vllms(answers, launches)
+    llamas = [f for f in report.findings if isinstance(f, LlamaAnswer)]
+    found = report.ssh
+    launches = vllm_launches(found.units, found.containers) if found is not None else []
+    planned, left_out, notes = plan_instances(answers, launches, taken=[a.port for a in llamas])
+    found_llamas = llama_launches(found.units, found.containers) if found is not None else []
+    planned_llamas, llamas_left_out, llama_notes = plan_instances(
+        llamas, found_llamas, taken=[p.port for p in planned if p.port is not None]
+    )
     taken: set[str] = set()
     for plan in planned:
         base = vllm_name(plan) or "vllm"
         name = unique(base, taken, str(plan.port) if plan.port is not None else None)
-        lines += [*_vllm_section(plan, name, ssh_looked=report.ssh is not None), ""]
-    for answer in (f for f in report.findings if isinstance(f, LlamaAnswer)):
-        name = unique(llama_name(answer) or "llama", taken, str(answer.port))
-        lines += [*_llama_section(answer, name, ssh_looked=report.ssh is not None), ""]
+        lines += [*_vllm_section(plan, name, ssh_looked=found is not None), ""]
+    for llama in planned_llamas:
+        name = unique(planned_llama_name(llama) or "llama", taken, str(llama.port) if llama.port else None)
+        lines += [*_llama_section(llama, name, ssh_looked=found is not None), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
-    lines += _ssh_notes(report, notes, left_out)
+    lines += _ssh_notes(report, [*notes, *llama_notes], [*left_out, *llamas_left_out])
     lines.append("")
     return lines
 
@@ -435,10 +508,17 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
     if report.ssh is None:
         # Not wrapped: the reason ends in a command to copy.
         return ["# SSH discovery skipped:", f"#   {one_line(report.ssh_skipped or 'not asked', 1000)}"]
+    llama_units = [u for u in report.ssh.units if is_llama_unit(u)]
+    llama_containers = [c for c in report.ssh.containers if is_llama_container(c)]
     found = (
-        f"{fmt_count(len(report.ssh.units), 'vLLM unit', zero='no')} and "
-        f"{fmt_count(len(report.ssh.containers), 'vLLM container', zero='no')}"
+        f"{fmt_count(len(report.ssh.units) - len(llama_units), 'vLLM unit', zero='no')} and "
+        f"{fmt_count(len(report.ssh.containers) - len(llama_containers), 'vLLM container', zero='no')}"
     )
+    if llama_units or llama_containers:
+        found += (
+            f", {fmt_count(len(llama_units), 'llama-server unit', zero='no')} and "
+            f"{fmt_count(len(llama_containers), 'llama-server container', zero='no')}"
+        )
     listening = fmt_count(len({item.port for item in report.ssh.listeners}), "listening port", zero="no")
     lines = comment_block(
         f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect), {listening} (ss -ltnp)."
@@ -459,7 +539,7 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
         "# /v1/models, llama-server /props, exporters' /metrics, services' /health) and, over SSH, reading the",
-        "# systemd units and docker containers that run vLLM and their `vllm serve` command lines, and the",
+        "# systemd units and docker containers that run vLLM or llama-server and their command lines, and the",
         "# ports the host listens on (probed too). What was probed and not found is listed under each node.",
         "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparktui.discovery.commands import exec_start_argvs, whole_number
+from sparktui.discovery.commands import environment_words, exec_start_argvs, split_command_line, whole_number
 from sparktui.model.specs import CONTAINER_RE, MAX_CONTAINER_LEN, MAX_UNIT_LEN, UNIT_RE
 
 
@@ -23,6 +23,7 @@ class UnitInfo:
     sub: str  # SubState
     description: str
     exec_start: tuple[tuple[str, ...], ...]  # argv of each ExecStart command
+    environment: Mapping[str, str] = field(default_factory=dict)  # its Environment= (not EnvironmentFile=)
 
     @property
     def alive(self) -> bool:
@@ -54,18 +55,21 @@ def parse_list_units(text: str) -> list[str]:
 
 
 def parse_systemctl_show(text: str) -> list[UnitInfo]:
-    """Units from ``systemctl show -p Id,ActiveState,SubState,Description,ExecStart U1 U2 ...``:
+    """Units from ``systemctl show -p Id,ActiveState,SubState,Description,ExecStart,Environment U1 ...``:
     one block of ``Key=value`` lines per unit, blocks separated by an empty line."""
     units: list[UnitInfo] = []
     for block in re.split(r"\n\s*\n", text):
         values: dict[str, str] = {}
         exec_start: list[tuple[str, ...]] = []
+        environment: dict[str, str] = {}
         for line in block.splitlines():
             key, eq, value = line.partition("=")
             if not eq:
                 continue
             if key == "ExecStart":
                 exec_start.extend(tuple(argv) for argv in exec_start_argvs(value))
+            elif key == "Environment":
+                environment.update(environment_words(split_command_line(value)))
             else:
                 values.setdefault(key, value)
         name = values.get("Id", "")
@@ -78,6 +82,7 @@ def parse_systemctl_show(text: str) -> list[UnitInfo]:
                 sub=values.get("SubState", ""),
                 description=values.get("Description", ""),
                 exec_start=tuple(exec_start),
+                environment=environment,
             )
         )
     return units
@@ -101,6 +106,7 @@ class ContainerInfo:
     argv: tuple[str, ...]  # what runs in it (Path + Args)
     host_network: bool
     ports: Mapping[int, int] = field(default_factory=dict)  # container port -> host port
+    env: Mapping[str, str] = field(default_factory=dict)  # Config.Env
 
     @property
     def alive(self) -> bool:
@@ -155,6 +161,7 @@ def container_from_inspect(data: object) -> ContainerInfo | None:
         argv=tuple(argv),
         host_network=host_config.get("NetworkMode") == "host",
         ports=ports,
+        env=environment_words(_strings(config.get("Env"))),
     )
 
 

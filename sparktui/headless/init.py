@@ -1,8 +1,8 @@
 """``sparktui init HOST [HOST ...]``: probe hosts and write a commented config.
 
 ``sparktui.sources.probe`` asks each host, at once, over HTTP (every usual port) and SSH (the systemd
-units and docker containers that run vLLM); ``sparktui.discovery`` reads the answers and renders
-the TOML; the text is validated with ``parse_config`` before it is written, and an existing file is
+units and docker containers that run vLLM or llama-server); ``sparktui.discovery`` reads the answers and
+renders the TOML; the text is validated with ``parse_config`` before it is written, and an existing file is
 never replaced without ``--force``. An SSH problem skips SSH discovery for that host only: one line on
 stderr names the host and the fix, and the config still has what HTTP found. ``docs/init.md`` shows an example.
 """
@@ -153,7 +153,7 @@ def build_reports(
 
 def found_anything(report: HostReport) -> bool:
     """Whether a host answered anything init can use: a vLLM, a llama-server, an exporter or a service
-    over HTTP, or a vLLM unit or container over SSH."""
+    over HTTP, or a vLLM or llama-server unit or container over SSH."""
     answered = any(isinstance(f, VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer) for f in report.findings)
     return answered or (report.ssh is not None and bool(report.ssh.units or report.ssh.containers))
 
@@ -170,7 +170,7 @@ def _summary(report: HostReport) -> str:
         elif isinstance(finding, ServiceAnswer):
             parts.append(f"{finding.kind} :{finding.port}")
     if report.ssh is not None:
-        parts.append(f"{len(report.ssh.units)} vLLM unit(s) and {len(report.ssh.containers)} container(s) over SSH")
+        parts.append(f"{len(report.ssh.units)} engine unit(s) and {len(report.ssh.containers)} container(s) over SSH")
     return f"sparktui init: {report.name} ({report.host}): {', '.join(parts) or 'nothing found'}"
 
 
@@ -239,8 +239,8 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
     if not any(found_anything(report) for report in reports):
         print(
             "sparktui init: found nothing to watch: no vLLM, exporter or service answered on the ports probed, "
-            "and SSH found no vLLM unit or container; check the hosts, the ports (--vllm-ports, --ports) and "
-            "the SSH options. Nothing written.",
+            "and SSH found no vLLM or llama-server unit or container; check the hosts, the ports (--vllm-ports, "
+            "--ports) and the SSH options. Nothing written.",
             file=stderr,
         )
         return EXIT_NOTHING

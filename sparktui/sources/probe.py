@@ -1,8 +1,8 @@
 """What ``sparktui init`` asks the hosts: HTTP probes of the usual ports and SSH discovery.
 
-For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/health``
-and ``/api/tags`` (short timeouts, all concurrently), and over SSH the systemd units and docker
-containers that run vLLM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
+For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/health``,
+``/api/tags`` and ``/props`` (short timeouts, all concurrently), and over SSH the systemd units and docker
+containers that run vLLM or llama.cpp's llama-server are read (``systemctl list-units`` and ``show``, ``docker ps`` and
 ``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second round asks the ports
 SSH found: the launches' host ports, and the listening ports that could be HTTP (what answers is
 kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparktui.discovery.launches import is_vllm_container, is_vllm_unit, vllm_launches
+from sparktui.discovery.launches import (
+    is_llama_container,
+    is_llama_unit,
+    is_vllm_container,
+    is_vllm_unit,
+    llama_launches,
+    vllm_launches,
+)
 from sparktui.discovery.listeners import SS_LISTENERS, Listener, is_loopback, parse_ss_listeners, probed_listeners
 from sparktui.discovery.names import config_name
 from sparktui.discovery.probes import LISTENING, PROBE_PATHS, NoAnswer, PortFinding, classify_port
@@ -40,7 +47,7 @@ MAX_CONTAINERS = 64  # containers inspected per host (one `docker inspect` call)
 COMMAND_TIMEOUT_S = 20.0
 
 LIST_UNITS = "systemctl list-units --type=service --all --no-legend --plain --no-pager"
-SHOW_PROPERTIES = "Id,ActiveState,SubState,Description,FragmentPath,ExecStart"
+SHOW_PROPERTIES = "Id,ActiveState,SubState,Description,FragmentPath,ExecStart,Environment"
 DOCKER_PS = "docker ps -a --no-trunc --format '{{.Names}}\\t{{.Image}}\\t{{.Ports}}'"
 
 
@@ -118,7 +125,7 @@ async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
     if shown.problem is not None or not shown.stdout:
         notes.append(_failure("systemctl show", shown) or "systemctl show printed nothing")
         return ()
-    return tuple(unit for unit in parse_systemctl_show(shown.stdout) if is_vllm_unit(unit))
+    return tuple(unit for unit in parse_systemctl_show(shown.stdout) if is_vllm_unit(unit) or is_llama_unit(unit))
 
 
 async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ...]:
@@ -139,7 +146,7 @@ async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ..
         notes.append(_failure("docker inspect", inspected) or "docker inspect failed")
         return ()
     # Exit status 1 with a partial array: a container went away between ps and inspect.
-    return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_vllm_container(c))
+    return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_vllm_container(c) or is_llama_container(c))
 
 
 async def _listeners(ssh: NodeSsh, notes: list[str]) -> tuple[Listener, ...]:
@@ -148,7 +155,7 @@ async def _listeners(ssh: NodeSsh, notes: list[str]) -> tuple[Listener, ...]:
 
 
 async def ssh_discover(host: str, settings: SshSettings, timeout_s: float) -> SshOutcome:
-    """The host's name, vLLM units and containers, listening ports; or the problem that stopped SSH
+    """The host's name, the units and containers that run an engine, listening ports; or the problem that stopped SSH
     (one line)."""
     spec = SshSpec(
         user=settings.user,
@@ -203,13 +210,16 @@ async def discover(
 def _second_round(
     host: str, login: SshSettings, outcome: SshOutcome, probed: Sequence[tuple[int, str]]
 ) -> tuple[list[tuple[int, str]], str | None]:
-    """The ports to ask next: the host ports of the vLLM launches SSH found, then the listening ports
+    """The ports to ask next: the host ports of the vLLM and llama-server launches SSH found, then the listening ports
     worth a probe, none of them among ``probed``; and a note when some listening ports were left out."""
     if outcome.findings is None:
         return [], None
     done = {port for port, _role in probed}
-    launches = vllm_launches(outcome.findings.units, outcome.findings.containers)
-    wanted = [(port, "vllm") for port in sorted({launch.host_port for launch in launches if launch.host_port} - done)]
+    units, containers = outcome.findings.units, outcome.findings.containers
+    wanted: list[tuple[int, str]] = []
+    for role, launches in (("vllm", vllm_launches(units, containers)), ("llamacpp", llama_launches(units, containers))):
+        ports = {launch.host_port for launch in launches if launch.host_port} - done
+        wanted += [(port, role) for port in sorted(ports - {port for port, _role in wanted})]
     listening, left_out = probed_listeners(
         outcome.findings.listeners,
         host_is_loopback=is_loopback(host),

@@ -92,7 +92,8 @@ async def test_the_init_command_the_demo_prints_writes_a_config_of_its_nodes_tha
     fleet = parse_config(ran.stdout, env={})
     demo_config = tomllib.loads(await asyncio.to_thread(_demo_config_text, out.read_text()))
     ssh_ports = {node["name"]: node["ssh"]["port"] for node in demo_config["nodes"]}
-    # init finds vLLMs (its discovery knows no other engine yet): spark1's llama.cpp fallback is left out.
+    # The simulated hosts list no llama-server unit, container or listening port (docs/engines.md, "Not on
+    # the seam yet"): spark1's llama.cpp fallback, on a port the OS chose, is not found by init.
     vllm_ports = {
         node["name"]: sorted(
             urlsplit(v["url"]).port for v in node.get("vllm", []) if "url" in v and v.get("engine", "vllm") == "vllm"

@@ -10,6 +10,9 @@ is nothing anyway.
 A router (``--models-dir``: ``/props`` says ``"role": "router"``) is polled by ``ROUTER_PLAN``: its
 ``/health``, ``/props`` and ``/v1/models``, which says where each model is (``router``); never its
 ``/metrics`` or ``/slots``, which are per model and load the model they name.
+
+``command`` reads a ``llama-server`` command line for ``sparktui init`` (which unit or container runs it,
+and on which port).
 """
 
 from __future__ import annotations
