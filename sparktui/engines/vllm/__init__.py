@@ -2,6 +2,7 @@
 
 Each poll asks ``/health`` and ``/metrics`` (filtered to the series sparktui reads, where the server
 takes ``name[]``), ``/version`` at the start, after a restart and now and then, and ``/v1/models``.
+Its own failure lines and detectors are in ``failures.toml`` beside this file (the diagnosis).
 """
 
 from __future__ import annotations
@@ -26,5 +27,8 @@ READING = EngineReading(
     version=_version,
 )
 ENGINE = Engine(
-    READING, PollPlan(info_path="/version", metrics_filter=wanted_sample_names()), series=wanted_sample_names()
+    READING,
+    PollPlan(info_path="/version", metrics_filter=wanted_sample_names()),
+    series=wanted_sample_names(),
+    failures=__name__,
 )
