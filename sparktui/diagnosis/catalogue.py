@@ -1,8 +1,8 @@
 """The failure catalogue as data: rules, their thresholds and log signatures, parsed and validated.
 
-The catalogue ships as ``sparktui/data/failures.toml`` (one rule per row of the failure catalogue), and
-each engine may ship its own beside its code (``sparktui.engines.failures``: llama.cpp's
-``sparktui/engines/llamacpp/failures.toml``); the caller reads them (``sparktui.config.load_catalogue``),
+The catalogue ships as ``sparktui/data/failures.toml`` (the rules that judge every engine), and each
+engine may ship its own beside its code (``sparktui.engines.failures``: ``engines/vllm/failures.toml``,
+``engines/llamacpp/failures.toml``); the caller reads them (``sparktui.config.load_catalogue``),
 ``parse_catalogue`` validates each, compiling every regular expression, and ``merge_catalogues`` makes
 one catalogue of them. A rule's ``engine`` is the engine whose instances it judges (None: every
 engine's): an engine file's rules are that engine's, set here from where the file came, never read from
@@ -31,6 +31,10 @@ EXTRA_EVIDENCE = ("memory", "service")
 LIFETIMES = ("attempt", "process", "quiet")
 LOG_STREAMS = ("vllm", "kernel")  # the log a rule reads: each instance's own, or the node's kernel log
 DEFAULT_ENGINE = "vllm"  # an instance's engine when nothing says otherwise (``ServerSpec.engine``'s default)
+# Engines whose rules were the main file's before engines shipped catalogues of their own: their ids have
+# no "<kind>-" prefix (configs' [diagnosis] thresholds and alert rules, and recordings, name them) and a
+# rule cites the write-up it came from where there is one, not always a line of the engine's source.
+PRESEAM_ENGINES = frozenset({"vllm"})
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = (
@@ -192,9 +196,10 @@ class LogMarks:
 @dataclass(frozen=True, slots=True)
 class Catalogue:
     rules: tuple[Rule, ...]
-    attempt_start: re.Pattern[str]  # a line that marks a new start of vLLM
+    # The main file's [log]: for the instances of an engine that ships no catalogue of its own.
+    attempt_start: re.Pattern[str]  # a line that marks a new start of the instance
     error: re.Pattern[str]  # a line that counts as an error (crash-loop's "first error")
-    # The [log] of each engine that ships a catalogue of its own; vLLM's is the main file's.
+    # The [log] of each engine that ships a catalogue of its own (vLLM's, llama.cpp's).
     engine_marks: Mapping[str, LogMarks] = field(default_factory=dict)
 
     @property
@@ -250,8 +255,9 @@ def _is_number(value: object) -> bool:
 
 def parse_catalogue(text: str, source: str = "failures.toml", engine: str | None = None) -> Catalogue:
     """Parse and validate catalogue TOML; every regular expression is compiled here. ``engine``: the
-    file is that engine's own (``sparktui.engines.failures``): each rule is that engine's, its id
-    starts with the engine kind, and it sets no ``engine`` itself."""
+    file is that engine's own (``sparktui.engines.failures``): each rule is that engine's, it sets no
+    ``engine`` itself, and (but for ``PRESEAM_ENGINES``) its id starts with the engine kind and it says
+    where in the engine's source its line is printed (``source``)."""
     if engine is not None and engine not in registry():
         raise CatalogueError(f"{source}: {engine!r} is not an engine sparktui reads ({', '.join(registry())})")
     try:
@@ -288,6 +294,8 @@ class _Parser:
     def __init__(self, source: str, engine: str | None = None) -> None:
         self.source = source
         self.engine = engine  # the engine whose own file this is (None: the main catalogue)
+        # An engine's own file names its rules "<kind>-…" and cites the engine's source for each.
+        self.prefixed_and_cited = engine is not None and engine not in PRESEAM_ENGINES
 
     def fail(self, where: str, what: str) -> CatalogueError:
         return CatalogueError(f"{self.source}: {where}: {what}")
@@ -435,8 +443,7 @@ class _Parser:
             evidence=extras,
             suppressed_by=self.texts(table, "suppressed_by", where),
             not_observed=self.text(table, "not_observed", where, required=False),
-            # An engine's own rule says where in the engine's source its line is printed.
-            source=self.text(table, "source", where, required=self.engine is not None),
+            source=self.text(table, "source", where, required=self.prefixed_and_cited),
             engine=engine,
         )
 
@@ -446,7 +453,7 @@ class _Parser:
         if self.engine is not None:
             if "engine" in table:
                 raise self.fail(where, f"an engine's own catalogue sets no 'engine': its rules are {self.engine!r}'s")
-            if not rule_id.startswith(f"{self.engine}-"):
+            if self.prefixed_and_cited and not rule_id.startswith(f"{self.engine}-"):
                 raise self.fail(where, f"the id of one of {self.engine!r}'s rules starts with '{self.engine}-'")
             return self.engine
         if "engine" not in table:
@@ -529,13 +536,17 @@ def _cell(text: str) -> str:
 
 
 def catalogue_markdown(catalogue: Catalogue) -> str:
-    """The rules as Markdown tables: the one in docs/diagnosis.md (a test keeps them equal)."""
+    """The rules as Markdown tables: the one in docs/diagnosis.md (a test keeps them equal). Rows are
+    grouped by section, the sections in the order they first appear (an engine's own rules come after
+    the main file's, and may share its sections)."""
     lines = [
         "| id | engine | severity | where | what it looks at | action |",
         "|---|---|---|---|---|---|",
     ]
+    sections = {name: i for i, name in enumerate(dict.fromkeys(rule.section for rule in catalogue.rules))}
+    rules = sorted(catalogue.rules, key=lambda rule: sections[rule.section])
     section = None
-    for rule in catalogue.rules:
+    for rule in rules:
         if rule.section != section:
             section = rule.section
             lines.append(f"| **{_cell(section)}** | | | | | |")
@@ -546,5 +557,5 @@ def catalogue_markdown(catalogue: Catalogue) -> str:
             f"| {' → '.join(f'`{a}`' for a in rule.fix_actions) or '–'} |"
         )
     lines += ["", "Partly observable rows (what sparktui cannot see):", "", "| id | not observed |", "|---|---|"]
-    lines += [f"| `{r.id}` | {_cell(r.not_observed)} |" for r in catalogue.rules if r.not_observed]
+    lines += [f"| `{r.id}` | {_cell(r.not_observed)} |" for r in rules if r.not_observed]
     return "\n".join(lines) + "\n"

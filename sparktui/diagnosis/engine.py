@@ -1,7 +1,8 @@
 """Diagnosis: the known failure signatures of DGX Spark vLLM nodes, matched against a node's evidence.
 
-The catalogue is data (``sparktui/data/failures.toml``, one rule per row of the failure catalogue):
-``load_catalogue()`` reads and validates it, compiling every regular expression, and
+The catalogue is data (``sparktui/data/failures.toml``, the rules that judge every engine, and each
+engine's own ``failures.toml`` beside its code): ``load_catalogue()`` reads, validates and merges them,
+compiling every regular expression, and
 ``Catalogue.with_overrides()`` applies thresholds from the config (``"<rule id>.<param>"``). The rest
 is pure: ``DiagnosisEngine.evaluate()`` is called once per poll of a node with
 

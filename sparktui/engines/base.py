@@ -8,7 +8,9 @@ lives in its package and reaches the rest of sparktui through the ``Engine`` it 
 - ``polling`` (``PollPlan``): what the poller asks its server besides ``/health`` and ``/metrics``, and
   when; what it must never ask (an endpoint that wakes a sleeping server) is simply not in the plan;
 - ``series``: the sample names its reading keeps of ``/metrics``, which is what the Prometheus source
-  asks Prometheus for, for an instance of it (``sparktui.sources.promql``; ``docs/engines.md``).
+  asks Prometheus for, for an instance of it (``sparktui.sources.promql``; ``docs/engines.md``);
+- ``numbers``: the numbers sparktui shows for an instance of it, as PromQL (``PromNumber``), which
+  ``snapshot --compare`` asks Prometheus for beside the direct ones.
 
 ``docs/engines.md`` says how to add one, in this package or in one of your own (an entry point).
 """
@@ -65,19 +67,34 @@ class PollPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class PromNumber:
+    """One number on the screen as Prometheus computes it: its key (as ``headless.compare.view_numbers``
+    keys the direct side), how it is shown, and its PromQL (``{sel}`` the target matchers, ``{w}`` the
+    window, ``{by}`` the grouping labels; ``sparktui.sources.promql.render`` fills them in)."""
+
+    key: str
+    label: str
+    promql: str
+    unit: str = ""
+    percent: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Engine:
     """One engine kind: its name in configs (``kind``), its reading and its poll plan. ``mode``, where
     one server of the engine can be of several kinds (llama-server alone, or a router of models): the
     plan for what its description of itself (``polling.info_path``) says it is. ``series``: every sample
     name ``reading.wanted`` keeps (``reading.wanted`` is a test, this the list of it), the series the
     Prometheus source asks for an instance of this engine; empty: that source reads no engine numbers
-    of it (only ``up``)."""
+    of it (only ``up``). ``numbers``: what ``snapshot --compare`` asks Prometheus for an instance of it;
+    empty: it is not compared."""
 
     reading: EngineReading
     polling: PollPlan
     series: tuple[str, ...] = ()
     mode: Callable[[bytes], PollPlan] | None = None
     failures: str | None = None  # the package whose failures.toml holds its own failure lines (diagnosis)
+    numbers: tuple[PromNumber, ...] = ()
 
     def __post_init__(self) -> None:
         if not KIND.fullmatch(self.reading.kind):

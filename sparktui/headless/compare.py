@@ -1,6 +1,7 @@
 """``sparktui snapshot --compare``: sparktui's direct numbers beside Prometheus's own for the same nodes
-(docs/prometheus.md). The PromQL of each number is ``sparktui.sources.promql``'s; here are the two
-sides (the instance views' numbers, Prometheus's answers) and the side-by-side text.
+(docs/prometheus.md). The PromQL of each number is its engine's (``Engine.numbers``, through
+``sparktui.sources.promql``); here are the two sides (the instance views' numbers, Prometheus's
+answers) and the side-by-side text.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from sparktui.engines.base import PromNumber
 from sparktui.model.numbers import label_int
-from sparktui.sources.promql import LATENCIES, NUMBERS, Number, label_matchers, render
+from sparktui.sources.promql import engine_numbers, label_matchers, render
 
 if TYPE_CHECKING:
     from sparktui.model.fleet import InstanceView
@@ -26,7 +28,8 @@ Values = dict[str, float | None]
 
 
 def view_numbers(view: InstanceView) -> Values:
-    """The numbers of one instance view, keyed as ``NUMBERS`` (per position as ``per_position:i``)."""
+    """The numbers of one instance view, keyed as its engine's ``Engine.numbers`` (per position as
+    ``per_position:i``)."""
     out: Values = {"kv_usage": view.kv_usage, "running": view.running, "waiting": view.waiting}
     if view.waiting_for_capacity is not None:
         out["waiting_for_capacity"] = view.waiting_for_capacity
@@ -59,12 +62,10 @@ def view_numbers(view: InstanceView) -> Values:
         for i, (absolute, conditional) in enumerate(zip(spec.per_position, spec.conditional, strict=True)):
             out[f"per_position:{i}"] = absolute
             out[f"conditional:{i}"] = conditional
-    for key, _label in LATENCIES:
-        summary = rates.latency.get(key)
-        if summary is None:
-            continue
-        out[f"{key}_p50"], out[f"{key}_p90"], out[f"{key}_p99"] = summary.p50, summary.p90, summary.p99
-        out[f"{key}_mean"] = summary.mean
+    compared = {number.key for number in engine_numbers(view.engine_kind)}
+    for key, summary in rates.latency.items():
+        stats = {"p50": summary.p50, "p90": summary.p90, "p99": summary.p99, "mean": summary.mean}
+        out.update({f"{key}_{stat}": value for stat, value in stats.items() if f"{key}_{stat}" in compared})
     return out
 
 
@@ -84,21 +85,39 @@ async def promql_numbers(
     window_s: float,
     selector: str | None = None,
 ) -> dict[PrometheusTarget, Values]:
-    """Every number of every vLLM target, as Prometheus computes it at ``at`` over ``window_s``: one
-    query per number, all targets at once, sent together. Per model, the first model name (as the
-    dashboard shows); per position also the conditional acceptance P[i] / P[i-1]."""
-    vllm = [t for t in targets if t.kind == "vllm"]
-    if not vllm:
-        return {}
-    by = sorted({name for t in vllm for name, _ in t.labels})
-    matchers = label_matchers(vllm, selector)
-    index = {tuple(dict(t.labels).get(name) for name in by): t for t in vllm}
+    """Every number of every engine target, as Prometheus computes it at ``at`` over ``window_s``: per
+    engine, one query per number of its ``Engine.numbers``, all its targets at once, sent together. Per
+    model, the first model name (as the dashboard shows); per position also the conditional acceptance
+    P[i] / P[i-1]. A target whose engine has no numbers is not asked."""
+    out: dict[PrometheusTarget, Values] = {}
+    servers = [t for t in targets if t.kind == "vllm"]
+    for kind in sorted({t.engine for t in servers}):
+        numbers = engine_numbers(kind)
+        if numbers:
+            of_kind = [t for t in servers if t.engine == kind]
+            out.update(await _numbers(prometheus, of_kind, numbers, at=at, window_s=window_s, selector=selector))
+    return out
+
+
+async def _numbers(
+    prometheus: PrometheusClient,
+    targets: Sequence[PrometheusTarget],
+    numbers: Sequence[PromNumber],
+    *,
+    at: float,
+    window_s: float,
+    selector: str | None,
+) -> dict[PrometheusTarget, Values]:
+    """``promql_numbers`` for the targets of one engine."""
+    by = sorted({name for t in targets for name, _ in t.labels})
+    matchers = label_matchers(targets, selector)
+    index = {tuple(dict(t.labels).get(name) for name in by): t for t in targets}
     answers = await asyncio.gather(
-        *(prometheus.query(render(n, matchers, window_s, [*by, "model_name"]), at=at) for n in NUMBERS)
+        *(prometheus.query(render(n, matchers, window_s, [*by, "model_name"]), at=at) for n in numbers)
     )
     # target -> model -> values
     found: dict[PrometheusTarget, dict[str, Values]] = {}
-    for number, answer in zip(NUMBERS, answers, strict=True):
+    for number, answer in zip(numbers, answers, strict=True):
         for series in answer:
             labels = series.labels
             target = index.get(tuple(labels.get(name) for name in by))
@@ -128,7 +147,7 @@ async def promql_numbers(
 # --- snapshot --compare ---------------------------------------------------------------------------------
 
 
-def _shown(number: Number | None, value: float | None) -> str:
+def _shown(number: PromNumber | None, value: float | None) -> str:
     if value is None:
         return "–"
     if number is not None and number.percent:
@@ -138,7 +157,7 @@ def _shown(number: Number | None, value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def _difference(number: Number, direct: float | None, prometheus: float | None) -> str:
+def _difference(number: PromNumber, direct: float | None, prometheus: float | None) -> str:
     """Prometheus's side against the direct one: a share in percentage points, any other number
     relative to the direct value (in its own unit when the direct value is 0)."""
     if direct is None or prometheus is None:
@@ -152,10 +171,10 @@ def _difference(number: Number, direct: float | None, prometheus: float | None) 
     return f"{(prometheus - direct) / abs(direct) * 100:+.1f} %"
 
 
-def _rows(direct: Values, prometheus: Values) -> list[tuple[str, str, str, str]]:
-    by_key = {n.key: n for n in NUMBERS}
+def _rows(numbers: Sequence[PromNumber], direct: Values, prometheus: Values) -> list[tuple[str, str, str, str]]:
+    by_key = {n.key: n for n in numbers}
     keys: list[str] = []
-    for number in NUMBERS:
+    for number in numbers:
         if number.key == "per_position":
             positions = sorted({int(k.split(":")[1]) for k in (*direct, *prometheus) if k.startswith("per_position:")})
             for i in positions:
@@ -210,7 +229,7 @@ def render_compare(
         if theirs is None:
             lines.append("  Prometheus has no vLLM series for these labels")
             continue
-        rows = _rows(view_numbers(view), theirs)
+        rows = _rows(engine_numbers(target.engine), view_numbers(view), theirs)
         width = max((len(r[0]) for r in rows), default=10)
         lines.append(f"  {'number':{width}}  {'direct':>14}  {'Prometheus':>14}  difference")
         lines += [f"  {a:{width}}  {b:>14}  {c:>14}  {d}" for a, b, c, d in rows]

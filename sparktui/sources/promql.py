@@ -5,14 +5,10 @@
   of /metrics: each engine's own ``Engine.series`` for the engines of the targets, ``sparktui.engines``,
   and the exporters' series);
 - ``discovery_queries``: what finds the nodes when the config lists none;
-- ``NUMBERS`` and ``render``: every number sparktui shows for a vLLM instance, as Prometheus would
-  compute it, for ``snapshot --compare``.
-
-The numbers are each one query batched over every vLLM target (``sum by (<target labels>, model_name)``),
-written the way vLLM's Grafana dashboards write it (``reference/vllm/grafana.md``): ``rate()`` of the
-counters, ratios of rates, ``histogram_quantile()`` over ``sum by (le) (rate(..._bucket[w]))``, the
-gauges as they are. Metric-name fallbacks come from the same tables the normaliser uses
-(``engines/vllm/scrape.py``), joined with ``or``.
+- ``engine_numbers`` and ``render``: every number sparktui shows for an instance, as Prometheus would
+  compute it, for ``snapshot --compare``. The PromQL of each is its engine's (``Engine.numbers``:
+  vLLM's in ``sparktui/engines/vllm/promql.py``, one query batched over every target of the engine,
+  ``sum by (<target labels>, model_name)``); ``render`` fills in the targets, the window and the labels.
 
 Over the same samples the two agree exactly: Prometheus's ``rate(x[w])`` extrapolates to the ends of
 the window, and when the window starts and ends on a sample, as the comparison test arranges, it is
@@ -27,10 +23,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from sparktui.engines import registry
-from sparktui.engines.vllm.scrape import COUNTERS, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, WAITING_BY_REASON
+from sparktui.engines.base import PromNumber
 from sparktui.model import exporters, memory
 from sparktui.model.specs import PrometheusSpec, PrometheusTarget, parse_selector
 
@@ -137,129 +132,15 @@ def discovery_queries(spec: PrometheusSpec) -> dict[str, str]:
 
 # --- the numbers on the screen --------------------------------------------------------------------------
 
-QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
-LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e"))
+
+def engine_numbers(kind: str) -> tuple[PromNumber, ...]:
+    """The numbers ``snapshot --compare`` asks for an instance of the engine ``kind``: its own
+    ``Engine.numbers`` (vLLM's: ``sparktui/engines/vllm/promql.py``); a kind no engine has: none."""
+    found = registry().get(kind)
+    return found.numbers if found is not None else ()
 
 
-@dataclass(frozen=True, slots=True)
-class Number:
-    """One number on the screen: its key, how it is shown, and its PromQL (``{sel}`` the target
-    matchers, ``{w}`` the window, ``{by}`` the grouping labels)."""
-
-    key: str
-    label: str
-    promql: str
-    unit: str = ""
-    percent: bool = False
-
-
-def _counter(key: str, sel: str = "{sel}") -> str:
-    """``sum by ({by}) (rate(<counter>[{w}]))``, with the version fallbacks joined by ``or``."""
-    wires = COUNTERS[key]
-    return " or ".join(f"sum by ({{by}}) (rate({wire}{{{{{sel}}}}}[{{w}}]))" for wire in wires)
-
-
-def _labelled(key: str, value: str | None = None, extra_by: str = "") -> str:
-    wire, label = LABELLED_COUNTERS[key]
-    sel = "{sel}" if value is None else f'{{sel}},{label}="{value}"'
-    return f"sum by ({{by}}{extra_by}) (rate({wire}{{{{{sel}}}}}[{{w}}]))"
-
-
-def _ratio(numerator: str, denominator: str) -> str:
-    return f"({numerator}) / ({denominator})"
-
-
-def _gauge(key: str, how: str) -> str:
-    return " or ".join(f"{how} by ({{by}}) ({wire}{{{{{{sel}}}}}})" for wire in GAUGES[key])
-
-
-def _histogram_quantile(key: str, q: float) -> str:
-    return " or ".join(
-        f"histogram_quantile({q}, sum by ({{by}}, le) (rate({base}_bucket{{{{{{sel}}}}}}[{{w}}])))"
-        for base in HISTOGRAMS[key]
-    )
-
-
-def _histogram_mean(key: str) -> str:
-    def mean(base: str) -> str:
-        total = f"sum by ({{by}}) (rate({base}_sum{{{{{{sel}}}}}}[{{w}}]))"
-        count = f"sum by ({{by}}) (rate({base}_count{{{{{{sel}}}}}}[{{w}}]))"
-        return f"({total} / {count})"
-
-    return " or ".join(mean(base) for base in HISTOGRAMS[key])
-
-
-def numbers() -> tuple[Number, ...]:
-    """Every number sparktui shows for a vLLM instance, with its PromQL."""
-    out = [
-        Number("generation_tokens_per_s", "generation", _counter("generation_tokens"), " tok/s"),
-        Number("prompt_tokens_per_s", "prompt", _counter("prompt_tokens"), " tok/s"),
-        Number(
-            "prompt_tokens_computed_per_s",
-            "prompt computed",
-            # without the by-source counter (< 0.16): every prompt token (``docs/metrics.md``, prompt tok/s)
-            f"({_labelled('prompt_by_source', 'local_compute')}) or ({_counter('prompt_tokens')})",
-            " tok/s",
-        ),
-        Number("requests_finished_per_s", "finished", _labelled("finished"), " req/s"),
-        Number(
-            "prefix_cache_hit_rate",
-            "prefix cache hit",
-            # V0 exports the ratio itself (``docs/metrics.md``, prefix-cache hit rate)
-            f"({_ratio(_counter('prefix_cache_hits'), _counter('prefix_cache_queries'))})"
-            f" or ({_gauge('prefix_hit_rate', 'avg')})",
-            percent=True,
-        ),
-        Number("preemptions_per_s", "preemptions", _counter("preemptions"), " /s"),
-        Number(
-            "acceptance_rate",
-            "draft acceptance",
-            _ratio(_counter("spec_accepted_tokens"), _counter("spec_draft_tokens")),
-            percent=True,
-        ),
-        Number(
-            "mean_acceptance_length",
-            "mean acceptance length",
-            "1 + " + _ratio(_counter("spec_accepted_tokens"), _counter("spec_drafts")),
-        ),
-        Number(
-            "per_position",
-            "acceptance at position",
-            f"({_labelled('spec_accepted_pos', extra_by=', position')}) / ignoring (position) group_left () "
-            f"({_counter('spec_drafts')})",
-            percent=True,
-        ),
-    ]
-    for key, label in LATENCIES:
-        for name, q in QUANTILES:
-            out.append(Number(f"{key}_{name}", f"{label} {name}", _histogram_quantile(key, q), " s"))
-        out.append(Number(f"{key}_mean", f"{label} mean", _histogram_mean(key), " s"))
-    out += [
-        Number("kv_usage", "KV cache usage", _gauge("kv_usage", "max"), percent=True),
-        Number("running", "running", _gauge("running", "sum")),
-        Number("waiting", "waiting", _gauge("waiting", "sum")),
-        Number(
-            "waiting_for_capacity",
-            "waiting for capacity",
-            f'sum by ({{by}}) ({WAITING_BY_REASON}{{{{{{sel}},reason="capacity"}}}})',
-        ),
-        Number("admission_rejections_per_s", "admission rejections", _labelled("admission_rejected"), " /s"),
-        Number(
-            "prompt_cache_hit_share",
-            "prompt tokens from the cache",
-            _ratio(_labelled("prompt_by_source", "local_cache_hit"), _labelled("prompt_by_source")),
-            percent=True,
-        ),
-        Number("tokens_per_step_mean", "tokens per step mean", _histogram_mean("iteration_tokens")),
-        Number("prefill_computed_mean", "prefill computed per request", _histogram_mean("prefill_kv_computed")),
-    ]
-    return tuple(out)
-
-
-NUMBERS = numbers()
-
-
-def render(number: Number, matchers: str, window_s: float, by: Sequence[str]) -> str:
+def render(number: PromNumber, matchers: str, window_s: float, by: Sequence[str]) -> str:
     """The PromQL of ``number`` for targets picked by ``matchers`` over ``window_s`` (to the millisecond)."""
     window = f"{max(1, round(window_s * 1000))}ms"
     return number.promql.format(sel=matchers, w=window, by=", ".join(by))

@@ -11,7 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
-CITED = [*DOCS, ROOT / "pyproject.toml", ROOT / "sparktui" / "data" / "failures.toml"]
+# The catalogues whose rules cite write-ups: the main one and vLLM's own (llama.cpp's cite its source tree).
+CATALOGUES = [ROOT / "sparktui" / "data" / "failures.toml", ROOT / "sparktui" / "engines" / "vllm" / "failures.toml"]
+CITED = [*DOCS, ROOT / "pyproject.toml", *CATALOGUES]
 # What leaves the repository: the shared folder beside a checkout, its references and write-ups by name.
 OUTSIDE = re.compile(r"\.\./shared|shared/(reference|context|fixtures)|context/\d{3}_[0-9a-f]+|\breference/[a-z]")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -68,7 +70,7 @@ def test_every_relative_link_and_anchor_resolves(path: Path) -> None:
 
 def test_every_catalogue_source_is_a_listed_write_up_or_an_issue() -> None:
     listed = set(re.findall(r"^\| (\d{3}) \|", (ROOT / "docs" / "sources.md").read_text(), re.M))
-    rules = tomllib.loads((ROOT / "sparktui" / "data" / "failures.toml").read_text())["rule"]
+    rules = [rule for path in CATALOGUES for rule in tomllib.loads(path.read_text())["rule"]]
     unknown = []
     for rule in rules:
         for part in filter(None, (p.strip() for p in rule.get("source", "").split(","))):

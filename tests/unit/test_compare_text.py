@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sparktui.engines import registry
+from sparktui.engines.vllm.promql import NUMBERS
 from sparktui.headless.compare import _difference
-from sparktui.sources.promql import NUMBERS
+from sparktui.sources.promql import engine_numbers
 
 SHARE = next(number for number in NUMBERS if number.percent)
 RATE = next(number for number in NUMBERS if not number.percent and number.unit)
@@ -26,3 +28,9 @@ def test_another_number_differs_relatively_or_in_its_unit_from_zero() -> None:
 
 def test_no_difference_without_both_sides() -> None:
     assert _difference(SHARE, None, 0.3) == _difference(RATE, 1.0, None) == ""
+
+
+def test_each_engine_gives_the_numbers_compared_for_it() -> None:
+    assert engine_numbers("vllm") == registry()["vllm"].numbers == NUMBERS
+    assert len({number.key for number in NUMBERS}) == len(NUMBERS)
+    assert engine_numbers("llamacpp") == engine_numbers("no-such-engine") == ()  # not compared

@@ -1314,50 +1314,74 @@ def test_bad_overrides_name_the_key(overrides: Mapping[str, float], message: str
 
 # --- the data file is checked when it loads -------------------------------------------------------
 
-DATA_FILE = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
+# The main file (None) and vLLM's own (parsed as vLLM's, as load_catalogue does).
+FILES = {
+    None: (ROOT / "sparktui" / "data" / "failures.toml").read_text(),
+    "vllm": (ROOT / "sparktui" / "engines" / "vllm" / "failures.toml").read_text(),
+}
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "message"),
+    ("engine", "old", "new", "message"),
     [
         (
+            "vllm",
             "any = ['NV_ERR_NO_MEMORY',",
             "any = ['NV_ERR_NO_MEMORY(',",
             "rule 'oom-during-load' log.any[0]: bad regular expression",
         ),
-        ('name = "launch-not-ready"', 'name = "launch-unready"', "rule 'launch-readiness' detector: 'name' must be"),
-        ('severity = "warn"\ntitle = "vLLM would', 'severity = "high"\ntitle = "vLLM would', "'severity' must be"),
-        ('id = "oom-during-load"', 'id = "page-cache-blocks-start"', "the id is used twice"),
-        ("min_entries = 1.0", "min_entrys = 1.0", "unknown key 'min_entrys'"),
-        ('action = "warmup"', 'action = "reboot"', "'action' must be one of"),
-        ('lifetime = "process"\n\n[[rule]]\nid = "tool', 'lifetime = "forever"\n\n[[rule]]\nid = "tool', "'lifetime'"),
         (
+            "vllm",
+            'name = "launch-not-ready"',
+            'name = "launch-unready"',
+            "rule 'launch-readiness' detector: 'name' must be",
+        ),
+        (
+            "vllm",
+            'severity = "warn"\ntitle = "vLLM would',
+            'severity = "high"\ntitle = "vLLM would',
+            "'severity' must be",
+        ),
+        ("vllm", 'id = "oom-during-load"', 'id = "page-cache-blocks-start"', "the id is used twice"),
+        (None, "min_entries = 1.0", "min_entrys = 1.0", "unknown key 'min_entrys'"),
+        ("vllm", 'action = "warmup"', 'action = "reboot"', "'action' must be one of"),
+        (
+            "vllm",
+            'lifetime = "process"\n\n[[rule]]\nid = "tool',
+            'lifetime = "forever"\n\n[[rule]]\nid = "tool',
+            "'lifetime'",
+        ),
+        (
+            "vllm",
             "(?i:mamba page size",
             "(?i)(?:mamba page size",
             "rule 'chunked-prefill-ssm' log.all[1]: bad regular expression",
         ),
         # kernel-log rules (issue 21): the stream, the lifetimes allowed, a title's field and its group
         (
+            None,
             'stream = "kernel"\nany = [\'NVRM: .*',
             'stream = "dmesg"\nany = [\'NVRM: .*',
             "rule 'nvrm-out-of-memory' log: 'stream' must be vllm or kernel",
         ),
         (
+            None,
             "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"quiet\"",
             "any = ['AER: Uncorrectable \\(Fatal\\)']\nlifetime = \"process\"",
             "rule 'pcie-aer-fatal' log: a kernel-log rule's 'lifetime' must be attempt or quiet",
         ),
         (
+            None,
             "(?P<xid>\\d+)",
             "(?P<number>\\d+)",
             "rule 'gpu-xid': 'title' field {xid} must be a named group (?P<xid>…)",
         ),
     ],
 )
-def test_catalogue_errors_name_the_rule_and_the_key(old: str, new: str, message: str) -> None:
-    assert old in DATA_FILE
+def test_catalogue_errors_name_the_rule_and_the_key(engine: str | None, old: str, new: str, message: str) -> None:
+    assert old in FILES[engine]
     with pytest.raises(CatalogueError) as raised:
-        parse_catalogue(DATA_FILE.replace(old, new, 1), source="failures.toml")
+        parse_catalogue(FILES[engine].replace(old, new, 1), source="failures.toml", engine=engine)
     assert message in str(raised.value)
     assert str(raised.value).startswith("failures.toml: ")
 

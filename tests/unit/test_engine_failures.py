@@ -1,6 +1,7 @@
 """An engine's own failure catalogue: merged with the main one, its rules the engine's because of where
 the file is, and judged only on that engine's instances (a llama.cpp line in a vLLM instance's log opens
-nothing; in a llama.cpp instance's it opens the rule with its evidence).
+nothing; in a llama.cpp instance's it opens the rule with its evidence). vLLM's rules are in its own file
+too: the main file holds only the rules that judge every engine.
 
 The lines a CPU build of llama-server cannot print (CUDA) are matched here as the source's format
 string renders them (``SOURCE_FORMATS``); the others are the real server's
@@ -31,6 +32,8 @@ from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, 
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = load_catalogue()
+MAIN_FILE = ROOT / "sparktui" / "data" / "failures.toml"
+VLLM_FILE = ROOT / "sparktui" / "engines" / "vllm" / "failures.toml"
 WALL0 = 1780137000.0
 
 # A vLLM instance and a llama.cpp instance on one node.
@@ -114,19 +117,42 @@ class Node:
 # --- the merge ------------------------------------------------------------------------------------
 
 
-def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines() -> None:
-    assert set(engine_catalogues()) == {"llamacpp"}
-    where, text = engine_catalogue("llamacpp")
-    assert where == "sparktui/engines/llamacpp/failures.toml"
-    own = parse_catalogue(text, source=where, engine="llamacpp")
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines(kind: str) -> None:
+    where, text = engine_catalogue(kind)
+    assert where == f"sparktui/engines/{kind}/failures.toml"
+    own = parse_catalogue(text, source=where, engine=kind)
     assert {rule.id for rule in own.rules} <= set(CATALOGUE.ids)
-    assert all(CATALOGUE.rule(rule.id).engine == "llamacpp" for rule in own.rules)
-    assert all(rule.source for rule in own.rules), "each of an engine's rules says where its line is printed"
-    # The main file's rules: vLLM's or every engine's, never another engine's.
-    assert {rule.engine for rule in CATALOGUE.rules if not rule.id.startswith("llamacpp-")} == {"vllm", None}
-    # Each engine's [log] is kept for its instances; vLLM's is the main file's.
+    assert all(CATALOGUE.rule(rule.id).engine == kind for rule in own.rules)
+    # Whose its rules are is said by where the file is, never by the file.
+    assert not [rule["id"] for rule in tomllib.loads(text)["rule"] if "engine" in rule]
+
+
+def test_every_rule_for_one_engine_lives_beside_that_engine() -> None:
+    assert set(engine_catalogues()) == {"vllm", "llamacpp"}
+    own = {
+        kind: {rule.id for rule in parse_catalogue(engine_catalogue(kind)[1], engine=kind).rules}
+        for kind in engine_catalogues()
+    }
+    # The main file marks no rule for one engine: the rules that judge one engine are its package's.
+    assert not [rule["id"] for rule in tomllib.loads(MAIN_FILE.read_text())["rule"] if "engine" in rule]
+    assert all(rule.engine is None for rule in _main().rules)
+    owned = {rule_id: kind for kind, ids in own.items() for rule_id in ids}
+    assert {rule.id: rule.engine for rule in CATALOGUE.rules if rule.engine is not None} == owned
+    # vLLM's: its log lines and its detectors of vLLM's notions, under the ids configs and recordings name.
+    for rule_id in ("page-cache-blocks-start", "launch-readiness", "engine-dead", "kv-pressure", "cold-jit"):
+        assert CATALOGUE.rule(rule_id).engine == "vllm" and rule_id in own["vllm"]
+    for rule_id in ("engine-wedged", "exec-not-found", "crash-loop", "drop-caches-denied", "nvrm-out-of-memory"):
+        assert CATALOGUE.rule(rule_id).engine is None
+    # llama.cpp's rules say where its source prints each line; vLLM's cite the write-up, where one is.
+    assert all(CATALOGUE.rule(rule_id).source for rule_id in own["llamacpp"])
+    assert CATALOGUE.rule("page-cache-blocks-start").source == "write-up 002"
+    # Each engine's [log] is kept for its instances; the main file's is for an engine with none.
     assert CATALOGUE.marks("llamacpp").attempt_start.search("0.00.006.088 I srv  llama_server: initializing ...")
-    assert CATALOGUE.marks("vllm").attempt_start is CATALOGUE.attempt_start
+    vllm_start = "INFO 05-30 08:34:01 [api_server.py:1] vLLM API server version 0.20.1"
+    assert CATALOGUE.marks("vllm").attempt_start.search(vllm_start)
+    assert not CATALOGUE.marks("toy").attempt_start.search(vllm_start)
+    assert CATALOGUE.marks("toy").attempt_start.search("systemd[1]: Started toy.service - Toy.")
 
 
 def test_the_engine_catalogues_ship_in_the_package() -> None:
@@ -164,9 +190,7 @@ any = ["couldn't bind HTTP server socket"]
 
 
 def _main() -> Catalogue:
-    return parse_catalogue(
-        (ROOT / "sparktui" / "data" / "failures.toml").read_text(), source="sparktui/data/failures.toml"
-    )
+    return parse_catalogue(MAIN_FILE.read_text(), source="sparktui/data/failures.toml")
 
 
 def test_an_engine_file_is_that_engines_whatever_it_says() -> None:
@@ -188,11 +212,25 @@ def test_an_engine_file_is_that_engines_whatever_it_says() -> None:
         parse_catalogue(LLAMA_FILE, "llama.toml", "ollama")
 
 
-def test_the_main_file_names_only_known_engines() -> None:
-    text = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
-    with pytest.raises(CatalogueError, match=r"rule 'oom-during-load': 'engine' must be one of vllm, llamacpp, sglang"):
+def test_a_catalogue_parsed_alone_may_mark_a_rule_for_a_known_engine() -> None:
+    text = MAIN_FILE.read_text()
+    marked = text.replace('id = "drop-caches-denied"\n', 'id = "drop-caches-denied"\nengine = "vllm"\n')
+    assert marked != text
+    assert parse_catalogue(marked).rule("drop-caches-denied").engine == "vllm"
+    with pytest.raises(
+        CatalogueError, match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang"
+    ):
+        parse_catalogue(marked.replace('engine = "vllm"', 'engine = "tensorrt"'))
+
+
+def test_vllms_file_keeps_its_ids_and_sources_and_still_refuses_an_engine_key() -> None:
+    text = VLLM_FILE.read_text()
+    own = parse_catalogue(text, source="vllm.toml", engine="vllm")
+    assert "engine-dead" in own.ids and all(rule.engine == "vllm" for rule in own.rules)  # no "vllm-" prefix
+    assert own.rule("engine-dead").source is None  # a detector no write-up gave: as it was in the main file
+    with pytest.raises(CatalogueError, match=r"rule 'engine-dead': an engine's own .* sets no 'engine'"):
         parse_catalogue(
-            text.replace('id = "oom-during-load"\nengine = "vllm"', 'id = "oom-during-load"\nengine = "tensorrt"')
+            text.replace('id = "engine-dead"\n', 'id = "engine-dead"\nengine = "vllm"\n'), "vllm.toml", "vllm"
         )
 
 
@@ -257,15 +295,20 @@ def test_a_llama_instance_log_is_read_with_llama_servers_start_and_error_lines()
 
 
 def test_an_engines_detector_rule_judges_only_that_engines_instances() -> None:
-    text = (ROOT / "sparktui" / "data" / "failures.toml").read_text()
-    # engine-dead (vLLM's) made to hold on any refused port, and the same rule made neutral.
+    text = VLLM_FILE.read_text()
+    # engine-dead (vLLM's) made to hold on any refused port: in vLLM's file, marked vLLM's in a catalogue
+    # parsed alone (as the main file's vLLM rules were), and the same rule neutral.
     down = text.replace("reason = '/health 503'", "reason = 'connection refused'")
-    neutral = down.replace('id = "engine-dead"\nengine = "vllm"\n', 'id = "engine-dead"\n')
-    assert text != down != neutral
+    marked = down.replace('id = "engine-dead"\n', 'id = "engine-dead"\nengine = "vllm"\n')
+    assert text != down != marked
     refused = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.REFUSED, error="connection refused")
-    for catalogue_text, expected in ((down, {"gptoss"}), (neutral, {"gptoss", "gemma"})):
+    for catalogue, expected in (
+        (parse_catalogue(down, engine="vllm"), {"gptoss"}),
+        (parse_catalogue(marked), {"gptoss"}),
+        (parse_catalogue(down), {"gptoss", "gemma"}),
+    ):
         fleet = FleetState(parse_config(MIXED, source="test.toml"), readings())
-        engine = DiagnosisEngine(parse_catalogue(catalogue_text))
+        engine = DiagnosisEngine(catalogue)
         opened: set[str] = set()
         for t in range(3):
             observed = tuple(ServerObservation(name, refused, None) for name in ("gptoss", "gemma"))
