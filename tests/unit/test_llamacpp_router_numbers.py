@@ -5,69 +5,25 @@ Bodies are the real router's (``tests/data/llamacpp-11434``)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
-from sparktui.config import parse_config
 from sparktui.engines import readings
 from sparktui.engines.llamacpp import MODEL_READS, ROUTER_PLAN, model_metrics_paths
 from sparktui.headless.snapshot import render_snapshot
 from sparktui.model.fleet import FleetState, InstanceView
-from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
+from sparktui.model.observations import FetchKind, HttpResult
 from sparktui.model.status import State
 from sparktui.sources.collector import NodeCollector
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434"
-URL = "http://10.0.0.1:8080"
-FLEET = parse_config(
-    '[[nodes]]\nname = "box"\nhost = "10.0.0.1"\n[nodes.ssh]\nenabled = false\n'
-    '[[nodes.vllm]]\nname = "router"\nengine = "llamacpp"\nport = 8080\n',
-    source="router.toml",
-)
-
-
-def models_body(**states: str) -> bytes:
-    cards = [
-        {"id": name, "status": {"value": value, "args": ["llama-server", "--port", str(41000 + index)]}}
-        for index, (name, value) in enumerate(states.items())
-    ]
-    return json.dumps({"data": cards, "object": "list"}).encode()
-
-
-def metrics(prompt: int, cached: int, predicted: int, processing: int = 0) -> bytes:
-    """A child's /metrics as llama-server serves it (the saved idle body, its counters set)."""
-    text = (DATA / "idle-metrics.txt").read_text()
-    for name, value in (
-        ("prompt_tokens_total", prompt),
-        ("prompt_tokens_cached_total", cached),
-        ("tokens_predicted_total", predicted),
-        ("requests_processing", processing),
-    ):
-        text = text.replace(f"llamacpp:{name} 0\n", f"llamacpp:{name} {value}\n")
-    return text.encode()
-
-
-def ok(body: bytes, status: int = 200, path: str = "") -> HttpResult:
-    return HttpResult(url=f"{URL}{path}", kind=FetchKind.OK, status=status, body=body)
+from tests.support.router_data import FLEET, LLAMA, URL, child_metrics, models_body, ok, router_observation
 
 
 def poll(
     state: FleetState, t: float, models: bytes, per_model: tuple[tuple[str, HttpResult], ...] | None
 ) -> InstanceView:
-    obs = ServerObservation(
-        name="router",
-        health=ok(b'{"status":"ok"}'),
-        metrics=None,
-        version=ok((DATA / "router-props.json").read_bytes()),
-        models=ok(models),
-        model_metrics=per_model,
-        metrics_t=t,
-    )
-    state.apply(NodeObservation(node="box", t=t, wall=1e9 + t, vllm=(obs,)))
+    state.apply(router_observation(t, models, per_model))
     (node,) = state.view(t, window_s=None)
     (instance,) = node.instances
     return instance
@@ -94,9 +50,11 @@ def test_the_plan_reads_at_most_model_reads_models_a_poll_and_nothing_of_a_body_
 def test_a_routers_instance_shows_each_loaded_models_rates_and_their_sum() -> None:
     state = FleetState(FLEET, readings())
     loaded = models_body(a="loaded", b="sleeping", c="unloaded")
-    view = poll(state, 0.0, loaded, (("a", ok(metrics(10, 0, 0))), ("b", ok(metrics(5, 0, 20)))))
+    view = poll(state, 0.0, loaded, (("a", ok(child_metrics(10, 0, 0))), ("b", ok(child_metrics(5, 0, 20)))))
     assert view.rates is None  # one scrape
-    view = poll(state, 10.0, loaded, (("a", ok(metrics(110, 50, 300, processing=1))), ("b", ok(metrics(5, 0, 20)))))
+    view = poll(
+        state, 10.0, loaded, (("a", ok(child_metrics(110, 50, 300, processing=1))), ("b", ok(child_metrics(5, 0, 20))))
+    )
     numbers = {n.model: n for n in view.model_numbers}
     assert set(numbers) == {"a", "b"}
     a_rates, b_rates = numbers["a"].rates, numbers["b"].rates
@@ -117,9 +75,9 @@ def test_a_model_that_unloads_and_loads_again_gives_no_negative_or_bogus_rate() 
     drop of the instance's (the other model's counters are untouched)."""
     state = FleetState(FLEET, readings())
     both = models_body(a="loaded", b="loaded")
-    poll(state, 0.0, both, (("a", ok(metrics(0, 0, 1000))), ("b", ok(metrics(0, 0, 500)))))
-    poll(state, 10.0, models_body(a="unloaded", b="loaded"), (("b", ok(metrics(0, 0, 600))),))
-    view = poll(state, 20.0, both, (("a", ok(metrics(0, 0, 40))), ("b", ok(metrics(0, 0, 700)))))
+    poll(state, 0.0, both, (("a", ok(child_metrics(0, 0, 1000))), ("b", ok(child_metrics(0, 0, 500)))))
+    poll(state, 10.0, models_body(a="unloaded", b="loaded"), (("b", ok(child_metrics(0, 0, 600))),))
+    view = poll(state, 20.0, both, (("a", ok(child_metrics(0, 0, 40))), ("b", ok(child_metrics(0, 0, 700)))))
     numbers = {n.model: n.rates for n in view.model_numbers}
     a_rates, b_rates = numbers["a"], numbers["b"]
     assert a_rates is not None and b_rates is not None
@@ -145,7 +103,7 @@ def test_a_model_gone_since_v1_models_is_a_400_and_no_problem_another_answer_is_
 
 def test_a_router_with_nothing_loaded_shows_no_numbers_and_says_why() -> None:
     state = FleetState(FLEET, readings())
-    poll(state, 0.0, models_body(a="loaded"), (("a", ok(metrics(0, 0, 10))),))
+    poll(state, 0.0, models_body(a="loaded"), (("a", ok(child_metrics(0, 0, 10))),))
     view = poll(state, 10.0, models_body(a="unloaded"), ())
     assert view.model_numbers == () and view.rates is None and view.running is None
     assert "no model loaded: a router's numbers are its loaded models'" in render_snapshot(
@@ -167,11 +125,11 @@ async def test_the_collector_asks_each_answering_models_metrics_bounded_and_alwa
         if path == "/health":
             return httpx.Response(200, json={"status": "ok"})
         if path == "/props":
-            return httpx.Response(200, content=(DATA / "router-props.json").read_bytes())
+            return httpx.Response(200, content=(LLAMA / "router-props.json").read_bytes())
         if path == "/v1/models":
             return httpx.Response(200, content=models_body(**names))
         if path == "/metrics" and request.url.params.get("autoload") == "false":
-            return httpx.Response(200, content=metrics(1, 0, 2))
+            return httpx.Response(200, content=child_metrics(1, 0, 2))
         return httpx.Response(500, text=f"not asked of a router: {request.url}")
 
     collector = NodeCollector(FLEET.nodes[0], FLEET)
