@@ -3,6 +3,9 @@ summed rates; the node screen lists each loaded model's own numbers under where 
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console
 from textual.widgets import Static
 
 from sparktui.ui.app import SparkApp, make_app
@@ -11,7 +14,6 @@ from sparktui.ui.table import RowTable
 from tests.support.router_data import FLEET, child_metrics, models_body, ok, router_observation
 from tests.support.ui_data import Clock
 from tests.support.wait import wait_until
-from tests.ui.test_views import plain
 
 
 def router_app() -> SparkApp:
@@ -24,6 +26,12 @@ def router_app() -> SparkApp:
         app.state.apply(router_observation(t, models, (("a", ok(a)), ("b", ok(child_metrics(5, 0, 20))))))
         app.refresh_views()
     return app
+
+
+def _plain(widget: Static) -> str:
+    console = Console(width=150, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
 
 
 async def test_the_fleet_row_keeps_its_models_loaded_and_gains_their_rates() -> None:
@@ -43,7 +51,7 @@ async def test_the_node_screen_lists_each_loaded_models_own_numbers() -> None:
         app.open_node("box")
         await wait_until(lambda: isinstance(app.screen, NodeScreen), what="box's screen")
         await pilot.pause()
-        text = " ".join(plain(app.screen.query_one("#requests", Static).content).split())
+        text = " ".join(_plain(app.screen.query_one("#requests", Static)).split())
         assert "models: a loaded, b sleeping, c unloaded" in text
         assert "a: generation 30.0 tok/s prompt 15.0 tok/s running 1 waiting 0" in text
         assert "b: generation 0.00 tok/s prompt 0.00 tok/s running 0 waiting 0" in text
