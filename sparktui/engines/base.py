@@ -53,7 +53,10 @@ class PollPlan:
     (llama-server's ``/slots`` while a request runs: reading it keeps an idle server awake).
     ``metrics``: False for a server whose ``/metrics`` is not its own (a llama.cpp router's is asked
     per model, and would load the model it names); ``models_each_poll``: ``/v1/models`` every poll
-    (it says which models are loaded)."""
+    (it says which models are loaded). ``model_metrics``: for a server whose models each have their own
+    ``/metrics`` (a llama.cpp router's children), the (model, path) pairs to ask, from this poll's
+    ``/v1/models`` answer: only what loads and wakes nothing, and a bounded number of them (None: the
+    server's ``/metrics`` is its own)."""
 
     info_path: str | None = None
     health_path: str = "/health"
@@ -64,6 +67,7 @@ class PollPlan:
     metrics_filter: tuple[str, ...] = ()
     detail_path: str | None = None
     wants_detail: Callable[[bytes], bool] = field(default=_never)
+    model_metrics: Callable[[bytes], tuple[tuple[str, str], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,6 +188,7 @@ def _instance_lines(view: InstanceView) -> list[str]:
     lines.extend(f"    {mark}{reason}" for reason in view.status.reasons)
     if view.models:
         lines.append("    models: " + ", ".join(m.words for m in view.models))
+        lines.extend(f"      {numbers.words}" for numbers in view.model_numbers)
     if view.launch is not None:
         lines.append(f"    launch readiness: {view.launch.reason}")
     if view.url is None:
@@ -197,6 +198,9 @@ def _instance_lines(view: InstanceView) -> list[str]:
         return lines
     if view.metrics_problem is not None:
         return lines  # its /metrics could not be used: the reason above says why, no numbers follow
+    if not view.engine_stats and view.models:
+        lines.append("    no model loaded: a router's numbers are its loaded models'")
+        return lines
     if not view.engine_stats:
         lines.append(f"    up without engine stats (--disable-log-stats): no {view.engine} numbers to show")
         return lines

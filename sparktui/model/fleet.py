@@ -37,7 +37,7 @@ from sparktui.model.memory import (
     launch_readiness,
     pressure_from_exposition,
 )
-from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int
+from sparktui.model.numbers import MAX_CONTEXT_TOKENS, json_int, known_sum
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.promtext import Exposition, ParseError, PromParser, TooManySeries, decode, looks_truncated
 from sparktui.model.reading import Answers, EngineReading
@@ -47,10 +47,31 @@ from sparktui.model.scrape import EngineScrape, ModelLoad, ModelScrape, ScrapePr
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServerSpec, ServiceSpec, Thresholds
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import ScrapeTracker
-from sparktui.model.units import fmt_count, fmt_duration
+from sparktui.model.units import fmt_count, fmt_duration, fmt_number, fmt_rate
 
 GIB = 1024**3
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
+
+
+@dataclass(frozen=True, slots=True)
+class ModelNumbers:
+    """One model of a server that loads models on demand (a llama.cpp router), read through it: its
+    own gauges at the last scrape and its rates over the window (``rates``: None before two scrapes)."""
+
+    model: str
+    running: float | None
+    waiting: float | None
+    rates: EngineRates | None
+
+    @property
+    def words(self) -> str:
+        """For people: "a: generation 12.5 tok/s   prompt 40.0 tok/s   running 1   waiting 0"."""
+        rates = self.rates
+        return (
+            f"{self.model}: generation {fmt_rate(rates.generation_tokens_per_s if rates else None, ' tok/s')}   "
+            f"prompt {fmt_rate(rates.prompt_tokens_per_s if rates else None, ' tok/s')}   "
+            f"running {fmt_number(self.running)}   waiting {fmt_number(self.waiting)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +107,9 @@ class InstanceView:
     # that serves what it loaded at its start.
     models: tuple[ServedModel, ...] = ()
     engine_kind: str = "vllm"  # the engine it runs, as the config names it (``ServerSpec.engine``)
+    # Its models' own numbers, of those read (a router's loaded and sleeping ones); its ``rates``,
+    # ``running`` and ``waiting`` are then theirs added up. () for a server that serves one model.
+    model_numbers: tuple[ModelNumbers, ...] = ()
     # Numbers its engine computes itself over its own recent work and serves as gauges (SGLang's
     # "spec_accept_length", "spec_accept_rate"; ``ModelScrape.reported``), as the engine reports them.
     reported: Mapping[str, float] = field(default_factory=dict)
@@ -281,6 +305,8 @@ class InstanceState:
                 self.version = safe_text(found, LABEL_LIMIT)
         if obs.models is not None:
             self._apply_models(obs.models)
+        if obs.model_metrics is not None:
+            self._apply_model_metrics(obs.model_metrics, obs.metrics_t if obs.metrics_t is not None else t)
         if obs.metrics is not None:
             self.metrics = obs.metrics
             # Timed by its own answer, not the end of the node's poll (ServerObservation.metrics_t).
@@ -333,6 +359,35 @@ class InstanceState:
             interval = self.tracker.last_interval_rates() if before is not None else None
             generated = interval.generation_tokens_per_s if interval is not None else None
             self.canary.scraped(t, generated is not None and generated > 0)
+
+    def _apply_model_metrics(self, answers: tuple[tuple[str, HttpResult], ...], t: float) -> None:
+        """Each model's own ``/metrics`` (a llama.cpp router's loaded models), read by the engine's reading
+        as one server's, into one scrape of the models read: each model keeps its own reset-safe counter
+        history in the tracker, so one that unloads and loads again (its counters from 0) is a reset of
+        its own, never a drop of the instance's. A 400 is a model that went away since ``/v1/models``
+        said it answered (``autoload=false`` refuses, loading nothing): not a problem, just not read."""
+        models: dict[str, ModelScrape] = {}
+        problems: list[str] = []
+        latest = self.tracker.latest
+        for name, result in answers:
+            if result.answered and result.status == 400:
+                continue
+            if not result.ok:
+                problems.append(f"/metrics of {name}: {result.problem()}")
+                continue
+            before = latest.models.get(name) if latest is not None else None
+            previous = EngineScrape(models={name: before}) if before is not None else None
+            scrape, problem = read_metrics(
+                self.parser, result, self.reading, Answers(model_name=name, previous=previous)
+            )
+            if scrape is None:
+                problems.append(f"{name}: {problem}")
+                continue
+            models.update(scrape.models)
+        self.metrics_error = "; ".join(problems) or None
+        # No wedge rule (``last_progress_t`` stays None): without /slots, which would wake a sleeping
+        # child, a router's generated tokens move only when a request ends.
+        self.tracker.observe(t, EngineScrape(models=models))
 
     def _made_progress(self) -> bool:
         rates = self.tracker.last_interval_rates()
@@ -496,7 +551,8 @@ class InstanceState:
         """``fresh_s``: numbers from a last scrape older than this are not shown (the instance stopped
         answering; its last rates and gauges would pass for current ones); nor are they while /health
         does not answer 200."""
-        rates = self.tracker.rates(window_s=window_s)
+        several = bool(self.on_demand)  # a router: its numbers are its models' added up
+        rates = self.tracker.summed_rates(window_s) if several else self.tracker.rates(window_s=window_s)
         latest = self.tracker.latest
         model = _first_model(latest)
         status = self.status(t, thresholds, rates, head)
@@ -507,6 +563,7 @@ class InstanceState:
         answering = self.health is not None and self.health.ok
         fresh = answering and (fresh_s is None or (last is not None and t - last <= fresh_s))
         gauges = model if fresh else None  # the model whose gauges are shown
+        numbers = self._model_numbers(window_s) if fresh and several else ()
         return InstanceView(
             name=self.spec.name,
             url=self.spec.base_url,
@@ -517,10 +574,10 @@ class InstanceState:
             engine_kind=self.spec.engine,
             served_models=self.served_models,
             max_model_len=self.max_model_len,
-            model_name=model.model_name if model else None,
+            model_name=model.model_name if model and not several else None,
             engine_stats=bool(latest and latest.has_engine_stats),
-            running=gauges.running if gauges else None,
-            waiting=gauges.waiting if gauges else None,
+            running=known_sum(n.running for n in numbers) if several else gauges.running if gauges else None,
+            waiting=known_sum(n.waiting for n in numbers) if several else gauges.waiting if gauges else None,
             waiting_for_capacity=gauges.waiting_for_capacity if gauges else None,
             waiting_deferred=gauges.waiting_deferred if gauges else None,
             sleep=gauges.sleep if gauges else None,
@@ -538,6 +595,17 @@ class InstanceState:
             lacks=gauges.lacks if gauges else {},
             models=self.on_demand,
             reported=gauges.reported if gauges else {},
+            model_numbers=numbers,
+        )
+
+    def _model_numbers(self, window_s: float | None) -> tuple[ModelNumbers, ...]:
+        """Each model of the last scrape, by name, with its own rates over the window."""
+        latest = self.tracker.latest
+        if latest is None:
+            return ()
+        return tuple(
+            ModelNumbers(name, model.running, model.waiting, self.tracker.rates(name, window_s))
+            for name, model in sorted(latest.models.items())
         )
 
     def _engine_load(

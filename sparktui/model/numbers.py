@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 LABEL_INT_DIGITS = 9  # a position or an engine index: nothing real has more than a few
@@ -33,6 +33,12 @@ MAX_JSON_INT = 2**53
 # A model's context length in tokens: the longest published is 10 million; 2**31 is far past it and
 # small enough for any arithmetic on it (a bench's prompt sizes) to stay exact.
 MAX_CONTEXT_TOKENS = 2**31
+
+
+def known_sum(values: Iterable[float | None]) -> float | None:
+    """The sum of the known values; None when none is known (shown "–", not 0)."""
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
 
 
 def label_int(text: str) -> int | None:

@@ -72,6 +72,10 @@ class ServerObservation:
     # not by the end of the whole node poll (a slow neighbour on the node would stretch the interval).
     # None: the observation's ``t`` (a recording from before it was kept, the Prometheus source).
     metrics_t: float | None = None
+    # A server whose models each have their own /metrics (a llama.cpp router): each model's answer, by
+    # its id, as its engine's plan asked it (``PollPlan.model_metrics``); () when none was to be read,
+    # None when not asked this poll. ``metrics_t`` is then when the last of them answered.
+    model_metrics: tuple[tuple[str, HttpResult], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sparktui.model.counters import CounterHistory, flatten
+from collections.abc import Iterable
+
+from sparktui.model.counters import CounterHistory, Deltas, flatten
 from sparktui.model.derive import EngineRates, derive_rates
 from sparktui.model.scrape import EngineScrape, ModelScrape
 
@@ -72,6 +74,23 @@ class ScrapeTracker:
         rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
         return rates
 
+    def summed_rates(self, window_s: float | None = None) -> EngineRates | None:
+        """The numbers of every model of the last scrape together, over the window: each model's
+        increases on its own reset-safe history (a model loaded again counts from its own 0), added up
+        over the longest of their windows (a model read for less of it adds what it did in its part).
+        A model the last scrape no longer holds (unloaded) adds nothing. None before two scrapes of any."""
+        key = ("summed", None, window_s)
+        if key in self._memo:
+            return self._memo[key]
+        found: list[tuple[Deltas, ModelScrape]] = []
+        for name, model in self.latest.models.items() if self.latest is not None else ():
+            history = self._histories.get(name)
+            deltas = history.window(window_s) if history is not None else None
+            if deltas is not None:
+                found.append((deltas, model))
+        rates = self._memo[key] = derive_rates(_added(d for d, _ in found), found[0][1]) if found else None
+        return rates
+
     def engine_rates(
         self, model_name: str | None = None, window_s: float | None = None
     ) -> dict[str, EngineRates | None]:
@@ -116,6 +135,19 @@ class ScrapeTracker:
             if rates is not None:
                 out.append(rates)
         return out
+
+
+def _added(windows: Iterable[Deltas]) -> Deltas:
+    """Several windows' increases as one: each key's increases added, over the longest window."""
+    values: dict[str, float] = {}
+    seconds, reset = 0.0, False
+    for deltas in windows:
+        for key in deltas.values:
+            increase = deltas.get(key)
+            if increase is not None:
+                values[key] = values.get(key, 0.0) + increase
+        seconds, reset = max(seconds, deltas.seconds), reset or deltas.reset
+    return Deltas(seconds=seconds, values=values, reset=reset)
 
 
 def _since(history: CounterHistory, horizon: float) -> bool:

@@ -596,6 +596,10 @@ def _observation_parts(obs: NodeObservation) -> tuple[dict[str, Any], list[tuple
         }
         if v.metrics_t is not None:  # kept as its lead on the poll's end, which replays re-time
             entry["metrics_before_s"] = obs.t - v.metrics_t
+        if v.model_metrics is not None:
+            entry["model_metrics"] = [
+                [model, _result_json(r, f"v/{v.name}/m/{model}", bodies)] for model, r in v.model_metrics
+            ]
         vllm.append(entry)
     meta = {
         "wall": obs.wall,
@@ -616,6 +620,7 @@ def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> ServerOb
     def part(key: str) -> HttpResult | None:
         return _result_from_json(v.data.get(key), bodies, f"observation.vllm[{name}].{key}")
 
+    per_model = v.opt_items("model_metrics")
     return ServerObservation(
         name=name,
         health=part("health"),
@@ -625,18 +630,25 @@ def _vllm_from_json(data: object, t: float, bodies: Sequence[bytes]) -> ServerOb
         canary=part("canary"),
         detail=part("detail"),
         metrics_t=None if before is None else t - before,
+        model_metrics=None if per_model is None else _named_results(per_model, bodies, f"observation.vllm[{name}]"),
     )
 
 
-def _observation_from_parts(node: str, t: float, meta: _Fields, bodies: Sequence[bytes]) -> NodeObservation:
-    services = []
-    for entry in meta.items("services", ()):
+def _named_results(entries: list[Any], bodies: Sequence[bytes], where: str) -> tuple[tuple[str, HttpResult], ...]:
+    """``[[name, answer], ...]`` (a node's side services, a router's models' ``/metrics``), each checked."""
+    found = []
+    for entry in entries:
         if not isinstance(entry, list) or len(entry) != 2:
-            raise RefusedRecord(f"observation.services[] is {_shown(entry)}, not [name, answer]")
-        name = checked_text(entry[0], "observation.services[] name", LABEL_LIMIT)
-        result = _result_from_json(entry[1], bodies, f"observation.services[{name}]")
+            raise RefusedRecord(f"{where}[] is {_shown(entry)}, not [name, answer]")
+        name = checked_text(entry[0], f"{where}[] name", LABEL_LIMIT)
+        result = _result_from_json(entry[1], bodies, f"{where}[{name}]")
         if result is not None:
-            services.append((name, result))
+            found.append((name, result))
+    return tuple(found)
+
+
+def _observation_from_parts(node: str, t: float, meta: _Fields, bodies: Sequence[bytes]) -> NodeObservation:
+    services = _named_results(meta.items("services", ()), bodies, "observation.services")
     return NodeObservation(
         node=node,
         t=t,
@@ -644,7 +656,7 @@ def _observation_from_parts(node: str, t: float, meta: _Fields, bodies: Sequence
         vllm=tuple(_vllm_from_json(v, t, bodies) for v in meta.items("vllm")),
         gpu_exporter=_result_from_json(meta.data.get("gpu_exporter"), bodies, "observation.gpu_exporter"),
         node_exporter=_result_from_json(meta.data.get("node_exporter"), bodies, "observation.node_exporter"),
-        services=tuple(services),
+        services=services,
     )
 
 

@@ -19,6 +19,9 @@ from sparktui.sources.http import FetchClient, fetch
 Clock = Callable[[], float]
 VERSION_EVERY = 60  # polls between /version checks while healthy
 MODELS_EVERY = 30  # polls between /v1/models checks while healthy
+# Per-model /metrics one poll may ask of one server (``PollPlan.model_metrics``), whatever its engine's
+# plan says: a plan from a plugin that listed hundreds would not fan out (llama.cpp's asks at most 8).
+MAX_MODEL_READS = 16
 
 
 def metrics_url(base: str, names: tuple[str, ...], path: str = "/metrics") -> str:
@@ -137,6 +140,15 @@ class _InstancePoller:
         detail = None
         if plan.detail_path is not None and metrics is not None and metrics.ok and plan.wants_detail(metrics.body):
             detail = await fetch(client, f"{base}{plan.detail_path}", timeout_s=timeout, max_bytes=cap)
+        per_model = None
+        if plan.model_metrics is not None and models is not None and models.ok:
+            # Each model this poll's /v1/models says answers, as the plan words it (loading nothing).
+            asked = plan.model_metrics(models.body)[:MAX_MODEL_READS]
+            answers = await asyncio.gather(
+                *(fetch(client, f"{base}{path}", timeout_s=timeout, max_bytes=cap) for _model, path in asked)
+            )
+            per_model = tuple((model, answer) for (model, _path), answer in zip(asked, answers, strict=True))
+            metrics_at.append(self.clock())
         return ServerObservation(
             name=self.spec.name,
             health=health,
@@ -145,7 +157,8 @@ class _InstancePoller:
             models=models,
             canary=canary,
             detail=detail,
-            metrics_t=metrics_at[0] if metrics_at else None,
+            metrics_t=metrics_at[-1] if metrics_at else None,
+            model_metrics=per_model,
         )
 
     def _read_info(self, result: HttpResult) -> None:

@@ -3,7 +3,7 @@ highlighted node's reasons below."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -27,6 +27,7 @@ from sparktui.model.levels import (
     ttft_level,
     waiting_level,
 )
+from sparktui.model.numbers import known_sum
 from sparktui.model.replicas import ModelReplicas, Replica, model_replicas
 from sparktui.model.scrape import ModelLoad
 from sparktui.model.specs import Thresholds
@@ -366,8 +367,8 @@ class FleetScreen(SparkScreen[None]):
     def _update_summary(self, views: Sequence[NodeView]) -> None:
         app = self.spark
         rates = [i.rates for v in views for i in v.instances if i.rates is not None]
-        gen = _total(r.generation_tokens_per_s for r in rates)
-        prompt = _total(r.prompt_tokens_per_s for r in rates)
+        gen = known_sum(r.generation_tokens_per_s for r in rates)
+        prompt = known_sum(r.prompt_tokens_per_s for r in rates)
         counts: dict[State, int] = {}
         for view in views:
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
@@ -378,8 +379,8 @@ class FleetScreen(SparkScreen[None]):
                 summary.append_text(status_text(state, app.colours, label=False))
                 summary.append(f" {counts[state]} {state.value}  ")
         summary.append(f"│ generation {fmt_rate(gen, ' tok/s')}  prompt {fmt_rate(prompt, ' tok/s')}")
-        running = _total(i.running for v in views for i in v.instances)
-        waiting = _total(i.waiting for v in views for i in v.instances)
+        running = known_sum(i.running for v in views for i in v.instances)
+        waiting = known_sum(i.waiting for v in views for i in v.instances)
         summary.append(f"  │ running {fmt_number(running)}  waiting {fmt_number(waiting)}")
         if app.paused:
             summary.append("  │ PAUSED (p resumes)", style=f"bold {app.colours['status-warn']}")
@@ -562,12 +563,6 @@ def _capped(lines: list[str], most: int) -> list[str]:
     if len(lines) <= most:
         return lines
     return [*lines[: most - 1], f"… and {len(lines) - most + 1} more (! lists the alerts)"]
-
-
-def _total(values: Iterable[float | None]) -> float | None:
-    """The sum of the known values; None when none is known (the header says "–", not 0)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def _replicas_line(found: ModelReplicas, colours: Mapping[str, str]) -> Text:

@@ -550,6 +550,7 @@ class NodeScreen(SparkScreen[None]):
         ]
         if instance.models:  # a router: each model and where it is
             engine.append(Text("models: " + ", ".join(m.words for m in instance.models)))
+            engine.extend(Text(f"  {numbers.words}") for numbers in instance.model_numbers)
         if instance.service is not None:
             service = instance.service
             restarts = f", {service.restarts} restarts" if service.restarts else ""

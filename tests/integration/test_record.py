@@ -358,6 +358,28 @@ def test_a_llama_servers_slots_are_recorded_with_their_observation_and_replay() 
     _round_trip_with_part(lambda v, r: replace(v, detail=r), (None, slots, slots, None))
 
 
+def test_a_routers_models_metrics_are_recorded_with_their_observation_and_replay() -> None:
+    """A llama.cpp router's per-model /metrics ride in its instance's observation, each under its model's
+    name (a 400 for a model gone since kept as the 400 it was); absent (None) from polls that read none,
+    empty from a poll with nothing loaded."""
+    data = Path(__file__).resolve().parents[1] / "data" / "llamacpp-11434"
+    base = "http://10.0.0.1:8080/metrics?model="
+    a = HttpResult(
+        url=f"{base}a&autoload=false", kind=FetchKind.OK, status=200, body=(data / "idle-metrics.txt").read_bytes()
+    )
+    b = HttpResult(
+        url=f"{base}b&autoload=false", kind=FetchKind.OK, status=400, body=b'{"error": "model is not loaded"}'
+    )
+    polls: tuple[tuple[tuple[str, HttpResult], ...] | None, ...] = (None, (("a", a),), (("a", a), ("org/b", b)), ())
+    items: list[tuple[Kind, float, str, object]] = []
+    for second, per_model in enumerate(polls):
+        for obs in fixture_poll(T0 + second, WALL0 + second, second):
+            vllm = tuple(replace(v, model_metrics=per_model, metrics=None) for v in obs.vllm)
+            items.append((Kind.OBSERVATION, T0 + second, obs.node, replace(obs, vllm=vllm)))
+    for keyframe_s in (1e9, 0.5):
+        _encoded_round_trip(items, keyframe_s)
+
+
 def test_a_redirects_location_is_recorded_so_a_replay_gives_the_same_reason() -> None:
     redirected = HttpResult(
         url="http://10.0.0.1:8000/health", kind=FetchKind.OK, status=302, location="https://sso.example/login"

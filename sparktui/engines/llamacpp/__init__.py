@@ -8,8 +8,12 @@ timer, so a server started with ``--sleep-idle-seconds`` polled for its slots wo
 is nothing anyway.
 
 A router (``--models-dir``: ``/props`` says ``"role": "router"``) is polled by ``ROUTER_PLAN``: its
-``/health``, ``/props`` and ``/v1/models``, which says where each model is (``router``); never its
-``/metrics`` or ``/slots``, which are per model and load the model they name.
+``/health``, ``/props`` and ``/v1/models``, which says where each model is (``router``), then the
+``/metrics`` of each model whose child answers (``loaded`` or ``sleeping`` in that answer), through the
+router with ``?model=X&autoload=false`` (``model_metrics_paths``): without ``autoload=false`` it would
+load X (evicting another); with it, a model that went away since is a 400 and nothing is loaded or
+woken. At most ``MODEL_READS`` models are read a poll. Never its ``/slots``, which wakes a sleeping
+child, so a router's generated tokens move when a request ends.
 
 ``command`` reads a ``llama-server`` command line for ``sparktui init`` (which unit or container runs it,
 and on which port).
@@ -18,16 +22,18 @@ and on which port).
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode
 
 from sparktui.engines.base import Engine, PollPlan
 from sparktui.engines.llamacpp import router, scrape
 from sparktui.model.promtext import Exposition
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.scrape import EngineScrape, ModelLoad, ServedModel
+from sparktui.model.scrape import EngineScrape, ModelLoad, ScrapeProblem, ServedModel
 
 INFO_PATH = "/props"  # build, slots, context, sleep: the engine's description of itself
 SLOTS_PATH = "/slots"
+MODEL_READS = 8  # a router's models whose /metrics one poll reads: bounded, whatever its --models-max
 HEALTH_LOADING = 503  # /health answers 503 "Loading model" while the model loads
 _PROCESSING = re.compile(rb"^llamacpp:requests_processing ([0-9.eE+]+)\s*$", re.MULTILINE)
 
@@ -87,9 +93,32 @@ _LOAD = {
 READING = _reading()
 # /props each poll: it says whether the server sleeps, and asking wakes nothing.
 PLAN = PollPlan(info_path=INFO_PATH, info_each_poll=True, detail_path=SLOTS_PATH, wants_detail=wants_slots)
+
+
 # A router (--models-dir): its /metrics and /slots are per model, and ?model=X loads X (evicting another
-# at --models-max): never asked. /v1/models, every poll, says where each model is; /props wakes nothing.
-ROUTER_PLAN = PollPlan(info_path=INFO_PATH, info_each_poll=True, metrics=False, models_each_poll=True)
+# at --models-max): asked only with autoload=false, of the models /v1/models (every poll) says answer.
+def model_metrics_paths(models: bytes) -> tuple[tuple[str, str], ...]:
+    """The ``/metrics`` to ask of a router for each of its models whose child answers (``loaded`` or
+    ``sleeping`` in this ``/v1/models`` answer), at most ``MODEL_READS`` in the listed order: the id
+    URL-encoded, always with ``autoload=false`` (which loads nothing and wakes nothing). () for a
+    body that is not the model list."""
+    try:
+        children = router.read_router_models(models).answering
+    except ScrapeProblem:
+        return ()
+    return tuple(
+        (model.id, f"/metrics?{urlencode({'model': model.id, 'autoload': 'false'})}")
+        for model in children[:MODEL_READS]
+    )
+
+
+ROUTER_PLAN = PollPlan(
+    info_path=INFO_PATH,
+    info_each_poll=True,
+    metrics=False,
+    models_each_poll=True,
+    model_metrics=model_metrics_paths,
+)
 
 
 def _mode(props: bytes) -> PollPlan:

@@ -11,7 +11,8 @@ What build 11434.0.0 serves (checked on the real server by
   that failed to start is ``unloaded`` with ``status.failed`` true and its ``status.exit_code``.
 - Asking ``/health``, ``/props`` and ``/v1/models`` loads nothing. A ``?model=X`` on ``/metrics``,
   ``/props`` or ``/slots`` is proxied to X's child and loads X when it is not (evicting another at
-  ``--models-max``): sparktui never sends one. A loaded child is read on its own port instead.
+  ``--models-max``): sparktui sends one only with ``&autoload=false``, which is 400 for a model that
+  is not loaded, loading nothing, and passes a loaded or sleeping child's ``/metrics`` on, waking nothing.
 
 The port is given only while the child runs and answers (``loaded`` or ``sleeping``): an unloaded
 model's args keep ``--port 0`` before its first load and the last child's port after it, and a
@@ -80,6 +81,12 @@ class RouterModels:
     def children(self) -> tuple[RouterModel, ...]:
         """The models whose child answers on its own port."""
         return tuple(model for model in self.models if model.port is not None)
+
+    @property
+    def answering(self) -> tuple[RouterModel, ...]:
+        """The models whose child answers (``loaded`` or ``sleeping``), port known or not: those whose
+        ``/metrics`` the router passes on with ``?model=X&autoload=false``."""
+        return tuple(model for model in self.models if model.state.has_child)
 
 
 def is_router(body: bytes | str) -> bool:
