@@ -7,36 +7,26 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sparktui.model.units import fmt_pct
+from tests.support.engine_cli import run_sparktui, snapshot_instance
 from tests.support.sglang_server import DATA, VERSION, SglangServer, config
 
 SCENARIOS: dict[str, Any] = json.loads((DATA / "scenarios.json").read_text())
 
 
 def _sparktui(config_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktui", "--config", str(config_file), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_sparktui(config_file, *args)
 
 
-def _snapshot(server: SglangServer, tmp_path: Path, *args: str) -> dict[str, Any]:
+def _snapshot(server: SglangServer, tmp_path: Path) -> dict[str, Any]:
     config_file = tmp_path / "sglang.toml"
     config_file.write_text(config(server.port))
-    result = _sparktui(config_file, "snapshot", "--json", "--interval", "0.5", *args)
-    assert result.returncode == 0, result.stderr
-    (node,) = json.loads(result.stdout)["nodes"]
-    (instance,) = node["instances"]
-    return dict(instance)
+    return snapshot_instance(config_file)
 
 
 def test_an_sglang_instance_shows_the_scenarios_numbers_in_snapshot_json(tmp_path: Path) -> None:

@@ -403,7 +403,7 @@ RULES: list[tuple[str, str, str]] = [
     (
         "engine-unknown",
         NODE + '[[nodes.vllm]]\nengine = "tensorrt"\nport = 8355\n',
-        "nodes[0].vllm[0].engine: 'tensorrt' is no engine sparktui knows (it knows llamacpp, sglang, vllm; "
+        "nodes[0].vllm[0].engine: 'tensorrt' is no engine sparktui knows (it knows llamacpp, nim, sglang, vllm; "
         "docs/engines.md says how to add one)",
     ),
     (

@@ -218,7 +218,7 @@ def test_a_catalogue_parsed_alone_may_mark_a_rule_for_a_known_engine() -> None:
     assert marked != text
     assert parse_catalogue(marked).rule("drop-caches-denied").engine == "vllm"
     with pytest.raises(
-        CatalogueError, match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang"
+        CatalogueError, match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang, nim"
     ):
         parse_catalogue(marked.replace('engine = "vllm"', 'engine = "tensorrt"'))
 
