@@ -12,6 +12,7 @@ the instance shows it as its reason, and no number from that scrape is used.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,27 @@ _SLEEP_WORDS = {
 
 class ScrapeProblem(ValueError):
     """A parsed scrape the normaliser cannot use; the message names the metric ("NaN in vllm:...")."""
+
+
+def bucket_bound(wire: str, le: str) -> float:
+    """A histogram bucket's ``le`` as a number (``+Inf`` included), else ``ScrapeProblem``."""
+    bound = parse_number(le)
+    if bound is None or math.isnan(bound) or bound == -math.inf:
+        raise ScrapeProblem(f"bad bucket bound le={le[:40]!r} in {wire}")
+    return bound
+
+
+def histogram_sample(wire: str, buckets: Mapping[float, float], total: float, count: float) -> HistogramSample:
+    """A histogram from its buckets (bound -> cumulative count), checked as Prometheus requires them: a
+    ``+Inf`` bucket and counts that never decrease with the bound (else every quantile would be "–" or
+    wrong); ``ScrapeProblem`` naming ``wire`` otherwise."""
+    bounds = tuple(sorted(buckets))
+    cumulative = tuple(buckets[b] for b in bounds)
+    if not bounds or bounds[-1] != math.inf:
+        raise ScrapeProblem(f"{wire} has no +Inf bucket")
+    if any(below > above for below, above in itertools.pairwise(cumulative)):
+        raise ScrapeProblem(f"{wire} is not cumulative")
+    return HistogramSample(bounds=bounds, cumulative=cumulative, sum=total, count=count)
 
 
 def checked(wire: str, series: list[Sample], kind: NumberKind) -> list[Sample]:

@@ -63,7 +63,10 @@ def test_without_its_package_the_engine_is_refused_in_one_line(tmp_path: Path) -
     result = _sparktui(tmp_path / "empty", config_file, "check")
     assert result.returncode != 0
     (line,) = result.stderr.strip().splitlines()
-    assert "nodes[0].vllm[0].engine: 'toy' is no engine sparktui knows (it knows llamacpp, nim, sglang, vllm" in line
+    assert (
+        "nodes[0].vllm[0].engine: 'toy' is no engine sparktui knows (it knows llamacpp, nim, sglang, trtllm, vllm"
+        in line
+    )
 
 
 def test_a_plugin_that_does_not_load_is_one_line_naming_it(tmp_path: Path) -> None:

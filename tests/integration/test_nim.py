@@ -13,22 +13,20 @@ from typing import Any
 import pytest
 
 from tests.support.engine_cli import run_sparktui, snapshot_instance
-from tests.support.nim_server import RELEASE, NimServer, as_nim_1x
+from tests.support.engine_server import EngineServer, one_node_config
+from tests.support.nim_server import RELEASE, as_nim_1x, nim_server
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vllm-0.33" / "mtp2-steady"
 EXPECTED: dict[str, Any] = json.loads((DATA / "expected.json").read_text())
 
 
-def _server(nim_1x: bool = False) -> NimServer:
+def _server(nim_1x: bool = False) -> EngineServer:
     bodies = [(DATA / name).read_text() for name in ("scrape-000.prom", "scrape-029.prom")]
-    return NimServer([as_nim_1x(b) for b in bodies] if nim_1x else bodies, EXPECTED["model_name"])
+    return nim_server([as_nim_1x(b) for b in bodies] if nim_1x else bodies, EXPECTED["model_name"])
 
 
 def _config(port: int) -> str:
-    return (
-        'poll_interval_s = 0.5\n[[nodes]]\nname = "spark1"\nhost = "127.0.0.1"\n[nodes.ssh]\nenabled = false\n'
-        f'[[nodes.vllm]]\nname = "nim"\nengine = "nim"\nport = {port}\ncanary = false\n'
-    )
+    return one_node_config(port, "nim") + "canary = false\n"
 
 
 def _sparktui(tmp_path: Path, port: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +35,7 @@ def _sparktui(tmp_path: Path, port: int, *args: str) -> subprocess.CompletedProc
     return run_sparktui(config_file, *args)
 
 
-def _instance(tmp_path: Path, server: NimServer) -> dict[str, Any]:
+def _instance(tmp_path: Path, server: EngineServer) -> dict[str, Any]:
     config_file = tmp_path / "nim.toml"
     config_file.write_text(_config(server.port))
     return snapshot_instance(config_file)

@@ -218,9 +218,9 @@ def test_a_catalogue_parsed_alone_may_mark_a_rule_for_a_known_engine() -> None:
     assert marked != text
     assert parse_catalogue(marked).rule("drop-caches-denied").engine == "vllm"
     with pytest.raises(
-        CatalogueError, match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang, nim"
+        CatalogueError, match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang, trtllm, nim"
     ):
-        parse_catalogue(marked.replace('engine = "vllm"', 'engine = "tensorrt"'))
+        parse_catalogue(marked.replace('engine = "vllm"', 'engine = "lmstudio"'))
 
 
 def test_vllms_file_keeps_its_ids_and_sources_and_still_refuses_an_engine_key() -> None:

@@ -39,15 +39,22 @@ The neutral keys it fills (``docs/metrics.md`` has the formulas that read them):
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sparktui.model.numbers import COUNT, COUNTER, FINITE, FRACTION, NumberKind, label_int
-from sparktui.model.promtext import Exposition, Labels, parse_number
+from sparktui.model.promtext import Exposition, Labels
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
-from sparktui.model.scrape import CacheConfig, EngineScrape, HistogramSample, ModelScrape, ScrapeProblem, checked
+from sparktui.model.scrape import (
+    CacheConfig,
+    EngineScrape,
+    HistogramSample,
+    ModelScrape,
+    ScrapeProblem,
+    bucket_bound,
+    checked,
+    histogram_sample,
+)
 
 PREFIX = "sglang:"
 MAX_MODELS = 8  # one server serves one model (its LoRA adapters share its model_name)
@@ -235,11 +242,9 @@ def _rank_of(wire: str, labels: Labels) -> tuple[int, ...]:
 
 def _read_histogram(expo: Exposition, key: str, base: str, model_of: Callable[[Labels], _Model]) -> None:
     """A histogram's buckets, sum and count, summed over the label sets of one model (``is_streaming``)."""
-    for labels, value in checked(f"{base}_bucket", expo.get(f"{base}_bucket"), COUNTER):
-        le = labels.get("le")
-        bound = parse_number(le) if le is not None else None
-        if bound is None or math.isnan(bound) or bound == -math.inf:
-            raise ScrapeProblem(f"bad bucket bound le={str(le)[:40]!r} in {base}_bucket")
+    wire = f"{base}_bucket"
+    for labels, value in checked(wire, expo.get(wire), COUNTER):
+        bound = bucket_bound(wire, labels.get("le", ""))
         buckets = model_of(labels).buckets.setdefault(key, {})
         buckets[bound] = buckets.get(bound, 0.0) + value
     for index, suffix in ((0, "_sum"), (1, "_count")):
@@ -249,11 +254,5 @@ def _read_histogram(expo: Exposition, key: str, base: str, model_of: Callable[[L
 
 def _histogram(base: str, model: _Model, key: str) -> HistogramSample:
     buckets = model.buckets[key]
-    bounds = tuple(sorted(buckets))
-    cumulative = tuple(buckets[b] for b in bounds)
-    if not bounds or bounds[-1] != math.inf:
-        raise ScrapeProblem(f"{base}_bucket has no +Inf bucket")
-    if any(below > above for below, above in itertools.pairwise(cumulative)):
-        raise ScrapeProblem(f"{base}_bucket is not cumulative")
-    total, count = model.totals.get(key, [0.0, cumulative[-1]])
-    return HistogramSample(bounds=bounds, cumulative=cumulative, sum=total, count=count)
+    total, count = model.totals.get(key, [0.0, max(buckets.values(), default=0.0)])
+    return histogram_sample(f"{base}_bucket", buckets, total, count)
