@@ -84,10 +84,11 @@ class InstanceMemory:
     first_error: LogLine | None = None  # of the newest attempt that logged one
     error_taken: bool = False
     restarts: deque[tuple[float, int]] = field(default_factory=deque)  # (t, count) at each change
-    gen_history: deque[tuple[float, float]] = field(default_factory=deque)  # (running, tok/s)
+    gen_history: deque[tuple[float, float, float]] = field(default_factory=deque)  # (poll time, running, tok/s)
     gen_recent: deque[tuple[float, float, float]] = field(default_factory=deque)  # (t, tokens, seconds)
     spec_k: int | None = None
     spec_history: deque[float] = field(default_factory=deque)  # last position's acceptance
+    spec_learned_at: float | None = None  # the poll ``spec_history`` last learned from
 
 
 @dataclass(slots=True)

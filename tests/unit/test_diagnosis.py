@@ -604,6 +604,19 @@ def decode_five_times_slower() -> None:
     assert "engine-wedged" not in rig.ids()
 
 
+def test_a_poll_judged_again_teaches_the_baselines_nothing_more() -> None:
+    """The rules may run on one poll more than once (a screen redraws): the decoding baseline and the
+    draft position's learn each poll once, so a finding's "recent median" is the polls' median."""
+    rig = Rig()
+    stretched(rig, 1.0, first=1, last=14)
+    memory = rig.engine._memory(rig.name).instance("gptoss")
+    learned = (len(memory.gen_history), len(memory.gen_recent), len(memory.spec_history))
+    assert learned[0] > 0 and learned[2] > 0
+    for _ in range(3):
+        rig.evaluate(14.0)
+    assert (len(memory.gen_history), len(memory.gen_recent), len(memory.spec_history)) == learned
+
+
 @detector_case("decode-stall", False)
 def decode_a_third_slower_is_normal_variation() -> None:
     rig = Rig()

@@ -64,13 +64,16 @@ def decode_slow(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemory) ->
     # traffic is a dip of several seconds; a throttled or starved GPU stays slow for minutes.
     span = rule.param("span_s")
     recent = im.gen_recent
-    recent.append((ctx.now, generated * rates.seconds, rates.seconds))
+    # A poll is learned once, however many times the rules are evaluated on it (a screen's redraw).
+    new_poll = not im.gen_history or im.gen_history[-1][0] != ctx.now
+    if not recent or recent[-1][0] != ctx.now:
+        recent.append((ctx.now, generated * rates.seconds, rates.seconds))
     while len(recent) > 1 and recent[1][0] <= ctx.now - span:
         recent.popleft()  # keep one interval reaching back to the span's start
     covered = sum(seconds for _, _, seconds in recent)
     if running <= 0 or generated <= 0:
         return NO  # idle, or no token at all (that is engine-wedged)
-    comparable = [rate for busy, rate in im.gen_history if busy <= running]
+    comparable = [rate for _t, busy, rate in im.gen_history if busy <= running]
     median = statistics.median(comparable) if len(comparable) >= rule.param("min_samples") else None
     factor = rule.param("factor")
     over_span = sum(tokens for _, tokens, _ in recent) / covered if covered > 0 else generated
@@ -87,10 +90,11 @@ def decode_slow(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemory) ->
             ),
         )
     if median is None and len(im.gen_history) >= rule.param("min_samples"):
-        overall = statistics.median(rate for _, rate in im.gen_history)
+        overall = statistics.median(rate for _t, _busy, rate in im.gen_history)
         if generated < factor * overall:
             return None  # no baseline at this load, and too slow to teach it one
-    im.gen_history.append((running, generated))  # the baseline learns only from normal polls
+    if new_poll:
+        im.gen_history.append((ctx.now, running, generated))  # the baseline learns only from normal polls
     while len(im.gen_history) > rule.param("history"):
         im.gen_history.popleft()
     return None if median is None else NO
@@ -119,7 +123,9 @@ def position_collapse(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemo
     under_floor = last < floor
     under_baseline = baseline is not None and last < factor * baseline
     if not under_floor and not under_baseline:
-        history.append(last)
+        if im.spec_learned_at != ctx.now:  # each poll once, however many times the rules run on it
+            im.spec_learned_at = ctx.now
+            history.append(last)
         while len(history) > rule.param("baseline_samples"):
             history.popleft()
         return NO
@@ -141,9 +147,10 @@ def position_collapse(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemo
             f"{spec.mean_acceptance_length:.2f} with num_speculative_tokens = {k}"
         )
     generated = rates.generation_tokens_per_s
-    if generated is not None and len(im.gen_history) >= 3:
-        median = statistics.median(rate for _, rate in im.gen_history)
-        evidence.append(f"generation {generated:.0f} tok/s (recent median {median:.0f} tok/s)")
+    # The polls before this one, whichever rule (the slow-decoding one learns from this poll) ran first.
+    before = [rate for t, _busy, rate in im.gen_history if t < ctx.now]
+    if generated is not None and len(before) >= 3:
+        evidence.append(f"generation {generated:.0f} tok/s (recent median {statistics.median(before):.0f} tok/s)")
     return Check(True, tuple(evidence))
 
 
