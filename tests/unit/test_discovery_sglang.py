@@ -549,3 +549,23 @@ def test_any_json_on_server_info_raises_nothing(found: object) -> None:
     read_server_info(body)
     info = dict(found) if isinstance(found, dict) else {}
     read_server_info(json.dumps({"version": "1", "model_path": "m", "tp_size": 1, **info}).encode())
+
+
+def test_an_sglang_port_that_wants_a_key_and_has_no_metrics_says_so() -> None:
+    results = {path: answer(path, 401, b'{"error":"Unauthorized"}') for path in PROBE_PATHS if path != "/health"}
+    results["/metrics"] = answer("/metrics", 404, b'{"detail":"Not Found"}')
+    found = classify_port(30000, "sglang", results)
+    assert isinstance(found, NoAnswer) and "wants an API key" in found.reason
+
+
+def test_a_launch_with_no_model_is_named_from_its_container_less_sglang() -> None:
+    container = official_container("sglang-coder", ["--port", "30000"], 30020)
+    text = rendered(report(containers=(container,)))
+    (instance,) = parse_config(text, env={}).nodes[0].vllm
+    assert (instance.name, instance.engine, instance.port, instance.container) == (
+        "coder",
+        "sglang",
+        30020,
+        "sglang-coder",
+    )
+    assert re.search(r'^name = "coder" +# from the container name$', text, re.M)
