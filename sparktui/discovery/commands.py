@@ -3,7 +3,9 @@
 A command line comes from a systemd ``ExecStart``, a ``docker inspect``, a script or a ``bash -c``
 string; what it says about the vLLM it starts (``--port``, ``--gpu-memory-utilization``,
 ``--served-model-name``...) and where that port is published on the host (``-p HOST:CONTAINER``,
-``--network host``) is read here. Pure: the words are untrusted text from a host.
+``--network host``) is read here. A llama-server's or an SGLang's is found here the same way, and its
+options read by its engine's own reader (``engines.llamacpp.command``, ``engines.sglang.command``).
+Pure: the words are untrusted text from a host.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
+from sparktui.engines.sglang import command as sglang_command
+from sparktui.engines.sglang.command import SglangArgs
 
 VLLM_DEFAULT_PORT = 8000  # vLLM's own default for --port
 
@@ -390,6 +395,7 @@ class CommandLine:
     port_how: str  # how host_port was read, or why it is unknown
     runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
     llama: ServerArgs | None = None  # a llama-server's options (``analyse_llama_command``)
+    sglang: SglangArgs | None = None  # an SGLang's options (``analyse_sglang_command``)
 
 
 def published_port(
@@ -511,22 +517,40 @@ def analyse_command(argv: Sequence[str]) -> CommandLine:
     return other
 
 
-# --- llama.cpp's llama-server -------------------------------------------------------------------------
+# --- llama.cpp's llama-server and SGLang ---------------------------------------------------------------
 
 MAX_NESTING = 8  # `bash -c` strings inside `bash -c` strings read; deeper is not a launch
+ArgsT = TypeVar("ArgsT", ServerArgs, SglangArgs)
 
 
-def find_llama_server(argv: Sequence[str], depth: int = 0) -> list[str] | None:
-    """The arguments after ``llama-server`` (under any path), looking inside ``bash -c "..."`` strings
-    too; None when the command line runs no llama-server."""
+def _find_server(
+    argv: Sequence[str], start: Callable[[Sequence[str], int], int | None], marker: str, depth: int = 0
+) -> list[str] | None:
+    """The arguments of the server whose start ``start`` recognises (the index of its first argument),
+    looking inside ``bash -c "..."`` strings that mention ``marker`` too; None when there is none."""
     for index, word in enumerate(argv):
-        if is_server_program(word):
-            return _until_shell_operator(argv[index + 1 :])
-        if depth < MAX_NESTING and "llama-server" in word and any(c.isspace() for c in word):
-            inner = find_llama_server(split_command_line(word), depth + 1)
+        first = start(argv, index)
+        if first is not None:
+            return _until_shell_operator(argv[first:])
+        if depth < MAX_NESTING and marker in word and any(c.isspace() for c in word):
+            inner = _find_server(split_command_line(word), start, marker, depth + 1)
             if inner is not None:
                 return inner
     return None
+
+
+def find_llama_server(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``llama-server`` (under any path), looking inside ``bash -c "..."`` strings
+    too; None when the command line runs no llama-server."""
+    return _find_server(
+        argv, lambda words, index: index + 1 if is_server_program(words[index]) else None, "llama-server"
+    )
+
+
+def find_sglang_server(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``python -m sglang.launch_server`` or ``sglang serve``, looking inside
+    ``bash -c "..."`` strings too; None when the command line runs no SGLang server."""
+    return _find_server(argv, sglang_command.server_start, "sglang")
 
 
 def llama_port(
@@ -536,9 +560,60 @@ def llama_port(
     ``publish``: a container's port mappings, None for a llama-server run on the host itself."""
     if args.unix_socket:
         return None, f"`--host {args.host}` is a UNIX socket, not a TCP port"
+    return server_port(args.port, args.port_how(), publish, host_network=host_network, unpublished=unpublished)
+
+
+def server_port(
+    port: int | None, how: str, publish: Sequence[Publish] | None, *, host_network: bool = False, unpublished: str = ""
+) -> tuple[int | None, str]:
+    """Where a server answers on the host (``port``, given as ``how``, in its container when ``publish``
+    holds the container's port mappings; None for a server run on the host itself)."""
     if publish is None:
-        return args.port, args.port_how()
-    return published_port(args.port, args.port_how(), publish, host_network=host_network, unpublished=unpublished)
+        return port, how
+    return published_port(port, how, publish, host_network=host_network, unpublished=unpublished)
+
+
+def _analyse_server(
+    argv: Sequence[str],
+    *,
+    run_args: Callable[[DockerRun], list[str] | None],
+    find: Callable[[Sequence[str]], list[str] | None],
+    read: Callable[[list[str], Mapping[str, str] | None], ArgsT],
+    port: Callable[[ArgsT, Sequence[Publish] | None, bool], tuple[int | None, str]],
+    program: str,
+    runs: str,
+    env: Mapping[str, str] | None,
+) -> tuple[CommandLine, ArgsT | None]:
+    """One command line read for one engine's server: a ``docker run`` (``run_args``: the server's
+    arguments in it), the server itself (``find``), or ``docker exec|start NAME`` or a script; with the
+    server's arguments (``read``), where it answers on the host (``port``) and what runs (``runs``, for
+    comments)."""
+    run = parse_docker_run(argv)
+    if run is not None:
+        words = run_args(run)
+        args = read(words, run.env) if words is not None else None
+        found = port(args, run.publish, run.host_network) if args is not None else None
+        return _docker_run_command(run, found, program), args
+    words = find(argv)
+    args = read(words, env) if words is not None else None
+    other = _container_or_script(argv, program)
+    if other.container is not None or args is None:
+        return other, args
+    host_port, how = port(args, None, False)
+    return replace(other, host_port=host_port, port_how=how, runs=runs), args
+
+
+def _llama_run_args(run: DockerRun) -> list[str] | None:
+    server = find_llama_server(run.command)
+    if server is None and run.entrypoint is not None and is_server_program(run.entrypoint):
+        server = _until_shell_operator(run.command)
+    if server is None and run.entrypoint is None and is_server_image(run.image or ""):
+        server = _until_shell_operator(run.command)
+    return server
+
+
+def _llama_host_port(args: ServerArgs, publish: Sequence[Publish] | None, host: bool) -> tuple[int | None, str]:
+    return llama_port(args, publish, host_network=host, unpublished=" with `-p`")
 
 
 def analyse_llama_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandLine:
@@ -546,24 +621,47 @@ def analyse_llama_command(argv: Sequence[str], env: Mapping[str, str] | None = N
     ``docker run ... IMAGE [llama-server] ...`` (an official server image runs llama-server: the words
     after it are its options), ``docker exec|start NAME``. ``env``: the environment it runs in (a unit's);
     a container's is its ``-e``."""
-    run = parse_docker_run(argv)
-    if run is not None:
-        server = find_llama_server(run.command)
-        if server is None and run.entrypoint is not None and is_server_program(run.entrypoint):
-            server = _until_shell_operator(run.command)
-        if server is None and run.entrypoint is None and is_server_image(run.image or ""):
-            server = _until_shell_operator(run.command)
-        args = parse_server_args(server, run.env) if server is not None else None
-        found = (
-            llama_port(args, run.publish, host_network=run.host_network, unpublished=" with `-p`")
-            if args is not None
-            else None
-        )
-        return replace(_docker_run_command(run, found, "llama-server"), llama=args)
-    server = find_llama_server(argv)
-    args = parse_server_args(server, env) if server is not None else None
-    other = _container_or_script(argv, "llama-server")
-    if other.container is not None or args is None:
-        return replace(other, llama=args)
-    host_port, how = llama_port(args, None)
-    return replace(other, llama=args, host_port=host_port, port_how=how, runs="`llama-server`")
+    command, args = _analyse_server(
+        argv,
+        run_args=_llama_run_args,
+        find=find_llama_server,
+        read=parse_server_args,
+        port=_llama_host_port,
+        program="llama-server",
+        runs="`llama-server`",
+        env=env,
+    )
+    return replace(command, llama=args)
+
+
+def sglang_port(
+    args: SglangArgs, publish: Sequence[Publish] | None, *, host_network: bool = False, unpublished: str = ""
+) -> tuple[int | None, str]:
+    """Where an SGLang answers on the host, and how that was read or why it is unknown."""
+    return server_port(args.port, args.port_how(), publish, host_network=host_network, unpublished=unpublished)
+
+
+def _sglang_host_port(args: SglangArgs, publish: Sequence[Publish] | None, host: bool) -> tuple[int | None, str]:
+    return sglang_port(args, publish, host_network=host, unpublished=" with `-p`")
+
+
+def _sglang_args(words: list[str], _env: Mapping[str, str] | None) -> SglangArgs:
+    return sglang_command.parse_server_args(words)
+
+
+def analyse_sglang_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandLine:
+    """Read one command line for an SGLang: ``python3 -m sglang.launch_server ...``, ``sglang serve ...``,
+    ``bash -c "..."`` around either, ``docker run ... IMAGE python3 -m sglang.launch_server ...`` (the
+    official ``lmsysorg/sglang`` images have no entrypoint of their own), ``docker exec|start NAME``.
+    SGLang reads none of its options from the environment: ``env`` is not used."""
+    command, args = _analyse_server(
+        argv,
+        run_args=lambda run: find_sglang_server(run.command),
+        find=find_sglang_server,
+        read=_sglang_args,
+        port=_sglang_host_port,
+        program="SGLang",
+        runs="an SGLang server",
+        env=env,
+    )
+    return replace(command, sglang=args)

@@ -1,10 +1,11 @@
-"""The engine launches SSH found: the units and containers that start a vLLM or a llama-server, one
-launch each."""
+"""The engine launches SSH found: the units and containers that start a vLLM, a llama-server or an
+SGLang, one launch each."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from sparktui.discovery.commands import (
     CommandLine,
@@ -12,24 +13,29 @@ from sparktui.discovery.commands import (
     VllmArgs,
     analyse_command,
     analyse_llama_command,
+    analyse_sglang_command,
     find_llama_server,
+    find_sglang_server,
     find_vllm_serve,
     llama_port,
     only_published,
     parse_vllm_args,
     port_given,
     published_port,
+    sglang_port,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, parse_server_args
+from sparktui.engines.sglang import command as sglang_command
+from sparktui.engines.sglang.command import SglangArgs
 
-LaunchArgs = VllmArgs | ServerArgs
+LaunchArgs = VllmArgs | ServerArgs | SglangArgs
 
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """A server's start found over SSH (a vLLM's, or a llama-server's when ``engine`` says so): a systemd
-    unit (which may run a container) or a container."""
+    """A server's start found over SSH (a vLLM's, or a llama-server's or an SGLang's when ``engine`` says
+    so): a systemd unit (which may run a container) or a container."""
 
     unit: str | None
     container: str | None  # a container run by the unit, or the container itself
@@ -42,6 +48,7 @@ class Launch:
     runs: str
     engine: str = "vllm"  # the config's engine = ...
     llama: ServerArgs | None = None  # a llama-server's options, when engine is "llamacpp"
+    sglang: SglangArgs | None = None  # an SGLang's options, when engine is "sglang"
 
     @property
     def label(self) -> str:
@@ -56,6 +63,14 @@ def _mentions_llama(*texts: str) -> bool:
     return any(word in text.lower() for text in texts for word in ("llama-server", "llama.cpp", "llamacpp"))
 
 
+def _mentions_sglang(*texts: str) -> bool:
+    return any("sglang" in text.lower() for text in texts)
+
+
+def _runs_sglang(unit: UnitInfo) -> bool:
+    return any(analyse_sglang_command(argv).sglang is not None for argv in unit.exec_start)
+
+
 def is_vllm_unit(unit: UnitInfo) -> bool:
     """A unit named for vLLM or whose ExecStart mentions it (``vllm serve``, a vllm image...)."""
     return _mentions_vllm(unit.name, *(" ".join(argv) for argv in unit.exec_start))
@@ -66,9 +81,9 @@ def is_vllm_container(container: ContainerInfo) -> bool:
 
 
 def is_llama_unit(unit: UnitInfo) -> bool:
-    """A unit whose ExecStart runs llama-server (and no ``vllm serve``), or named for llama.cpp and not
-    for vLLM (a script that starts it)."""
-    if any(analyse_command(argv).vllm is not None for argv in unit.exec_start):
+    """A unit whose ExecStart runs llama-server (and no ``vllm serve`` or SGLang), or named for llama.cpp
+    and not for vLLM (a script that starts it)."""
+    if any(analyse_command(argv).vllm is not None for argv in unit.exec_start) or _runs_sglang(unit):
         return False
     if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start):
         return True
@@ -76,40 +91,96 @@ def is_llama_unit(unit: UnitInfo) -> bool:
 
 
 def is_llama_container(container: ContainerInfo) -> bool:
-    if find_vllm_serve(container.argv) is not None:
+    if find_vllm_serve(container.argv) is not None or find_sglang_server(container.argv) is not None:
         return False
     if find_llama_server(container.argv) is not None or is_server_image(container.image):
         return True
     return not is_vllm_container(container) and _mentions_llama(container.name, container.image, *container.argv)
 
 
+def is_sglang_unit(unit: UnitInfo) -> bool:
+    """A unit whose ExecStart runs SGLang (and no ``vllm serve`` or llama-server), or named for SGLang and
+    running neither (a script that starts it)."""
+    if any(analyse_command(argv).vllm is not None for argv in unit.exec_start):
+        return False
+    if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start):
+        return False
+    return _runs_sglang(unit) or _mentions_sglang(unit.name, *(" ".join(argv) for argv in unit.exec_start))
+
+
+def is_sglang_container(container: ContainerInfo) -> bool:
+    """A container that runs SGLang, of an official SGLang image, or named for it (and running no
+    ``vllm serve`` or llama-server)."""
+    if find_vllm_serve(container.argv) is not None or find_llama_server(container.argv) is not None:
+        return False
+    if find_sglang_server(container.argv) is not None or sglang_command.is_server_image(container.image):
+        return True
+    return _mentions_sglang(container.name, container.image, *container.argv)
+
+
+def is_engine_unit(unit: UnitInfo) -> bool:
+    """A unit that runs (or is named for) any engine init finds."""
+    return is_vllm_unit(unit) or is_llama_unit(unit) or is_sglang_unit(unit)
+
+
+def is_engine_container(container: ContainerInfo) -> bool:
+    return is_vllm_container(container) or is_llama_container(container) or is_sglang_container(container)
+
+
 def _publish(container: ContainerInfo) -> list[Publish]:
     return [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
 
 
+ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs)
+
+
+def _in_container(
+    container: ContainerInfo,
+    args: ArgsT | None,
+    port: Callable[[ArgsT, Sequence[Publish], bool], tuple[int | None, str]],
+    program: str,
+) -> tuple[ArgsT | None, int | None, str]:
+    """A container's server arguments (None: no command line of ``program`` in it) with where it answers
+    on the host (``port``: from its arguments, the container's port mappings and whether it runs on the
+    host network), else the only port the container publishes."""
+    publish = _publish(container)
+    if args is None:
+        only = None if container.host_network else only_published(publish)
+        if only is not None:
+            return None, only[0], only[1]
+        return None, None, f"no {program} command line to read the port from"
+    host_port, how = port(args, publish, container.host_network)
+    return args, host_port, how
+
+
 def _container_launch(container: ContainerInfo) -> tuple[VllmArgs | None, int | None, str]:
     serve = find_vllm_serve(container.argv)
-    args = parse_vllm_args(serve) if serve is not None else None
-    publish = _publish(container)
-    if args is not None:
-        host_port, how = published_port(args.port, port_given(args), publish, host_network=container.host_network)
-        return args, host_port, how
-    only = None if container.host_network else only_published(publish)
-    if only is not None:
-        return None, *only
-    return None, None, "no vllm serve command line to read the port from"
+    return _in_container(
+        container,
+        parse_vllm_args(serve) if serve is not None else None,
+        lambda args, publish, host: published_port(args.port, port_given(args), publish, host_network=host),
+        "vllm serve",
+    )
 
 
 def _llama_container_launch(container: ContainerInfo) -> tuple[ServerArgs | None, int | None, str]:
     server = find_llama_server(container.argv)
-    args = parse_server_args(server, container.env) if server is not None else None
-    publish = _publish(container)
-    if args is not None:
-        return args, *llama_port(args, publish, host_network=container.host_network)
-    only = None if container.host_network else only_published(publish)
-    if only is not None:
-        return None, *only
-    return None, None, "no llama-server command line to read the port from"
+    return _in_container(
+        container,
+        parse_server_args(server, container.env) if server is not None else None,
+        lambda args, publish, host: llama_port(args, publish, host_network=host),
+        "llama-server",
+    )
+
+
+def _sglang_container_launch(container: ContainerInfo) -> tuple[SglangArgs | None, int | None, str]:
+    server = find_sglang_server(container.argv)
+    return _in_container(
+        container,
+        sglang_command.parse_server_args(server) if server is not None else None,
+        lambda args, publish, host: sglang_port(args, publish, host_network=host),
+        "SGLang",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +198,16 @@ class _Reader:
         """``where`` (found with no arguments) given this engine and the arguments read."""
         vllm = args if isinstance(args, VllmArgs) else None
         llama = args if isinstance(args, ServerArgs) else None
-        return replace(where, engine=self.engine, vllm=vllm, llama=llama)
+        sglang = args if isinstance(args, SglangArgs) else None
+        return replace(where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang)
 
 
 _VLLM = _Reader(
     engine="vllm",
-    is_unit=lambda unit: is_vllm_unit(unit) and not is_llama_unit(unit),
-    is_container=lambda container: is_vllm_container(container) and not is_llama_container(container),
+    is_unit=lambda unit: is_vllm_unit(unit) and not is_llama_unit(unit) and not is_sglang_unit(unit),
+    is_container=lambda container: (
+        is_vllm_container(container) and not is_llama_container(container) and not is_sglang_container(container)
+    ),
     analyse=lambda argv, _env: analyse_command(argv),
     args_of=lambda command: command.vllm,
     from_container=_container_launch,
@@ -145,6 +219,14 @@ _LLAMA = _Reader(
     analyse=analyse_llama_command,
     args_of=lambda command: command.llama,
     from_container=_llama_container_launch,
+)
+_SGLANG = _Reader(
+    engine="sglang",
+    is_unit=is_sglang_unit,
+    is_container=is_sglang_container,
+    analyse=analyse_sglang_command,
+    args_of=lambda command: command.sglang,
+    from_container=_sglang_container_launch,
 )
 
 
@@ -230,6 +312,12 @@ def llama_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo
     return _launches(_LLAMA, units, containers)
 
 
+def sglang_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """The units and containers that run an SGLang, one launch each, read as ``vllm_launches`` reads
+    vLLM's (a unit that runs a container is written as the unit)."""
+    return _launches(_SGLANG, units, containers)
+
+
 def engine_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
-    """Every engine's launches: vLLM's, then llama-server's."""
-    return [*vllm_launches(units, containers), *llama_launches(units, containers)]
+    """Every engine's launches: vLLM's, then llama-server's, then SGLang's."""
+    return [*vllm_launches(units, containers), *llama_launches(units, containers), *sglang_launches(units, containers)]

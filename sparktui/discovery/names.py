@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sparktui.discovery.plan import PlannedLlama, PlannedVllm
+from sparktui.discovery.plan import PlannedLlama, PlannedSglang, PlannedVllm
 from sparktui.discovery.probes import LlamaAnswer
 from sparktui.model.specs import NAME_RE
 
@@ -46,9 +46,9 @@ def node_names(hosts: Sequence[str], hostnames: Sequence[str | None]) -> list[tu
     return out
 
 
-def _strip_vllm(name: str) -> str:
+def _strip_vllm(name: str, engine: str = "vllm") -> str:
     stem = name.removesuffix(".service")
-    for prefix in ("vllm-", "vllm_"):
+    for prefix in (f"{engine}-", f"{engine}_"):
         if stem.lower().startswith(prefix) and len(stem) > len(prefix):
             return stem[len(prefix) :]
     return stem
@@ -107,3 +107,27 @@ def planned_llama_name(plan: PlannedLlama) -> str | None:
         if found is not None:
             return found
     return config_name((launch.unit or launch.container or "").removesuffix(".service")) if launch else None
+
+
+SGLANG_NAME = "sglang"  # an SGLang entry's name when nothing better is known
+
+
+def sglang_name(plan: PlannedSglang) -> tuple[str | None, str]:
+    """An SGLang entry's name and where it came from: its --served-model-name (the command line's, else
+    the one ``/server_info`` gives), else the last part of the model it serves, else its unit or
+    container (less ``sglang-``); (None, ...) when nothing gives one."""
+    launch, http = plan.launch, plan.http
+    args = launch.sglang if launch is not None else None
+    info = http.info if http is not None else None
+    served = (args.served_model_name if args is not None else None) or (info.served_model_name if info else None)
+    if served:
+        return config_name(served), "--served-model-name"
+    model = (info.model_path if info else None) or (args.model_path if args is not None else None)
+    if model is None and http is not None and http.models:
+        model = http.models[0]
+    if model:
+        return config_name(_model_tail(model)), "from the model it serves"
+    if launch is not None:
+        kind = "unit" if launch.unit else "container"
+        return config_name(_strip_vllm(launch.unit or launch.container or "", "sglang")), f"from the {kind} name"
+    return None, "rename it at will"

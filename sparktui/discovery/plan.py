@@ -1,6 +1,7 @@
 """Matching the engines that answered over HTTP with the launches SSH found: the config's instances.
 
-vLLM's answers go with vLLM's launches, llama-server's with llama-server's, each by host port.
+vLLM's answers go with vLLM's launches, llama-server's with llama-server's, SGLang's with SGLang's,
+each by host port.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from sparktui.discovery.launches import Launch
-from sparktui.discovery.probes import LlamaAnswer, VllmAnswer
+from sparktui.discovery.probes import LlamaAnswer, SglangAnswer, VllmAnswer
 
 
 class _Answer(Protocol):
@@ -33,6 +34,7 @@ class Planned(Generic[AnswerT]):
 
 PlannedVllm = Planned[VllmAnswer]
 PlannedLlama = Planned[LlamaAnswer]
+PlannedSglang = Planned[SglangAnswer]
 
 
 def _worker(launch: Launch) -> bool:

@@ -1,8 +1,11 @@
 """What ``sparktui init`` asks each port over HTTP, and what the answers say is there.
 
-A vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp llama-server (``/props`` with its
-``build_info``; a router's says ``"role": "router"``), a GPU exporter or node_exporter (``/metrics``, kind
-by metric names), Ollama (``/api/tags``), a side service (``/health``), or nothing sparktui knows.
+An SGLang (``/server_info`` with its server arguments, ``sglang:`` names on ``/metrics``, or
+``owned_by: "sglang"`` on ``/v1/models``), a vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp
+llama-server (``/props`` with its ``build_info``; a router's says ``"role": "router"``), a GPU exporter or
+node_exporter (``/metrics``, kind by metric names), Ollama (``/api/tags``), a side service (``/health``), or
+nothing sparktui knows. They are told apart in that order: an SGLang answers ``/v1/models`` and Ollama's
+``/api/tags`` too, and a vLLM or an SGLang serving a Llama model is not a llama-server.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 
 from sparktui.engines.llamacpp import router as llamacpp_router
 from sparktui.engines.llamacpp.scrape import read_props
+from sparktui.engines.sglang.info import ServerInfo, read_server_info
+from sparktui.engines.sglang.scrape import PREFIX as SGLANG_PREFIX
 from sparktui.model import safe_json
 from sparktui.model.exporters import ExporterKind, detect
 from sparktui.model.observations import HttpResult
@@ -24,11 +29,15 @@ from sparktui.model.specs import check_host
 
 DEFAULT_VLLM_PORTS: tuple[int, ...] = (8000, 8001)
 DEFAULT_LLAMACPP_PORTS: tuple[int, ...] = (8080,)  # llama-server's own default for --port
+DEFAULT_SGLANG_PORTS: tuple[int, ...] = (30000,)  # SGLang's own default for --port
 DEFAULT_EXPORTER_PORTS: tuple[int, ...] = (9835, 9400, 9100)  # DGX Spark / nvidia_gpu, DCGM, node_exporter
 DEFAULT_SERVICE_PORTS: tuple[tuple[str, int], ...] = (("asr", 8765), ("tts", 8882), ("ollama", 11434))
 SERVICE_KINDS = ("asr", "tts", "ollama", "http")
-# Every port is asked all of these; what answers tells what it is (the port only says what was expected).
-PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/health", "/api/tags", "/props")
+# Every port is asked these (HEALTH_PATH last, and not of an SGLang); what answers tells what it is (the
+# port only says what was expected).
+PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/server_info", "/api/tags", "/props", "/health")
+# Asked after the others, and never of an SGLang: its /health runs a one-token generation.
+HEALTH_PATH = "/health"
 
 # Roles: what a port was probed for ("any" is a port added with --ports, LISTENING one that ``ss``
 # showed listening on the host).
@@ -36,6 +45,7 @@ LISTENING = "listening"
 ROLE_LABELS: Mapping[str, str] = {
     "vllm": "vLLM",
     "llamacpp": "llama-server",
+    "sglang": "SGLang",
     "exporter": "exporter",
     "asr": "ASR",
     "tts": "TTS",
@@ -47,6 +57,7 @@ ROLE_LABELS: Mapping[str, str] = {
 _PRIMARY_PATH: Mapping[str, str] = {
     "vllm": "/version",
     "llamacpp": "/props",
+    "sglang": "/server_info",
     "exporter": "/metrics",
     "ollama": "/api/tags",
     "any": "/version",
@@ -102,14 +113,15 @@ def port_roles(
     services: Sequence[tuple[str, int]],
     exporters: Sequence[int],
     extra: Sequence[int] = (),
+    *,
     llamacpp: Sequence[int] = (),
+    sglang: Sequence[int] = (),
 ) -> tuple[tuple[int, str], ...]:
     """Each port to probe once, with what it is probed for (the first mention wins)."""
     roles: dict[int, str] = {}
-    for port in vllm:
-        roles.setdefault(port, "vllm")
-    for port in llamacpp:
-        roles.setdefault(port, "llamacpp")
+    for role, ports in (("vllm", vllm), ("llamacpp", llamacpp), ("sglang", sglang)):
+        for port in ports:
+            roles.setdefault(port, role)
     for kind, port in services:
         roles.setdefault(port, kind)
     for port in exporters:
@@ -146,6 +158,22 @@ class LlamaAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class SglangAnswer:
+    """An SGLang server: what its ``/server_info`` says (when it answered), and how it was recognised."""
+
+    port: int
+    recognised_by: str  # the first of /server_info, /metrics, /v1/models that said it is SGLang
+    info: ServerInfo | None  # /server_info; None when it did not answer (401 with --api-key...)
+    models: tuple[str, ...]  # what /v1/models lists
+    metrics: bool  # /metrics answered with sglang: names (served only with --enable-metrics)
+    needs_api_key: bool  # /server_info answered 401 or 403: started with --api-key
+
+    @property
+    def version(self) -> str:
+        return self.info.version if self.info is not None else "unknown"
+
+
+@dataclass(frozen=True, slots=True)
 class ExporterAnswer:
     port: int
     kind: ExporterKind
@@ -169,7 +197,7 @@ class NoAnswer:
     reason: str
 
 
-PortFinding = VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
+PortFinding = SglangAnswer | VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
 
 
 def _json(result: HttpResult | None) -> object:
@@ -236,9 +264,55 @@ def llama_answer(port: int, results: Mapping[str, HttpResult]) -> LlamaAnswer | 
     )
 
 
+def _sglang_metrics(result: HttpResult | None) -> bool:
+    """Whether a ``/metrics`` page has SGLang's names (``sglang:num_running_reqs``...)."""
+    if result is None or not result.ok:
+        return False
+    try:
+        expo = parse(result.text(), keep=lambda name: name.startswith(SGLANG_PREFIX))
+    except ParseError:
+        return False
+    return any(name.startswith(SGLANG_PREFIX) for name in (*expo.samples, *expo.types))
+
+
+def _owned_by_sglang(result: HttpResult | None) -> bool:
+    data = _json(result)
+    cards = data.get("data") if isinstance(data, dict) else None
+    return isinstance(cards, list) and any(isinstance(c, dict) and c.get("owned_by") == "sglang" for c in cards)
+
+
+def sglang_answer(port: int, results: Mapping[str, HttpResult]) -> SglangAnswer | None:
+    """An SGLang, from its ``/server_info``, its ``/metrics`` or its ``/v1/models``; None when none of
+    them is SGLang's."""
+    server_info, models = results.get("/server_info"), results.get("/v1/models")
+    info = read_server_info(server_info.body) if server_info is not None and server_info.ok else None
+    metrics = _sglang_metrics(results.get("/metrics"))
+    by = "/server_info" if info else "/metrics" if metrics else "/v1/models" if _owned_by_sglang(models) else None
+    if by is None:
+        return None
+    return SglangAnswer(
+        port=port,
+        recognised_by=by,
+        info=info,
+        models=model_ids(models),
+        metrics=metrics,
+        needs_api_key=server_info is not None and server_info.answered and server_info.status in (401, 403),
+    )
+
+
+def wants_health(results: Mapping[str, HttpResult]) -> bool:
+    """Whether ``HEALTH_PATH`` is asked of a port, given the answers to the other paths: not where none
+    of them got an answer (a closed or silent port: no second wait), nor of an SGLang, whose ``/health``
+    runs a generation."""
+    return any(result.answered for result in results.values()) and sglang_answer(0, results) is None
+
+
 def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> PortFinding:
     """What answers on a port, from the answers to ``PROBE_PATHS`` (the role only names the kind of
     a ``/health`` service and the reason shown when nothing answered)."""
+    sglang = sglang_answer(port, results)
+    if sglang is not None:
+        return sglang
     version = vllm_version(results.get("/version"))
     if version is not None:
         models = results.get("/v1/models")
@@ -264,7 +338,8 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
     ):
         service_kind = role if role in ("asr", "tts") else "http"
         return ServiceAnswer(port, service_kind, "/health", health.status, health.elapsed_s)
-    primary = results.get(_PRIMARY_PATH.get(role, "/health"))
+    # /health is not asked where nothing else answered: then any path says why.
+    primary = results.get(_PRIMARY_PATH.get(role, HEALTH_PATH)) or next(iter(results.values()), None)
     if not any(r.answered for r in results.values()):
         reason = primary.problem() if primary is not None else "not probed"
         return NoAnswer(port, role, reason)
@@ -272,16 +347,21 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
         return NoAnswer(
             port,
             role,
-            "an OpenAI-compatible server without /version or /props (not vLLM or llama-server); add it by hand",
+            "an OpenAI-compatible server without /version, /props or /server_info (not vLLM, llama-server or "
+            "SGLang); add it by hand",
         )
     if role == "exporter" and results.get("/metrics") is not None and results["/metrics"].ok:
         return NoAnswer(port, role, "/metrics is not a GPU exporter or node_exporter sparktui knows")
     if role == "llamacpp" and health is not None and health.ok:
         return NoAnswer(port, role, "answers /health but not /props: not a llama-server sparktui can read")
+    if role == "sglang" and results.get("/v1/models") is not None and results["/v1/models"].status in (401, 403):
+        return NoAnswer(port, role, "/v1/models wants an API key and /metrics has no sglang: names; add it by hand")
     if role == "vllm" and health is not None and health.ok:
         return NoAnswer(port, role, "answers /health but not /version: not a vLLM sparktui can read")
     shown = primary if primary is not None and primary.answered else None
     status = f" (HTTP {shown.status} on {_PRIMARY_PATH.get(role, '/health')})" if shown else ""
     return NoAnswer(
-        port, role, f"something answered{status}, but not a vLLM, llama-server, exporter or service sparktui knows"
+        port,
+        role,
+        f"something answered{status}, but not a vLLM, llama-server, SGLang, exporter or service sparktui knows",
     )

@@ -12,10 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparktui.discovery.commands import VllmArgs
-from sparktui.discovery.launches import Launch, is_llama_container, is_llama_unit, llama_launches, vllm_launches
+from sparktui.discovery.launches import (
+    Launch,
+    is_llama_container,
+    is_llama_unit,
+    is_sglang_container,
+    is_sglang_unit,
+    llama_launches,
+    sglang_launches,
+    vllm_launches,
+)
 from sparktui.discovery.listeners import Listener
-from sparktui.discovery.names import planned_llama_name, unique, vllm_name
-from sparktui.discovery.plan import Planned, PlannedLlama, PlannedVllm, plan_instances
+from sparktui.discovery.names import SGLANG_NAME, planned_llama_name, sglang_name, unique, vllm_name
+from sparktui.discovery.plan import Planned, PlannedLlama, PlannedSglang, PlannedVllm, plan_instances
 from sparktui.discovery.probes import (
     ROLE_LABELS,
     ExporterAnswer,
@@ -23,10 +32,12 @@ from sparktui.discovery.probes import (
     NoAnswer,
     PortFinding,
     ServiceAnswer,
+    SglangAnswer,
     VllmAnswer,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs
+from sparktui.engines.sglang.command import SglangArgs
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.units import fmt_count
 
@@ -136,11 +147,8 @@ def _vllm_section(plan: PlannedVllm, name: str, *, ssh_looked: bool) -> list[str
         lines += _command_line_notes(args)
     if http is not None and http.needs_api_key:
         lines.append(
-            kv(
-                "api_key_env",
-                "VLLM_API_KEY",
-                "/v1/models answered 401: vLLM runs with --api-key; name the variable holding it",
-                disabled=True,
+            _api_key_line(
+                "VLLM_API_KEY", "/v1/models answered 401: vLLM runs with --api-key; name the variable holding it"
             )
         )
     return lines
@@ -151,15 +159,8 @@ def _llama_section(plan: PlannedLlama, name: str, *, ssh_looked: bool) -> list[s
     port (``/props``) and the unit or container that runs it."""
     answer, launch = plan.http, plan.launch
     args = launch.llama if launch is not None else None
-    if answer is not None:
-        engine_how = "llama.cpp's llama-server (/props)"
-    else:
-        engine_how = f"llama.cpp's llama-server, from {launch.args_from if launch else 'its command line'}"
-    lines = ["[[nodes.vllm]]", kv("name", name, _llama_name_how(plan)), kv("engine", "llamacpp", engine_how)]
-    if plan.port is not None:
-        lines.append(kv("port", plan.port, _llama_port_how(plan)))
-    if launch is not None:
-        lines += _launch_lines(plan, launch, [])
+    engine = ("llamacpp", "llama.cpp's llama-server", "/props")
+    lines = _engine_head(plan, engine, (name, _llama_name_how(plan)), _llama_port_how(plan))
     if answer is not None and answer.router:
         lines += comment_block(
             "A router starts one llama-server per model it loads, each on a port of its own: sparktui reads "
@@ -180,12 +181,92 @@ def _llama_section(plan: PlannedLlama, name: str, *, ssh_looked: bool) -> list[s
     if args is not None and launch is not None:
         lines += _llama_command_notes(args, launch, answered=answer is not None)
     if launch is None:
-        found = (
-            "No systemd unit or docker container found for it"
-            if ssh_looked
-            else "SSH discovery was skipped for this host"
+        lines += _no_launch_lines(ssh_looked=ssh_looked, more="")
+    return lines
+
+
+def _sglang_section(plan: PlannedSglang, name: str, name_how: str, *, ssh_looked: bool) -> list[str]:
+    """An SGLang: an instance with ``engine = "sglang"``, from what answered on its port (``/server_info``,
+    ``/metrics`` or ``/v1/models``) and the unit or container that runs it."""
+    answer, launch = plan.http, plan.launch
+    args = launch.sglang if launch is not None else None
+    engine = ("sglang", "SGLang", answer.recognised_by if answer is not None else "")
+    lines = _engine_head(plan, engine, (name, name_how), _sglang_port_how(plan))
+    info = answer.info if answer is not None else None
+    tp = (info.tp_size if info else None) or (args.tp_size if args is not None else None)
+    dp = (info.dp_size if info else None) or (args.dp_size if args is not None else None)
+    parallel = [f"tensor parallel {tp}" if tp and tp > 1 else "", f"data parallel {dp}" if dp and dp > 1 else ""]
+    if any(parallel):
+        where = "/server_info" if info is not None else "its command line"
+        lines += comment_block(f"It runs {', '.join(p for p in parallel if p)} ({where}).")
+    if answer is not None and not answer.metrics:
+        lines += comment_block(
+            "/metrics did not answer with sglang: names: start SGLang with --enable-metrics for numbers, or "
+            "sparktui reads only its /ready, /server_info and /v1/models"
         )
-        lines += comment_block(f'{found}: add unit = "..." or container = "..." for its logs and actions')
+    if args is not None and launch is not None:
+        lines += _sglang_command_notes(args, launch, answered=answer is not None)
+    if answer is not None and answer.needs_api_key and (args is None or not args.api_key):
+        lines.append(_api_key_line("SGLANG_API_KEY", "/server_info answered 401: SGLang runs with --api-key"))
+    if launch is None:
+        lines += _no_launch_lines(ssh_looked=ssh_looked, more="")
+    return lines
+
+
+def _sglang_port_how(plan: PlannedSglang) -> str:
+    answer, launch = plan.http, plan.launch
+    if answer is None:
+        return f"did not answer during init; port from {launch.port_how}" if launch is not None else ""
+    what = f"SGLang {answer.version} answered {answer.recognised_by}"
+    if answer.needs_api_key:
+        return what + "; /server_info wants an API key"
+    served = answer.models or tuple(m for m in (answer.info.model_path if answer.info else None,) if m)
+    return what + (f"; serves {', '.join(served)}" if served else "")
+
+
+def _sglang_command_notes(args: SglangArgs, launch: Launch, *, answered: bool) -> list[str]:
+    """What the SGLang command line says that the config cannot hold, or that changes it."""
+    lines: list[str] = []
+    if args.model_path:
+        lines += comment_block(f"model: {args.model_path} (--model-path)")
+    if not answered and not args.enable_metrics:
+        lines += comment_block(
+            f"No --enable-metrics in {launch.args_from}: add it for numbers, or sparktui reads only its "
+            "/ready, /server_info and /v1/models"
+        )
+    if args.local_only is not None:
+        given = "--host" if args.host is not None else "SGLang's default --host"
+        lines += comment_block(
+            f"It listens on {args.local_only} only ({given}): sparktui must run on this node to reach it, "
+            "or start it with --host 0.0.0.0"
+        )
+    if args.config_file:
+        lines += comment_block(f"It reads more settings from --config {args.config_file} (not read by init)")
+    if args.api_key:
+        lines.append(_api_key_line("SGLANG_API_KEY", "SGLang runs with --api-key; name the variable holding it"))
+    return lines
+
+
+def _api_key_line(variable: str, why: str) -> str:
+    return kv("api_key_env", variable, why, disabled=True)
+
+
+def _engine_head(
+    plan: PlannedLlama | PlannedSglang, engine: tuple[str, str, str], name: tuple[str, str], port_how: str
+) -> list[str]:
+    """The first lines of an instance of another engine than vLLM: its name (and how it was chosen), its
+    ``engine`` (its config name, its label, what answered as it), its port and the launch that runs it."""
+    kind, label, answered = engine
+    launch = plan.launch
+    if plan.http is not None:
+        engine_how = f"{label} ({answered})"
+    else:
+        engine_how = f"{label}, from {launch.args_from if launch else 'its command line'}"
+    lines = ["[[nodes.vllm]]", kv("name", name[0], name[1]), kv("engine", kind, engine_how)]
+    if plan.port is not None:
+        lines.append(kv("port", plan.port, port_how))
+    if launch is not None:
+        lines += _launch_lines(plan, launch, [])
     return lines
 
 
@@ -235,14 +316,7 @@ def _llama_command_notes(args: ServerArgs, launch: Launch, *, answered: bool) ->
     if args.host in ("127.0.0.1", "localhost", "::1"):
         lines += comment_block(f"It listens on {args.host} only (--host): sparktui must run on this node to reach it")
     if args.api_key:
-        lines.append(
-            kv(
-                "api_key_env",
-                "LLAMA_API_KEY",
-                "llama-server runs with --api-key; name the variable holding it",
-                disabled=True,
-            )
-        )
+        lines.append(_api_key_line("LLAMA_API_KEY", "llama-server runs with --api-key; name the variable holding it"))
     return lines
 
 
@@ -274,7 +348,9 @@ def _port_how(plan: PlannedVllm) -> str:
     return ""
 
 
-def _launch_lines(plan: Planned[VllmAnswer] | Planned[LlamaAnswer], launch: Launch, more: list[str]) -> list[str]:
+def _launch_lines(
+    plan: Planned[VllmAnswer] | Planned[LlamaAnswer] | Planned[SglangAnswer], launch: Launch, more: list[str]
+) -> list[str]:
     """The unit or container that runs the server, ``more`` lines (vLLM's memory fraction), and how it
     was paired."""
     key = "unit" if launch.unit else "container"
@@ -329,14 +405,13 @@ def _gpu_memory_lines(launch: Launch) -> list[str]:
     )
 
 
-def _no_launch_lines(*, ssh_looked: bool) -> list[str]:
+def _no_launch_lines(
+    *, ssh_looked: bool, more: str = ", and gpu_memory_utilization for the launch-readiness check"
+) -> list[str]:
     found = (
         "No systemd unit or docker container found for it" if ssh_looked else "SSH discovery was skipped for this host"
     )
-    return comment_block(
-        f'{found}: add unit = "..." or container = "..." for its logs and actions, and '
-        "gpu_memory_utilization for the launch-readiness check"
-    )
+    return comment_block(f'{found}: add unit = "..." or container = "..." for its logs and actions{more}')
 
 
 def _command_line_notes(args: VllmArgs) -> list[str]:
@@ -395,12 +470,26 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     ]
     answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
     llamas = [f for f in report.findings if isinstance(f, LlamaAnswer)]
+    sglangs = [f for f in report.findings if isinstance(f, SglangAnswer)]
     found = report.ssh
-    launches = vllm_launches(found.units, found.containers) if found is not None else []
-    planned, left_out, notes = plan_instances(answers, launches, taken=[a.port for a in llamas])
-    found_llamas = llama_launches(found.units, found.containers) if found is not None else []
+    units, containers = (found.units, found.containers) if found is not None else ((), ())
+    # Each engine's answers and launches are matched by port; an answer's port is its engine's, and a
+    # launch that answered nowhere takes a port no other entry has.
+    planned_sglangs, sglangs_left_out, sglang_notes = plan_instances(
+        sglangs, sglang_launches(units, containers), taken=[*(a.port for a in answers), *(a.port for a in llamas)]
+    )
+    planned, left_out, notes = plan_instances(
+        answers,
+        vllm_launches(units, containers),
+        taken=[*(a.port for a in llamas), *(s.port for s in planned_sglangs if s.port is not None)],
+    )
     planned_llamas, llamas_left_out, llama_notes = plan_instances(
-        llamas, found_llamas, taken=[p.port for p in planned if p.port is not None]
+        llamas,
+        llama_launches(units, containers),
+        taken=[
+            *(p.port for p in planned if p.port is not None),
+            *(s.port for s in planned_sglangs if s.port is not None),
+        ],
     )
     taken: set[str] = set()
     for plan in planned:
@@ -410,10 +499,16 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     for llama in planned_llamas:
         name = unique(planned_llama_name(llama) or "llama", taken, str(llama.port) if llama.port else None)
         lines += [*_llama_section(llama, name, ssh_looked=found is not None), ""]
+    for sglang in planned_sglangs:
+        found_name, how = sglang_name(sglang)
+        if found_name is None:
+            found_name, how = SGLANG_NAME, "rename it at will"
+        name = unique(found_name, taken, str(sglang.port) if sglang.port else None)
+        lines += [*_sglang_section(sglang, name, how, ssh_looked=found is not None), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
-    lines += _ssh_notes(report, [*notes, *llama_notes], [*left_out, *llamas_left_out])
+    lines += _ssh_notes(report, [*notes, *llama_notes, *sglang_notes], [*left_out, *llamas_left_out, *sglangs_left_out])
     lines.append("")
     return lines
 
@@ -510,15 +605,22 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
         return ["# SSH discovery skipped:", f"#   {one_line(report.ssh_skipped or 'not asked', 1000)}"]
     llama_units = [u for u in report.ssh.units if is_llama_unit(u)]
     llama_containers = [c for c in report.ssh.containers if is_llama_container(c)]
+    sglang_units = [u for u in report.ssh.units if is_sglang_unit(u)]
+    sglang_containers = [c for c in report.ssh.containers if is_sglang_container(c)]
+    vllm_units = len(report.ssh.units) - len(llama_units) - len(sglang_units)
+    vllm_containers = len(report.ssh.containers) - len(llama_containers) - len(sglang_containers)
     found = (
-        f"{fmt_count(len(report.ssh.units) - len(llama_units), 'vLLM unit', zero='no')} and "
-        f"{fmt_count(len(report.ssh.containers) - len(llama_containers), 'vLLM container', zero='no')}"
+        f"{fmt_count(vllm_units, 'vLLM unit', zero='no')} and {fmt_count(vllm_containers, 'vLLM container', zero='no')}"
     )
-    if llama_units or llama_containers:
-        found += (
-            f", {fmt_count(len(llama_units), 'llama-server unit', zero='no')} and "
-            f"{fmt_count(len(llama_containers), 'llama-server container', zero='no')}"
-        )
+    for label, engine_units, engine_containers in (
+        ("llama-server", llama_units, llama_containers),
+        ("SGLang", sglang_units, sglang_containers),
+    ):
+        if engine_units or engine_containers:
+            found += (
+                f", {fmt_count(len(engine_units), f'{label} unit', zero='no')} and "
+                f"{fmt_count(len(engine_containers), f'{label} container', zero='no')}"
+            )
     listening = fmt_count(len({item.port for item in report.ssh.listeners}), "listening port", zero="no")
     lines = comment_block(
         f"Over SSH: {found} (systemctl list-units and show, docker ps and inspect), {listening} (ss -ltnp)."
@@ -538,9 +640,10 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         f"# sparktui fleet config, written by `sparktui init {' '.join(hosts)}` on {written_at}.",
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
-        "# /v1/models, llama-server /props, exporters' /metrics, services' /health) and, over SSH, reading the",
-        "# systemd units and docker containers that run vLLM or llama-server and their command lines, and the",
-        "# ports the host listens on (probed too). What was probed and not found is listed under each node.",
+        "# /v1/models, llama-server /props, SGLang /server_info, exporters' /metrics, services' /health) and,",
+        "# over SSH, reading the systemd units and docker containers that run vLLM, llama-server or SGLang and",
+        "# their command lines, and the ports the host listens on (probed too). What was probed and not found",
+        "# is listed under each node.",
         "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
         "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",

@@ -1,11 +1,12 @@
 """What ``sparktui init`` asks the hosts: HTTP probes of the usual ports and SSH discovery.
 
-For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/health``,
-``/api/tags`` and ``/props`` (short timeouts, all concurrently), and over SSH the systemd units and docker
-containers that run vLLM or llama.cpp's llama-server are read (``systemctl list-units`` and ``show``, ``docker ps`` and
-``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second round asks the ports
-SSH found: the launches' host ports, and the listening ports that could be HTTP (what answers is
-kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
+For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/server_info``,
+``/api/tags`` and ``/props`` (short timeouts, all concurrently), then ``/health`` where something answered
+and it is not an SGLang (whose ``/health`` runs a generation); and over SSH the systemd units and docker
+containers that run vLLM, llama.cpp's llama-server or SGLang are read (``systemctl list-units`` and
+``show``, ``docker ps`` and ``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
+round asks the ports SSH found: the launches' host ports, and the listening ports that could be HTTP (what
+answers is kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
 reads the answers; ``sparktui.headless.init`` renders, validates and writes the config.
 """
 
@@ -18,16 +19,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sparktui.discovery.launches import (
-    is_llama_container,
-    is_llama_unit,
-    is_vllm_container,
-    is_vllm_unit,
+    is_engine_container,
+    is_engine_unit,
     llama_launches,
+    sglang_launches,
     vllm_launches,
 )
 from sparktui.discovery.listeners import SS_LISTENERS, Listener, is_loopback, parse_ss_listeners, probed_listeners
 from sparktui.discovery.names import config_name
-from sparktui.discovery.probes import LISTENING, PROBE_PATHS, NoAnswer, PortFinding, classify_port
+from sparktui.discovery.probes import (
+    HEALTH_PATH,
+    LISTENING,
+    PROBE_PATHS,
+    NoAnswer,
+    PortFinding,
+    classify_port,
+    wants_health,
+)
 from sparktui.discovery.render import SshFindings, SshSettings, one_line
 from sparktui.discovery.units import (
     ContainerInfo,
@@ -61,11 +69,17 @@ class SshOutcome:
 
 
 async def probe_port(client: FetchClient, host: str, port: int, role: str, timeout_s: float) -> PortFinding:
+    """What answers on one port: every path of ``PROBE_PATHS`` at once, then ``/health`` unless an SGLang
+    answered (its ``/health`` runs a generation)."""
     base = f"http://{url_host(host)}:{port}"
-    results: list[HttpResult] = await asyncio.gather(
-        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in PROBE_PATHS)
+    first = [path for path in PROBE_PATHS if path != HEALTH_PATH]
+    answers: list[HttpResult] = await asyncio.gather(
+        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in first)
     )
-    return classify_port(port, role, dict(zip(PROBE_PATHS, results, strict=True)))
+    results = dict(zip(first, answers, strict=True))
+    if wants_health(results):
+        results[HEALTH_PATH] = await fetch(client, base + HEALTH_PATH, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES)
+    return classify_port(port, role, results)
 
 
 async def probe_host(
@@ -125,7 +139,7 @@ async def _units(ssh: NodeSsh, notes: list[str]) -> tuple[UnitInfo, ...]:
     if shown.problem is not None or not shown.stdout:
         notes.append(_failure("systemctl show", shown) or "systemctl show printed nothing")
         return ()
-    return tuple(unit for unit in parse_systemctl_show(shown.stdout) if is_vllm_unit(unit) or is_llama_unit(unit))
+    return tuple(unit for unit in parse_systemctl_show(shown.stdout) if is_engine_unit(unit))
 
 
 async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ...]:
@@ -146,7 +160,7 @@ async def _containers(ssh: NodeSsh, notes: list[str]) -> tuple[ContainerInfo, ..
         notes.append(_failure("docker inspect", inspected) or "docker inspect failed")
         return ()
     # Exit status 1 with a partial array: a container went away between ps and inspect.
-    return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_vllm_container(c) or is_llama_container(c))
+    return tuple(c for c in parse_docker_inspect(inspected.stdout) if is_engine_container(c))
 
 
 async def _listeners(ssh: NodeSsh, notes: list[str]) -> tuple[Listener, ...]:
@@ -210,14 +224,18 @@ async def discover(
 def _second_round(
     host: str, login: SshSettings, outcome: SshOutcome, probed: Sequence[tuple[int, str]]
 ) -> tuple[list[tuple[int, str]], str | None]:
-    """The ports to ask next: the host ports of the vLLM and llama-server launches SSH found, then the listening ports
+    """The ports to ask next: the host ports of the engine launches SSH found, then the listening ports
     worth a probe, none of them among ``probed``; and a note when some listening ports were left out."""
     if outcome.findings is None:
         return [], None
     done = {port for port, _role in probed}
     units, containers = outcome.findings.units, outcome.findings.containers
     wanted: list[tuple[int, str]] = []
-    for role, launches in (("vllm", vllm_launches(units, containers)), ("llamacpp", llama_launches(units, containers))):
+    for role, launches in (
+        ("vllm", vllm_launches(units, containers)),
+        ("llamacpp", llama_launches(units, containers)),
+        ("sglang", sglang_launches(units, containers)),
+    ):
         ports = {launch.host_port for launch in launches if launch.host_port} - done
         wanted += [(port, role) for port in sorted(ports - {port for port, _role in wanted})]
     listening, left_out = probed_listeners(

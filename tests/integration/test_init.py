@@ -29,7 +29,7 @@ from tests.support.fixture_fleet import (
     node_exporter_page,
     scenario_scrapes,
 )
-from tests.support.sshd import Sshd, container_inspect
+from tests.support.sshd import Sshd, container_inspect, published_container
 
 VLLM_PATHS = ("/version", "/v1/models", "/metrics", "/health")
 
@@ -172,16 +172,8 @@ def unit(description: str, argv: str, active: str = "active", sub: str = "runnin
 
 def vllm_container(name: str, image: str, serve_args: Sequence[str], host_port: int | None) -> dict[str, Any]:
     """``docker inspect`` of a vllm/vllm-openai container: entrypoint ``vllm serve``, Cmd the arguments."""
-    data = container_inspect(name)
-    bindings = {"8000/tcp": [{"HostIp": "", "HostPort": str(host_port)}]} if host_port else {}
-    data.update(
-        Path="vllm",
-        Args=["serve", *serve_args],
-        Config={"Image": image, "Entrypoint": ["vllm", "serve"], "Cmd": list(serve_args)},
-        HostConfig={"NetworkMode": "bridge", "PortBindings": bindings, "RestartPolicy": {"Name": "no"}},
-        NetworkSettings={"Ports": bindings},
-    )
-    return data
+    argv = ["vllm", "serve", *serve_args]
+    return published_container(name, image, argv, container_port=8000, host_port=host_port, entrypoint=argv[:2])
 
 
 def qwen_unit_argv(host_port: int, name: str = "vllm-qwen36") -> str:

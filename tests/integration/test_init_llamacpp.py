@@ -27,7 +27,7 @@ from tests.integration.test_init import ssh_args, unit, unwrapped
 from tests.support.actions import FAST
 from tests.support.fixture_fleet import free_port
 from tests.support.llama_server import LlamaModels, LlamaServer, running_llama_router
-from tests.support.sshd import Sshd, container_inspect
+from tests.support.sshd import Sshd, published_container
 
 pytestmark = pytest.mark.llamacpp
 
@@ -202,14 +202,14 @@ def test_init_finds_the_official_image_container_that_publishes_a_real_llama_ser
     server: Sshd = sshd_factory("init-llama-container")
     argv = command_line(real_llama_server)
     args = without_options(argv[1:], "--host", "--port")
-    bindings = {"8080/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(real_llama_server.port)}]}
-    data = container_inspect("llama-tiny")
-    data.update(
-        Path="/app/llama-server",
-        Args=args,
-        Config={"Image": "ghcr.io/ggml-org/llama.cpp:server-cuda", "Entrypoint": ["/app/llama-server"], "Cmd": args},
-        HostConfig={"NetworkMode": "bridge", "PortBindings": bindings, "RestartPolicy": {"Name": "no"}},
-        NetworkSettings={"Ports": bindings},
+    image = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+    data = published_container(
+        "llama-tiny",
+        image,
+        ["/app/llama-server", *args],
+        container_port=8080,
+        host_port=real_llama_server.port,
+        entrypoint=["/app/llama-server"],
     )
     server.set_container("llama-tiny", data)
     out = tmp_path / "fleet.toml"

@@ -37,7 +37,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,33 @@ def container_inspect(name: str, *, running: bool = True, exit_code: int = 0, re
         "Config": {"Image": "nvcr.io/nvidia/vllm:25.11-py3", "Cmd": ["vllm", "serve"]},
         "HostConfig": {"RestartPolicy": {"Name": "unless-stopped", "MaximumRetryCount": 0}},
     }
+
+
+def published_container(
+    name: str,
+    image: str,
+    argv: Sequence[str],
+    *,
+    container_port: int,
+    host_port: int | None,
+    entrypoint: Sequence[str] = (),
+) -> dict[str, Any]:
+    """``docker inspect`` of a running container of ``image`` whose process is ``argv`` (``Path`` and
+    ``Args``; the image's ``entrypoint`` and the ``Cmd`` after it), its ``container_port`` published on
+    ``host_port`` (None: not published) on a bridge network."""
+    data = container_inspect(name)
+    bindings = {f"{container_port}/tcp": [{"HostIp": "", "HostPort": str(host_port)}]} if host_port else {}
+    config: dict[str, Any] = {"Image": image, "Cmd": list(argv[len(entrypoint) :])}
+    if entrypoint:
+        config["Entrypoint"] = list(entrypoint)
+    data.update(
+        Path=argv[0],
+        Args=list(argv[1:]),
+        Config=config,
+        HostConfig={"NetworkMode": "bridge", "PortBindings": bindings, "RestartPolicy": {"Name": "no"}},
+        NetworkSettings={"Ports": bindings},
+    )
+    return data
 
 
 def require_sshd() -> None:

@@ -113,7 +113,9 @@ def test_a_vllm_is_still_a_vllm_and_a_port_with_no_props_is_no_llama_server() ->
 
 
 def test_8080_is_probed_for_a_llama_server_by_default_and_vllms_ports_stay_first() -> None:
-    roles = port_roles(DEFAULT_VLLM_PORTS, DEFAULT_SERVICE_PORTS, DEFAULT_EXPORTER_PORTS, (), DEFAULT_LLAMACPP_PORTS)
+    roles = port_roles(
+        DEFAULT_VLLM_PORTS, DEFAULT_SERVICE_PORTS, DEFAULT_EXPORTER_PORTS, llamacpp=DEFAULT_LLAMACPP_PORTS
+    )
     assert dict(roles)[8080] == "llamacpp"
     assert [port for port, role in roles if role == "vllm"] == list(DEFAULT_VLLM_PORTS)
     assert "/props" in PROBE_PATHS

@@ -30,7 +30,7 @@ from sparktui.discovery.launches import (
     llama_launches,
     vllm_launches,
 )
-from sparktui.discovery.probes import PROBE_PATHS, LlamaAnswer, VllmAnswer, classify_port
+from sparktui.discovery.probes import PROBE_PATHS, LlamaAnswer, PortFinding, VllmAnswer, classify_port
 from sparktui.discovery.render import HostReport, SshFindings, SshSettings, render_config
 from sparktui.discovery.units import ContainerInfo, UnitInfo, container_from_inspect, parse_systemctl_show
 from sparktui.engines.llamacpp.command import DEFAULT_PORT, ServerArgs, is_server_image, parse_server_args
@@ -99,7 +99,7 @@ def llama_answer(port: int, **changes: object) -> LlamaAnswer:
 
 
 def report(
-    *findings: VllmAnswer | LlamaAnswer, units: tuple[UnitInfo, ...] = (), containers: tuple[ContainerInfo, ...] = ()
+    *findings: PortFinding, units: tuple[UnitInfo, ...] = (), containers: tuple[ContainerInfo, ...] = ()
 ) -> HostReport:
     return HostReport(
         host="10.0.0.7",

@@ -8,6 +8,9 @@ server is up and not paused, and 503 while it starts, shuts down or is paused, a
 ``/metrics`` exists only with ``--enable-metrics``; it is prometheus_client's, so it takes the ``name[]``
 filter. ``/server_info`` (``version``, the server's arguments and each data-parallel engine's state)
 is asked at the start and now and then: it asks every scheduler for its state.
+
+``info`` tells ``/server_info`` from other engines' JSON and reads it, and ``command`` reads an SGLang
+command line, both for ``sparktui init`` (which unit or container runs it, and on which port).
 """
 
 from __future__ import annotations
