@@ -1,6 +1,6 @@
 """The demo's exporters, written with prometheus_client as the real ones are.
 
-``VllmExposition`` registers every family of vLLM 0.33 (``vllm_schema.FAMILIES``) in its own
+``VllmExposition`` registers every family of vLLM 0.33 (``engines.vllm.families.FAMILIES``) in its own
 registry with the process/platform/GC collectors, pre-creates the children vLLM pre-creates, and
 receives the simulated engine's events (it is the engine's ``MetricsSink``). The GPU exporters write
 the exposition of nvidia_gpu_exporter (``nvidia_smi_*``, GB10: no memory series) and of
@@ -24,7 +24,7 @@ from prometheus_client import (
 )
 
 from sparktui.demo.sim import ModelProfile
-from sparktui.demo.vllm_schema import CACHE_CONFIG_DEFAULTS, FAMILIES, Family, request_token_buckets
+from sparktui.engines.vllm.families import CACHE_CONFIG_DEFAULTS, FAMILIES, Family, request_token_buckets
 
 NO_ENGINE_LABEL = ("mode", "model_name", "outcome", "request_type")  # families registered without engine
 

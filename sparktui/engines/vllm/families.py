@@ -1,4 +1,5 @@
-"""vLLM 0.33's metric families, as its ``PrometheusStatLogger`` registers them.
+"""vLLM 0.33's metric families, as its ``PrometheusStatLogger`` registers them: what the demo's simulated
+vLLM writes its ``/metrics`` with (``sparktui.demo.exposition``), kept with the rest of vLLM's knowledge.
 
 Names, types, help texts, label names, fixed label values and bucket bounds were read from the
 fixture scrapes (``tests/data/vllm-0.33``), which vLLM 0.33's own metrics code produced; a test in
