@@ -211,7 +211,8 @@ def render_compare(
     prometheus: Mapping[PrometheusTarget, Values],
     window_s: float,
 ) -> str:
-    """The comparison as text: per vLLM instance, each number direct and from Prometheus."""
+    """The comparison as text: per engine instance, each number direct and from Prometheus (an engine
+    with no PromQL of its numbers, ``Engine.numbers``, is named as such)."""
     assert fleet.prometheus is not None
     lines = [
         f"sparktui direct (polled every {fleet.poll_interval_s:g} s) beside Prometheus at {fleet.prometheus.url}, "
@@ -225,11 +226,15 @@ def render_compare(
         if target is None:
             continue
         lines += ["", f"{node}/{instance}  {target.shown()}  direct: {view.status.state.value}"]
+        numbers = engine_numbers(target.engine)
+        if not numbers:
+            lines.append(f"  no PromQL for {view.engine}'s numbers: only vLLM's are compared")
+            continue
         theirs = prometheus.get(target)
         if theirs is None:
-            lines.append("  Prometheus has no vLLM series for these labels")
+            lines.append(f"  Prometheus has no {view.engine} series for these labels")
             continue
-        rows = _rows(engine_numbers(target.engine), view_numbers(view), theirs)
+        rows = _rows(numbers, view_numbers(view), theirs)
         width = max((len(r[0]) for r in rows), default=10)
         lines.append(f"  {'number':{width}}  {'direct':>14}  {'Prometheus':>14}  difference")
         lines += [f"  {a:{width}}  {b:>14}  {c:>14}  {d}" for a, b, c, d in rows]
