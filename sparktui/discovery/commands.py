@@ -45,7 +45,7 @@ def exec_start_argvs(value: str) -> list[list[str]]:
 
     systemd prints ``{ path=... ; argv[]=ARG ARG ... ; ignore_errors=no ; ... }`` with the arguments
     joined by single spaces and NOT quoted, so they are split on whitespace (an argument that held
-    spaces comes back as several words; the ``vllm serve`` flags this module reads have none).
+    spaces comes back as several words; the servers' options sparktui reads have none).
     """
     found = re.findall(r"argv\[\]=(.*?) ; (?:ignore_errors|flags)=", value)
     return [words.split() for words in found if words.strip()]
@@ -252,12 +252,12 @@ def _script(argv: Sequence[str]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class CommandLine:
-    """What one command line (a unit's ExecStart, a container's command) says about its vLLM."""
+    """What one command line (a unit's ExecStart, a container's command) says about the server it runs."""
 
-    vllm: VllmArgs | None
+    vllm: VllmArgs | None  # a vLLM's arguments (``analyse_command``)
     container: str | None  # the container it runs or acts on (docker run --name / exec / start)
     image: str | None
-    host_port: int | None  # where the vLLM API answers on the host; None: unknown here
+    host_port: int | None  # where the server's API answers on the host; None: unknown here
     port_how: str  # how host_port was read, or why it is unknown
     runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
     llama: ServerArgs | None = None  # a llama-server's options (``analyse_llama_command``)
@@ -267,7 +267,7 @@ class CommandLine:
 def published_port(
     port: int | None, how_given: str, publish: Sequence[Publish], *, host_network: bool, unpublished: str = ""
 ) -> tuple[int | None, str]:
-    """Where a container's vLLM port answers on the host, and how that was read (or why it is unknown)."""
+    """Where a container's server port answers on the host, and how that was read (or why it is unknown)."""
     if port is None:
         return None, how_given
     if host_network:
