@@ -5,14 +5,16 @@ and hands this package plain text and ``HttpResult``s. Here they are read and re
 
 - ``commands``: the command lines that start a server, found in a systemd ``ExecStart``, a ``docker run``
   (with its ``-p HOST:CONTAINER`` mappings and ``--network host``), a ``docker inspect`` or a ``bash -c``
-  string: ``vllm serve`` arguments (``--port``, ``--gpu-memory-utilization``, ``--served-model-name``...)
-  read here, llama.cpp's ``llama-server`` by its engine's own reader (``engines.llamacpp.command``:
-  ``--port``, ``-m``, ``--alias``, ``--models-dir``..., and the official server images);
+  string; the server's start is recognised and its arguments read by its engine's own reader
+  (``engines.vllm.command``: ``vllm serve``'s ``--port``, ``--gpu-memory-utilization``,
+  ``--served-model-name``...; ``engines.llamacpp.command``: ``llama-server``'s ``--port``, ``-m``,
+  ``--alias``, ``--models-dir``...; ``engines.sglang.command``), with the images whose entrypoint is it;
 - ``units``: ``systemctl list-units`` / ``systemctl show`` / ``docker ps`` / ``docker inspect`` output;
-- ``launches``: the units and containers among them that start a vLLM or a llama-server, each engine's
-  found the same way (a unit that runs a container is one launch, written as the unit);
-- ``probes``: the ports probed and what their HTTP answers say is there: a vLLM, a llama-server (its
-  ``/props``), a GPU exporter or node_exporter, Ollama, a side service;
+- ``launches``: the units and containers among them that start a vLLM, a llama-server or an SGLang, each
+  engine's found the same way (a unit that runs a container is one launch, written as the unit);
+- ``probes``: the ports probed and what their HTTP answers say is there: an SGLang (its
+  ``/server_info``), a vLLM (its ``/version``), a llama-server (its ``/props``), a GPU exporter or
+  node_exporter, Ollama, a side service;
 - ``plan``: matching what SSH found (units, containers, their host ports) with the servers of the same
   engine that answered, by host port;
 - ``names``: names for the config, valid and unique;

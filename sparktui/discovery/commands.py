@@ -1,16 +1,15 @@
-"""Command lines that start a vLLM: ``vllm serve`` arguments, ``docker run`` / ``exec`` / ``start``.
+"""Command lines that start an engine's server: ``docker run`` / ``exec`` / ``start``, ``bash -c``.
 
 A command line comes from a systemd ``ExecStart``, a ``docker inspect``, a script or a ``bash -c``
-string; what it says about the vLLM it starts (``--port``, ``--gpu-memory-utilization``,
-``--served-model-name``...) and where that port is published on the host (``-p HOST:CONTAINER``,
-``--network host``) is read here. A llama-server's or an SGLang's is found here the same way, and its
-options read by its engine's own reader (``engines.llamacpp.command``, ``engines.sglang.command``).
-Pure: the words are untrusted text from a host.
+string; where the server in it is found and where its port is published on the host (``-p
+HOST:CONTAINER``, ``--network host``) is read here. What the server's own arguments say (vLLM's
+``--port``, ``--gpu-memory-utilization``, ``--served-model-name``...) is read by its engine's reader
+(``engines.vllm.command``, ``engines.llamacpp.command``, ``engines.sglang.command``), which also says
+how its start is recognised. Pure: the words are untrusted text from a host.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,9 +19,8 @@ from typing import TypeVar
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
-
-VLLM_DEFAULT_PORT = 8000  # vLLM's own default for --port
-
+from sparktui.engines.vllm import command as vllm_command
+from sparktui.engines.vllm.command import VllmArgs
 
 # --- command lines ------------------------------------------------------------------------------------
 
@@ -47,7 +45,7 @@ def exec_start_argvs(value: str) -> list[list[str]]:
 
     systemd prints ``{ path=... ; argv[]=ARG ARG ... ; ignore_errors=no ; ... }`` with the arguments
     joined by single spaces and NOT quoted, so they are split on whitespace (an argument that held
-    spaces comes back as several words; the ``vllm serve`` flags this module reads have none).
+    spaces comes back as several words; the servers' options sparktui reads have none).
     """
     found = re.findall(r"argv\[\]=(.*?) ; (?:ignore_errors|flags)=", value)
     return [words.split() for words in found if words.strip()]
@@ -85,141 +83,9 @@ def _until_shell_operator(words: Sequence[str]) -> list[str]:
     return out
 
 
-def find_vllm_serve(argv: Sequence[str]) -> list[str] | None:
-    """The arguments after ``vllm serve`` (or ``python -m vllm.entrypoints.openai.api_server``),
-    looking inside ``bash -c "..."`` strings too; None when the command line runs no vLLM server."""
-    for index, word in enumerate(argv):
-        if _basename(word) == "vllm" and index + 1 < len(argv) and argv[index + 1] == "serve":
-            return _until_shell_operator(argv[index + 2 :])
-        if word.endswith("vllm.entrypoints.openai.api_server"):
-            return _until_shell_operator(argv[index + 1 :])
-        if "vllm" in word and any(c.isspace() for c in word):
-            inner = find_vllm_serve(split_command_line(word))
-            if inner is not None:
-                return inner
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class VllmArgs:
-    """What a ``vllm serve`` command line says about the server sparktui will watch."""
-
-    model: str | None = None
-    served_model_name: str | None = None
-    port: int | None = VLLM_DEFAULT_PORT  # None: given, but not a number (`--port $PORT`)
-    port_given: bool = False
-    port_raw: str | None = None
-    host: str | None = None
-    gpu_memory_utilization: float | None = None
-    gpu_memory_utilization_raw: str | None = None  # given, but not a fraction in (0, 1]
-    speculative: str | None = None  # "mtp, 2 speculative tokens"
-    headless: bool = False  # a multi-node worker: no HTTP endpoint
-    nnodes: int | None = None
-    api_key: bool = False  # started with --api-key (the key itself is never kept)
-    config_file: str | None = None  # --config FILE: its settings are not read
-
-
-_VLLM_VALUE_FLAGS = frozenset(
-    {
-        "--port",
-        "--host",
-        "--gpu-memory-utilization",
-        "--served-model-name",
-        "--model",
-        "--speculative-config",
-        "--nnodes",
-        "--api-key",
-        "--config",
-    }
-)
-_VLLM_BOOL_FLAGS = frozenset({"--headless"})
-
-
-def _number_like(word: str) -> bool:
-    return re.fullmatch(r"-?[0-9.]+", word) is not None
-
-
 def whole_number(text: str | None) -> int | None:
     """``"8000"`` → 8000; None for anything but digits (``$PORT``, ``8000-8010``, nothing)."""
     return int(text) if text is not None and text.isdigit() else None
-
-
-def _speculative(value: str) -> str:
-    try:
-        config = json.loads(value)
-    except ValueError:
-        return "configured (its JSON could not be read from the command line)"
-    if not isinstance(config, dict):
-        return "configured"
-    method = config.get("method") or ("draft model" if config.get("model") else "configured")
-    tokens = config.get("num_speculative_tokens")
-    text = str(method)
-    if isinstance(tokens, int):
-        text += f", {tokens} speculative tokens"
-    drafter = config.get("model")
-    if isinstance(drafter, str) and drafter:
-        text += f", drafter {drafter}"
-    return text
-
-
-def parse_vllm_args(args: Sequence[str]) -> VllmArgs:
-    """Read the arguments that follow ``vllm serve``: ``MODEL --flag value --flag=value ...``.
-
-    Only the flags sparktui uses are read; the others and their values are skipped. Flags may be
-    written with ``_`` (vLLM accepts both); the last occurrence wins, as with argparse.
-    """
-    model = args[0] if args and not args[0].startswith("-") else None
-    values: dict[str, str] = {}
-    flags: set[str] = set()
-    index = 1 if model is not None else 0
-    while index < len(args):
-        word = args[index]
-        index += 1
-        if not word.startswith("-") or word == "-":
-            continue
-        name, eq, value = word.partition("=")
-        if name.startswith("--"):
-            name = "--" + name[2:].replace("_", "-")
-        if name in _VLLM_BOOL_FLAGS:
-            flags.add(name)
-            continue
-        if name not in _VLLM_VALUE_FLAGS:
-            continue
-        if not eq:
-            if index < len(args) and (not args[index].startswith("-") or _number_like(args[index])):
-                value = args[index]
-                index += 1
-            else:
-                continue
-        values[name] = value
-    port_raw = values.get("--port")
-    port = whole_number(port_raw)
-    if port is not None and not 1 <= port <= 65535:
-        port = None
-    gpu_raw = values.get("--gpu-memory-utilization")
-    gpu: float | None = None
-    if gpu_raw is not None:
-        try:
-            gpu = float(gpu_raw)
-        except ValueError:
-            gpu = None
-        if gpu is not None and not 0 < gpu <= 1:
-            gpu = None
-    return VllmArgs(
-        model=model or values.get("--model"),
-        served_model_name=values.get("--served-model-name"),
-        port=VLLM_DEFAULT_PORT if port_raw is None else port,
-        port_given=port_raw is not None,
-        port_raw=port_raw,
-        host=values.get("--host"),
-        gpu_memory_utilization=gpu,
-        gpu_memory_utilization_raw=gpu_raw if gpu_raw is not None and gpu is None else None,
-        speculative=_speculative(values["--speculative-config"]) if "--speculative-config" in values else None,
-        headless="--headless" in flags,
-        nnodes=whole_number(values.get("--nnodes")),
-        api_key="--api-key" in values,
-        config_file=values.get("--config"),
-    )
 
 
 # --- docker command lines -----------------------------------------------------------------------------
@@ -386,12 +252,12 @@ def _script(argv: Sequence[str]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class CommandLine:
-    """What one command line (a unit's ExecStart, a container's command) says about its vLLM."""
+    """What one command line (a unit's ExecStart, a container's command) says about the server it runs."""
 
-    vllm: VllmArgs | None
+    vllm: VllmArgs | None  # a vLLM's arguments (``analyse_command``)
     container: str | None  # the container it runs or acts on (docker run --name / exec / start)
     image: str | None
-    host_port: int | None  # where the vLLM API answers on the host; None: unknown here
+    host_port: int | None  # where the server's API answers on the host; None: unknown here
     port_how: str  # how host_port was read, or why it is unknown
     runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
     llama: ServerArgs | None = None  # a llama-server's options (``analyse_llama_command``)
@@ -401,7 +267,7 @@ class CommandLine:
 def published_port(
     port: int | None, how_given: str, publish: Sequence[Publish], *, host_network: bool, unpublished: str = ""
 ) -> tuple[int | None, str]:
-    """Where a container's vLLM port answers on the host, and how that was read (or why it is unknown)."""
+    """Where a container's server port answers on the host, and how that was read (or why it is unknown)."""
     if port is None:
         return None, how_given
     if host_network:
@@ -419,15 +285,6 @@ def only_published(publish: Sequence[Publish]) -> tuple[int, str] | None:
     if len(publish) != 1 or publish[0].host_port is None:
         return None
     return publish[0].host_port, f"{publish[0].label}, the only published port"
-
-
-def port_given(args: VllmArgs | None) -> str:
-    """How the vLLM port was given, for the comment that says where the config's port came from."""
-    if args is None:
-        return "the vLLM port"
-    if args.port is None:
-        return f"`--port {args.port_raw}`, which init cannot read"
-    return f"`--port {args.port}`" if args.port_given else f"vLLM's default port {args.port}"
 
 
 def _docker_run_command(run: DockerRun, found: tuple[int | None, str] | None, program: str) -> CommandLine:
@@ -475,52 +332,10 @@ def _container_or_script(argv: Sequence[str], program: str) -> CommandLine:
     )
 
 
-def analyse_command(argv: Sequence[str]) -> CommandLine:
-    """Read one command line: ``vllm serve ...``, ``docker run ... IMAGE [vllm serve] ...``,
-    ``docker exec NAME script``, ``bash -c "... vllm serve ..."``."""
-    run = parse_docker_run(argv)
-    if run is not None:
-        serve = find_vllm_serve(run.command)
-        image = run.image or ""
-        if (
-            serve is None
-            and run.entrypoint is None
-            and "vllm" in image.lower()
-            and run.command
-            and (run.command[0].startswith("-") or "/" in run.command[0])
-        ):
-            # vllm/vllm-openai images have `vllm serve` as their entrypoint: the command is its arguments.
-            serve = _until_shell_operator(run.command)
-        args = parse_vllm_args(serve) if serve is not None else None
-        found = (
-            published_port(
-                args.port, port_given(args), run.publish, host_network=run.host_network, unpublished=" with `-p`"
-            )
-            if args is not None
-            else None
-        )
-        return replace(_docker_run_command(run, found, "vllm serve"), vllm=args)
-    serve = find_vllm_serve(argv)
-    args = parse_vllm_args(serve) if serve is not None else None
-    other = _container_or_script(argv, "vllm serve")
-    if other.container is not None:
-        return replace(other, vllm=args)
-    if args is not None:
-        return CommandLine(
-            vllm=args,
-            container=None,
-            image=None,
-            host_port=args.port,
-            port_how=port_given(args),
-            runs="`vllm serve`",
-        )
-    return other
-
-
-# --- llama.cpp's llama-server and SGLang ---------------------------------------------------------------
+# --- each engine's server: vLLM, llama.cpp's llama-server, SGLang ------------------------------------
 
 MAX_NESTING = 8  # `bash -c` strings inside `bash -c` strings read; deeper is not a launch
-ArgsT = TypeVar("ArgsT", ServerArgs, SglangArgs)
+ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs)
 
 
 def _find_server(
@@ -537,6 +352,12 @@ def _find_server(
             if inner is not None:
                 return inner
     return None
+
+
+def find_vllm_serve(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``vllm serve`` (or ``python -m vllm.entrypoints.openai.api_server``),
+    looking inside ``bash -c "..."`` strings too; None when the command line runs no vLLM server."""
+    return _find_server(argv, vllm_command.server_start, "vllm")
 
 
 def find_llama_server(argv: Sequence[str]) -> list[str] | None:
@@ -601,6 +422,38 @@ def _analyse_server(
         return other, args
     host_port, how = port(args, None, False)
     return replace(other, host_port=host_port, port_how=how, runs=runs), args
+
+
+def _vllm_run_args(run: DockerRun) -> list[str] | None:
+    serve = find_vllm_serve(run.command)
+    if serve is None and run.entrypoint is None and vllm_command.image_serves(run.image or "", run.command):
+        serve = _until_shell_operator(run.command)
+    return serve
+
+
+def _vllm_host_port(args: VllmArgs, publish: Sequence[Publish] | None, host: bool) -> tuple[int | None, str]:
+    return server_port(args.port, args.port_how(), publish, host_network=host, unpublished=" with `-p`")
+
+
+def _vllm_args(words: list[str], _env: Mapping[str, str] | None) -> VllmArgs:
+    return vllm_command.parse_server_args(words)
+
+
+def analyse_command(argv: Sequence[str]) -> CommandLine:
+    """Read one command line for a vLLM: ``vllm serve ...``, ``docker run ... IMAGE [vllm serve] ...``
+    (a vLLM image runs ``vllm serve``: the words after it are its arguments), ``docker exec NAME
+    script``, ``bash -c "... vllm serve ..."``."""
+    command, args = _analyse_server(
+        argv,
+        run_args=_vllm_run_args,
+        find=find_vllm_serve,
+        read=_vllm_args,
+        port=_vllm_host_port,
+        program="vllm serve",
+        runs="`vllm serve`",
+        env=None,
+    )
+    return replace(command, vllm=args)
 
 
 def _llama_run_args(run: DockerRun) -> list[str] | None:

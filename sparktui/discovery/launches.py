@@ -10,7 +10,6 @@ from typing import TypeVar
 from sparktui.discovery.commands import (
     CommandLine,
     Publish,
-    VllmArgs,
     analyse_command,
     analyse_llama_command,
     analyse_sglang_command,
@@ -19,8 +18,6 @@ from sparktui.discovery.commands import (
     find_vllm_serve,
     llama_port,
     only_published,
-    parse_vllm_args,
-    port_given,
     published_port,
     sglang_port,
 )
@@ -28,6 +25,8 @@ from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, parse_server_args
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
+from sparktui.engines.vllm import command as vllm_command
+from sparktui.engines.vllm.command import VllmArgs
 
 LaunchArgs = VllmArgs | ServerArgs | SglangArgs
 
@@ -157,8 +156,8 @@ def _container_launch(container: ContainerInfo) -> tuple[VllmArgs | None, int | 
     serve = find_vllm_serve(container.argv)
     return _in_container(
         container,
-        parse_vllm_args(serve) if serve is not None else None,
-        lambda args, publish, host: published_port(args.port, port_given(args), publish, host_network=host),
+        vllm_command.parse_server_args(serve) if serve is not None else None,
+        lambda args, publish, host: published_port(args.port, args.port_how(), publish, host_network=host),
         "vllm serve",
     )
 

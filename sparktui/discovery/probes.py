@@ -18,6 +18,7 @@ from sparktui.engines.llamacpp import router as llamacpp_router
 from sparktui.engines.llamacpp.scrape import read_props
 from sparktui.engines.sglang.info import ServerInfo, read_server_info
 from sparktui.engines.sglang.scrape import PREFIX as SGLANG_PREFIX
+from sparktui.engines.vllm import READING as VLLM_READING
 from sparktui.model import safe_json
 from sparktui.model.exporters import ExporterKind, detect
 from sparktui.model.observations import HttpResult
@@ -210,10 +211,9 @@ def _json(result: HttpResult | None) -> object:
 
 
 def vllm_version(result: HttpResult | None) -> str | None:
-    data = _json(result)
-    version = data.get("version") if isinstance(data, dict) else None
-    # Made safe here: init writes it into the config's comments (a newline could add a key).
-    return safe_text(version, LABEL_LIMIT) or None if isinstance(version, str) else None
+    """The version a vLLM's ``/version`` gives (``{"version": ...}``), read as its engine reads it; made
+    safe there (init writes it into the config's comments, where a newline could add a key)."""
+    return VLLM_READING.version(_json(result)) or None
 
 
 def model_ids(result: HttpResult | None) -> tuple[str, ...]:

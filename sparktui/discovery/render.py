@@ -11,7 +11,6 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.discovery.commands import VllmArgs
 from sparktui.discovery.launches import (
     Launch,
     is_llama_container,
@@ -38,6 +37,7 @@ from sparktui.discovery.probes import (
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs
 from sparktui.engines.sglang.command import SglangArgs
+from sparktui.engines.vllm.command import VllmArgs
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.units import fmt_count
 

@@ -13,7 +13,6 @@ from sparktui.discovery.commands import (
     analyse_command,
     find_vllm_serve,
     parse_publish,
-    parse_vllm_args,
     split_command_line,
 )
 from sparktui.discovery.launches import vllm_launches
@@ -28,6 +27,7 @@ from sparktui.discovery.probes import (
 )
 from sparktui.discovery.render import HostReport, SshFindings, SshSettings, render_config
 from sparktui.discovery.units import ContainerInfo, UnitInfo, parse_systemctl_show
+from sparktui.engines.vllm.command import parse_server_args as parse_vllm_args
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.observations import FetchKind, HttpResult
 from tests.support.fixture_fleet import DATA, EXPORTERS

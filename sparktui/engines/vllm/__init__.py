@@ -3,7 +3,8 @@
 Each poll asks ``/health`` and ``/metrics`` (filtered to the series sparktui reads, where the server
 takes ``name[]``), ``/version`` at the start, after a restart and now and then, and ``/v1/models``.
 Its own failure lines and detectors are in ``failures.toml`` beside this file (the diagnosis), and its
-numbers as PromQL in ``promql`` (``snapshot --compare``).
+numbers as PromQL in ``promql`` (``snapshot --compare``). ``command`` recognises and reads a ``vllm serve``
+command line, for ``sparktui init`` (which unit or container runs it, and on which port).
 """
 
 from __future__ import annotations
