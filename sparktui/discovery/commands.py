@@ -21,6 +21,7 @@ from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
 from sparktui.engines.vllm import command as vllm_command
 from sparktui.engines.vllm.command import VllmArgs
+from sparktui.model.numbers import is_digits
 
 # --- command lines ------------------------------------------------------------------------------------
 
@@ -85,7 +86,7 @@ def _until_shell_operator(words: Sequence[str]) -> list[str]:
 
 def whole_number(text: str | None) -> int | None:
     """``"8000"`` → 8000; None for anything but digits (``$PORT``, ``8000-8010``, nothing)."""
-    return int(text) if text is not None and text.isdigit() else None
+    return int(text) if text is not None and is_digits(text) else None
 
 
 # --- docker command lines -----------------------------------------------------------------------------

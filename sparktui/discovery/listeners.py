@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sparktui.model.numbers import is_digits
+
 SS_LISTENERS = "ss -Hltnp"  # listening TCP sockets, numeric, with their processes, no header
 MAX_LINES = 4096  # lines of ss output read (a host with more listeners is read in part)
 MAX_PROBED = 64  # listening ports probed per host, at most
@@ -80,7 +82,7 @@ def parse_ss_listeners(text: str) -> tuple[Listener, ...]:
         if len(fields) < 5 or fields[0] != "LISTEN":
             continue
         address, sep, port = fields[3].rpartition(":")
-        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535 or not address:
+        if not sep or not is_digits(port) or not 1 <= int(port) <= 65535 or not address:
             continue
         process = pid = None
         if len(fields) == 6:

@@ -21,6 +21,7 @@ from sparktui.engines.sglang.scrape import PREFIX as SGLANG_PREFIX
 from sparktui.engines.vllm import READING as VLLM_READING
 from sparktui.model import safe_json
 from sparktui.model.exporters import ExporterKind, detect
+from sparktui.model.numbers import is_digits
 from sparktui.model.observations import HttpResult
 from sparktui.model.promtext import ParseError, parse
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
@@ -75,7 +76,7 @@ def split_host_port(raw: str) -> tuple[str, int | None]:
         host, _, port = raw.partition(":")
     else:
         return check_host(raw), None
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not is_digits(port) or not 1 <= int(port) <= 65535:
         raise ValueError(f"the SSH port after the host must be 1 to 65535 (got {port[:20]!r})")
     return check_host(host), int(port)
 
@@ -86,7 +87,7 @@ def parse_port_list(text: str) -> tuple[int, ...]:
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
-        if not item.isdigit() or not 1 <= int(item) <= 65535:
+        if not is_digits(item) or not 1 <= int(item) <= 65535:
             raise ValueError(f"{item!r} is not a port (a whole number from 1 to 65535)")
         if int(item) not in ports:
             ports.append(int(item))

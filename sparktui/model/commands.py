@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparktui.model.numbers import is_digits
 from sparktui.model.specs import ServerSpec
 
 UNIT_RE = re.compile(r"[A-Za-z0-9@._:-]+\Z")
@@ -168,7 +169,7 @@ def parse_kill_workers_command(text: str) -> tuple[tuple[int, int, int, int], ..
     if words[:4] != ["sh", "-c", KILL_SCRIPT, KILL_TAG]:
         return None
     rest = words[4:]
-    if not rest or len(rest) % 4 or not all(w.isdigit() for w in rest):
+    if not rest or len(rest) % 4 or not all(is_digits(w) for w in rest):
         return None
     numbers = [int(w) for w in rest]
     return tuple((numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3]) for i in range(0, len(numbers), 4))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from sparktui.model.fabric import short_sums
 from sparktui.model.fleet import FleetState, NodeState
+from sparktui.model.numbers import is_digits
 from sparktui.model.units import NO_DATA
 
 # The cache_config_info labels that matter when two ranks must agree.
@@ -163,7 +164,7 @@ def shown_value(value: str | None) -> str:
     text = value.strip()
     if text.lower() in _BOOLEANS:
         return _BOOLEANS[text.lower()]
-    if text.isdigit() and len(text) > 4:
+    if is_digits(text) and len(text) > 4:
         return f"{int(text):,}"
     return text
 

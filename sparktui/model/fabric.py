@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.model.counters import Deltas
+from sparktui.model.numbers import is_digits
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.model.units import NO_DATA, fmt_bits, fmt_pct, fmt_rate
 
@@ -166,7 +167,7 @@ _SHA = re.compile(r"^sha256 ([0-9a-f]{64}) (\d{1,20}|-) (\d{1,20}|-) (/.+)$")
 
 
 def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    return int(text) if is_digits(text) else None
 
 
 def parse_fabric(text: str) -> FabricSample:

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sparktui.model.memory import KIB, HostMemory, MemoryPressure, parse_meminfo, parse_pressure
+from sparktui.model.numbers import is_digits
 
 FORMAT_VERSION = 1
 BEGIN = "==sparktui-sample"
@@ -573,7 +574,7 @@ def parse_shm_listing(lines: Iterable[str]) -> tuple[tuple[ShmEntry, ...], str |
         if not line.strip() or line.startswith("total "):
             continue
         parts = line.split(None, 9)
-        if len(parts) != 10 or not parts[0].isdigit() or not parts[5].isdigit():
+        if len(parts) != 10 or not is_digits(parts[0]) or not is_digits(parts[5]):
             raise ValueError(
                 f"/dev/shm listing row is not 'blocks mode links uid gid size date name': {_snippet(line)}"
             )
@@ -609,13 +610,13 @@ def _parse_processes(section: _Section) -> tuple[tuple[HostProcess, ...], str | 
         if tag == "stat":
             pid_text, _, tail = rest.partition(" ")
             fields = tail.rpartition(")")[2].split()  # the comm in (…) may hold spaces and ')'
-            if not pid_text.isdigit() or len(fields) < 22:
+            if not is_digits(pid_text) or len(fields) < 22:
                 bad += 1
                 continue
             stats.setdefault(int(pid_text), fields)
         elif tag in ("statm", "args"):
             pid_text, _, tail = rest.partition(" ")
-            if not pid_text.isdigit():
+            if not is_digits(pid_text):
                 bad += 1
                 continue
             if tag == "statm":
@@ -634,7 +635,7 @@ def _parse_processes(section: _Section) -> tuple[tuple[HostProcess, ...], str | 
             continue
         anon: int | None = None
         m = statm.get(pid, [])
-        if len(m) >= 3 and m[1].isdigit() and m[2].isdigit():
+        if len(m) >= 3 and is_digits(m[1]) and is_digits(m[2]):
             rss_pages = int(m[1])
             anon = max(0, int(m[1]) - int(m[2])) * pagesize
         text = args.get(pid, "")

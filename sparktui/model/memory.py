@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sparktui.model.numbers import is_digits
 from sparktui.model.promtext import Exposition
 
 KIB = 1024
@@ -114,7 +115,7 @@ def parse_meminfo(text: str) -> HostMemory:
             or key != key.strip()
             or len(parts) not in (1, 2)
             or (len(parts) == 2 and parts[1] != "kB")
-            or not parts[0].isdigit()
+            or not is_digits(parts[0])
         ):
             raise ValueError(f"/proc/meminfo line {line_no} is not 'Key: value [kB]': {_snippet(line)}")
         values[key] = float(int(parts[0]) * KIB if len(parts) == 2 else int(parts[0]))

@@ -41,6 +41,11 @@ def known_sum(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def is_digits(text: str) -> bool:
+    """``text`` is ASCII digits only (``str.isdigit()`` alone accepts "²", which ``int()`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def label_int(text: str) -> int | None:
     """A label value that holds a non-negative integer written in ASCII digits, else None."""
     if not text or len(text) > LABEL_INT_DIGITS or not text.isascii() or not text.isdigit():

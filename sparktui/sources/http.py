@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from sparktui.model.numbers import is_digits
 from sparktui.model.observations import FetchKind, HttpResult
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
 from sparktui.sources import http1
@@ -204,7 +205,7 @@ async def _exchange(
         async with asyncio.timeout(timeout_s):
             async with client.stream(method, url, headers=headers, timeout=per_op, content=content) as response:
                 declared = response.headers.get("content-length")
-                if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                if declared is not None and is_digits(declared) and int(declared) > max_bytes:
                     return result(
                         FetchKind.TOO_LARGE,
                         f"body of {_mib(int(declared))} is over the {_mib(max_bytes)} cap",

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.model.logbuffer import LogLine
+from sparktui.model.numbers import is_digits
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import (
     ExporterSpec,
@@ -689,7 +690,7 @@ async def discover_nodes(spec: PrometheusSpec, client: httpx.AsyncClient, timeou
             instance = series.labels.get("instance", "")
             host, _, port = instance.rpartition(":")
             host = host.strip("[]")
-            if not host or not port.isdigit():
+            if not host or not is_digits(port):
                 continue
             found.setdefault(host, {}).setdefault(kind, []).append(port)
     nodes: list[NodeSpec] = []

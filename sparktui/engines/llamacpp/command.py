@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sparktui.model.numbers import is_digits
+
 PROGRAM = "llama-server"
 DEFAULT_PORT = 8080  # llama-server's own default for --port (and the official images' HEALTHCHECK)
 
@@ -102,7 +104,7 @@ class ServerArgs:
 
 
 def _port(raw: str | None) -> int | None:
-    if raw is None or not raw.isdigit() or len(raw) > 5:
+    if raw is None or not is_digits(raw) or len(raw) > 5:
         return None
     port = int(raw)
     return port if 1 <= port <= 65535 else None

@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sparktui.model.numbers import is_digits
+
 MODULE = "sglang.launch_server"
 DEFAULT_PORT = 30000  # fields/serving.py: port = 30000
 DEFAULT_HOST = "127.0.0.1"  # fields/serving.py: host = "127.0.0.1", so it is reached from this node only
@@ -98,7 +100,7 @@ class SglangArgs:
 
 
 def _whole(raw: str | None, most: int) -> int | None:
-    if raw is None or not raw.isdigit() or len(raw) > len(str(most)):
+    if raw is None or not is_digits(raw) or len(raw) > len(str(most)):
         return None
     number = int(raw)
     return number if 1 <= number <= most else None

@@ -21,6 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparktui.model.numbers import is_digits
+
 PROGRAM = "vllm"
 MODULE = "vllm.entrypoints.openai.api_server"
 DEFAULT_PORT = 8000  # vLLM's own default for --port
@@ -98,7 +100,7 @@ def _number_like(word: str) -> bool:
 
 
 def _whole(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return int(text) if text is not None and is_digits(text) else None
 
 
 def _speculative(value: str) -> str:
