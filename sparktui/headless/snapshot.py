@@ -224,7 +224,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
         )
     if view.rates is not None:
         lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
-    lines.extend(f"    {line}" for line in engine_lines(view.rates))
+    if "requests" not in view.lacks:
+        lines.extend(f"    {line}" for line in engine_lines(view.rates))
     lines.extend(_data_parallel_lines(view))
     if view.canary is not None:
         lines.append(f"    {canary_text(view.canary)}")

@@ -585,7 +585,9 @@ class InstanceState:
         answering = self.health is not None and self.health.ok
         fresh = answering and (fresh_s is None or (last is not None and t - last <= fresh_s))
         gauges = model if fresh else None  # the model whose gauges are shown
-        numbers = self._model_numbers(window_s) if fresh and several else ()
+        # Each model's own numbers, where its engine counts any (Ollama counts none: no line of "–"s).
+        counted = model is None or "requests" not in model.lacks
+        numbers = self._model_numbers(window_s) if fresh and several and counted else ()
         return InstanceView(
             name=self.spec.name,
             url=self.spec.base_url,

@@ -17,38 +17,14 @@ from sparktui.engines import readings, registry
 from sparktui.engines.ollama import LACKS
 from sparktui.engines.ollama.ps import MAX_LISTED, MAX_LOADED, OVERDUE_GRACE_S, expiry, read_ps, served_models
 from sparktui.model.fleet import FleetState, InstanceView
-from sparktui.model.host import FrameSplitter, HostSample, MemoryLedger, ledger, parse_frame
+from sparktui.model.host import MemoryLedger, ledger
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.reading import Answers
 from sparktui.model.scrape import ModelLoad, ScrapeProblem, ServedModel
 from sparktui.model.status import State
-from tests.conftest import DATA
-from tests.support.ollama_server import DETAILS
+from tests.support.ollama_data import CONFIG, EXPIRES, MODELS, PS, serving_sample
 
 OLLAMA = registry()["ollama"]
-# docs.ollama.com/api/ps, its example answer
-PS = {
-    "models": [
-        {
-            "name": "gemma3",
-            "model": "gemma3",
-            "size": 6591830464,
-            "digest": "a2af6cc3eb7fa8be8504abaf9b04e88f17a119ec3f04a3addf55f92841195f5a",
-            "details": DETAILS,
-            "expires_at": "2025-10-17T16:47:07.93355-07:00",
-            "size_vram": 5333539264,
-            "context_length": 4096,
-        }
-    ]
-}
-EXPIRES = datetime(2025, 10, 17, 23, 47, 7, 933550, tzinfo=UTC).timestamp()
-MODELS = {
-    "object": "list",
-    "data": [
-        {"id": "gemma3", "object": "model", "created": 1759559643, "owned_by": "library"},
-        {"id": "qwen3:8b", "object": "model", "created": 1759559643, "owned_by": "library"},
-    ],
-}
 
 
 def _body(found: object) -> bytes:
@@ -185,17 +161,6 @@ def test_any_json_is_read_or_refused_in_one_line(entries: list[object]) -> None:
 
 # --- the instance, end to end through the fleet state ------------------------------------------------
 
-CONFIG = """
-poll_interval_s = 1.0
-[[nodes]]
-name = "spark1"
-host = "10.0.0.1"
-[[nodes.vllm]]
-name = "ollama"
-engine = "ollama"
-port = 11434
-"""
-
 
 def _ok(body: bytes, status: int = 200) -> HttpResult:
     return HttpResult(url="http://10.0.0.1:11434", kind=FetchKind.OK, status=status, body=body, elapsed_s=0.01)
@@ -268,13 +233,6 @@ def _ledger(models_held: float | None) -> MemoryLedger:
     )
 
 
-def _serving_sample() -> HostSample:
-    """The first frame of a GB10 serving vLLM (``tests/data/host/frames-serving.txt``)."""
-    splitter = FrameSplitter()
-    text = (DATA / "host" / "frames-serving.txt").read_text()
-    return parse_frame(next(f for line in text.splitlines() if (f := splitter.feed(line)) is not None))
-
-
 def test_the_models_an_ollama_holds_are_their_own_part_of_the_ledger() -> None:
     gib = 2**30
     plain = _ledger(None).segments()
@@ -286,7 +244,7 @@ def test_the_models_an_ollama_holds_are_their_own_part_of_the_ledger() -> None:
 
 
 def test_the_held_bytes_are_a_part_of_other_at_most_all_of_it() -> None:
-    first = _serving_sample()
+    first = serving_sample()
     book = ledger(first, None, 6591830464)
     assert book.models_held == 6591830464
     assert sum(v for _, v in book.segments()) == book.total
@@ -301,7 +259,7 @@ def test_served_model_words_of_a_router_are_unchanged() -> None:
 
 
 def test_the_nodes_ledger_shows_what_its_ollama_holds() -> None:
-    sample = _serving_sample()
+    sample = serving_sample()
     state = FleetState(parse_config(CONFIG, source="test.toml"), readings())
     state.apply_host(HostUpdate(node="spark1", t=0.0, sample=sample))
     _poll(state, 0.0, _body(PS))
