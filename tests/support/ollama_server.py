@@ -35,6 +35,20 @@ DETAILS = {
     "parameter_size": "4.3B",
     "quantization_level": "Q4_K_M",
 }
+# docs.ollama.com/api/generate, its example answer (not streamed): the times are in nanoseconds
+GENERATED: dict[str, object] = {
+    "model": "gemma3",
+    "created_at": "2025-10-17T23:14:07.414671Z",
+    "response": "Hello! How can I help you today?",
+    "done": True,
+    "done_reason": "stop",
+    "total_duration": 174560334,
+    "load_duration": 101397084,
+    "prompt_eval_count": 11,
+    "prompt_eval_duration": 13074791,
+    "eval_count": 18,
+    "eval_duration": 52479709,
+}
 PACIFIC = timezone(timedelta(hours=-7))  # the docs' examples carry the server's offset: -07:00
 
 
@@ -108,21 +122,7 @@ class OllamaServer:
                 for model in server.models:
                     if model.name == sent.get("model"):
                         model.expires_in_s = 300.0  # a request loads the model it names: keep_alive 5m
-                self._json(
-                    {
-                        "model": sent.get("model"),
-                        "created_at": "2025-10-17T23:14:07.414671Z",
-                        "response": "Hello",
-                        "done": True,
-                        "done_reason": "stop",
-                        "total_duration": 174560334,
-                        "load_duration": 101397084,
-                        "prompt_eval_count": 11,
-                        "prompt_eval_duration": 13074791,
-                        "eval_count": 18,
-                        "eval_duration": 52479709,
-                    }
-                )
+                self._json({**GENERATED, "model": sent.get("model")})
 
             def _json(self, found: object) -> None:
                 self._send(200, json.dumps(found).encode(), "application/json; charset=utf-8")
