@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 from sparktui.model import safe_json
 from sparktui.model.canary import CanaryClock, CanaryView, judge
@@ -349,7 +350,9 @@ class InstanceState:
 
     def _apply_metrics(self, result: HttpResult, t: float, detail: bytes | None = None) -> None:
         if not result.ok:
-            self.metrics_error = f"/metrics: {result.problem()}"
+            # Named by the path asked where the answer says it: NIM's /v1/metrics, Ollama's /api/ps.
+            where = urlsplit(result.url).path or "/metrics"
+            self.metrics_error = f"{safe_text(where, LABEL_LIMIT)}: {result.problem()}"
             return
         pre, self._preread = self._preread, None
         if pre is not None and pre[0] is result.body:

@@ -269,3 +269,12 @@ def test_the_nodes_ledger_shows_what_its_ollama_holds() -> None:
     _poll(state, 1.0, b'{"models":[]}')
     (node,) = state.view(1.0, window_s=None)
     assert node.ledger is not None and node.ledger.models_held is None
+
+
+def test_a_failed_ps_is_named_by_its_path() -> None:
+    state = FleetState(parse_config(CONFIG, source="test.toml"), readings())
+    failed = HttpResult(url="http://10.0.0.1:11434/api/ps", kind=FetchKind.OK, status=500, body=b"", elapsed_s=0.01)
+    served = ServerObservation(name="ollama", health=_ok(b"Ollama is running"), metrics=failed)
+    state.apply(NodeObservation(node="spark1", t=0.0, wall=EXPIRES, vllm=(served,)))
+    (node,) = state.view(0.0, window_s=None)
+    assert node.instances[0].status.reasons == ("ollama: /api/ps: HTTP 500",)
