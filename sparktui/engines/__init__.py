@@ -8,7 +8,8 @@ exports one ``Engine`` (``base.py``): its reading into the engine-neutral scrape
 - ``llamacpp``: llama.cpp's ``llama-server`` (``llamacpp.scrape``: ``/metrics``, ``/slots``, ``/props``);
 - ``sglang``: SGLang (``sglang.scrape``: its ``sglang:`` names, per-rank gauges read once per engine);
 - ``trtllm``: TensorRT-LLM's ``trtllm-serve`` (``trtllm.scrape``: ``/prometheus/metrics``, ``trtllm_`` names);
-- ``nim``: NVIDIA NIM for LLMs, a vLLM at NVIDIA's routes (``/v1/metrics``, ``/v1/health/ready``).
+- ``nim``: NVIDIA NIM for LLMs, a vLLM at NVIDIA's routes (``/v1/metrics``, ``/v1/health/ready``);
+- ``ollama``: Ollama (``ollama.ps``: ``/api/ps``, the models it holds; no Prometheus metrics).
 
 ``registry()`` is every engine by kind: these, and any an installed package adds through the entry-point
 group ``sparktui.engines`` (``docs/engines.md``, "Adding an engine").
@@ -21,13 +22,13 @@ from functools import cache
 from importlib.metadata import entry_points
 from types import MappingProxyType
 
-from sparktui.engines import llamacpp, nim, sglang, trtllm, vllm
+from sparktui.engines import llamacpp, nim, ollama, sglang, trtllm, vllm
 from sparktui.engines.base import Engine, PollPlan
 from sparktui.model.reading import EngineReading
 
 __all__ = ["BUILT_IN", "ENTRY_POINT_GROUP", "Engine", "EngineError", "PollPlan", "readings", "registry"]
 
-BUILT_IN: tuple[Engine, ...] = (vllm.ENGINE, llamacpp.ENGINE, sglang.ENGINE, trtllm.ENGINE, nim.ENGINE)
+BUILT_IN: tuple[Engine, ...] = (vllm.ENGINE, llamacpp.ENGINE, sglang.ENGINE, trtllm.ENGINE, nim.ENGINE, ollama.ENGINE)
 ENTRY_POINT_GROUP = "sparktui.engines"
 
 

@@ -119,6 +119,12 @@ def exit_code(views: Iterable[NodeView]) -> int:
 
 
 def _rates_lines(rates: EngineRates | None, lacks: Mapping[str, str]) -> list[str]:
+    latency_lacks = f"   ({lacks['latency']})" if "latency" in lacks else ""
+    if "requests" in lacks:  # no counters at all (Ollama): every rate is "–", whatever the window
+        return [
+            f"    generation {NO_DATA}   prompt {NO_DATA}   finished {NO_DATA}   ({lacks['requests']})",
+            f"    TTFT {NO_DATA}   ITL {NO_DATA}   e2e {NO_DATA}{latency_lacks}",
+        ]
     if rates is None:
         return ["    no rates yet: needs two scrapes of the engine's metrics"]
     latency = "   ".join(
@@ -131,7 +137,7 @@ def _rates_lines(rates: EngineRates | None, lacks: Mapping[str, str]) -> list[st
         f"finished {fmt_rate(rates.requests_finished_per_s, ' req/s')}   "
         f"prefix hit {fmt_pct(rates.prefix_cache_hit_rate)}   "
         f"preemptions {fmt_number(rates.preemptions)}",
-        f"    {latency}" + (f"   ({lacks['latency']})" if "latency" in lacks else ""),
+        f"    {latency}{latency_lacks}",
     ]
     spec = rates.spec_decode
     if spec is not None:
@@ -199,7 +205,7 @@ def _instance_lines(view: InstanceView) -> list[str]:
     if view.metrics_problem is not None:
         return lines  # its /metrics could not be used: the reason above says why, no numbers follow
     if not view.engine_stats and view.models:
-        lines.append("    no model loaded: a router's numbers are its loaded models'")
+        lines.append("    no model loaded: its numbers are its loaded models'")
         return lines
     if not view.engine_stats:
         lines.append(f"    up without engine stats (--disable-log-stats): no {view.engine} numbers to show")
@@ -218,7 +224,8 @@ def _instance_lines(view: InstanceView) -> list[str]:
         )
     if view.rates is not None:
         lines.append("    roofline: " + "   ".join(roofline_parts(view.roofline)))
-    lines.extend(f"    {line}" for line in engine_lines(view.rates))
+    if "requests" not in view.lacks:
+        lines.extend(f"    {line}" for line in engine_lines(view.rates))
     lines.extend(_data_parallel_lines(view))
     if view.canary is not None:
         lines.append(f"    {canary_text(view.canary)}")

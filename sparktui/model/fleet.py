@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 from sparktui.model import safe_json
 from sparktui.model.canary import CanaryClock, CanaryView, judge
@@ -47,7 +48,7 @@ from sparktui.model.scrape import EngineScrape, ModelLoad, ModelScrape, ScrapePr
 from sparktui.model.specs import CanarySpec, FleetSpec, NodeSpec, ServerSpec, ServiceSpec, Thresholds
 from sparktui.model.status import UP, State, Status
 from sparktui.model.tracker import ScrapeTracker
-from sparktui.model.units import fmt_count, fmt_duration, fmt_number, fmt_rate
+from sparktui.model.units import fmt_count, fmt_duration, fmt_gib, fmt_number, fmt_rate
 
 GIB = 1024**3
 WEDGED_AFTER_S = 20.0  # running requests but no token for this long: the engine is stuck
@@ -244,7 +245,13 @@ def read_metrics(
     """A 2xx ``/metrics`` answer read by its engine's ``reading`` (with the engine's other ``answers``):
     its normalised scrape, or the one-line reason it cannot be used (not UTF-8, not Prometheus text,
     over the series budget, empty, a number not of its kind). Pure: the live source calls it off the
-    event loop (``InstanceState.preread``), a replay on it."""
+    event loop (``InstanceState.preread``), a replay on it. An engine that serves JSON, not Prometheus
+    text (``EngineReading.read_body``), reads the answer whole; its problems name their path."""
+    if reading.read_body is not None:
+        try:
+            return reading.read_body(result.body, answers if answers is not None else Answers()), None
+        except ScrapeProblem as exc:
+            return None, safe_text(str(exc))
     text, truncated = "", False
     try:
         text = decode(result.body)
@@ -285,17 +292,22 @@ class InstanceState:
         self.models_problem: str | None = None
         self.version: str | None = None
         self.served_models: tuple[str, ...] = ()
-        self.on_demand: tuple[ServedModel, ...] = ()  # ``EngineReading.served``: () unless it loads on demand
+        # ``EngineReading.served`` or the scrape's ``served``: () unless it loads models on demand
+        self.on_demand: tuple[ServedModel, ...] = ()
+        self.models_body: bytes | None = None  # its last /v1/models answer, for a reading that needs it
+        self.wall: float | None = None  # the unix time of the poll being applied
         self.max_model_len: int | None = None
         self.last_progress_t: float | None = None
         self._preread: tuple[bytes, tuple[EngineScrape | None, str | None]] | None = None
         self.service: ServiceState | None = None  # from the host sampler, when known
         self.service_age_s: float | None = None  # how long the service has been in its state
-        wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None
+        wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None and reading.canary
         self.canary_spec = canary if wanted else None
         self.canary = CanaryClock(canary.idle_s, canary.interval_s) if canary is not None and wanted else None
 
-    def apply(self, obs: ServerObservation, t: float) -> None:
+    def apply(self, obs: ServerObservation, t: float, wall: float | None = None) -> None:
+        """What one poll saw of it, at ``t`` (monotonic) and ``wall`` (unix time, the poll's)."""
+        self.wall = wall
         if obs.health is not None:
             self.health = obs.health
         if obs.version is not None and obs.version.ok:  # first: llama-server's /props is read with /metrics
@@ -338,19 +350,30 @@ class InstanceState:
 
     def _apply_metrics(self, result: HttpResult, t: float, detail: bytes | None = None) -> None:
         if not result.ok:
-            self.metrics_error = f"/metrics: {result.problem()}"
+            # Named by the path asked where the answer says it: NIM's /v1/metrics, Ollama's /api/ps.
+            where = urlsplit(result.url).path or "/metrics"
+            self.metrics_error = f"{safe_text(where, LABEL_LIMIT)}: {result.problem()}"
             return
         pre, self._preread = self._preread, None
         if pre is not None and pre[0] is result.body:
             scrape, problem = pre[1]
         else:
             model = self.served_models[0] if self.served_models else None
-            answers = Answers(model_name=model, info=self.info, detail=detail, previous=self.tracker.latest)
+            answers = Answers(
+                model_name=model,
+                info=self.info,
+                detail=detail,
+                previous=self.tracker.latest,
+                models=self.models_body,
+                wall=self.wall,
+            )
             scrape, problem = read_metrics(self.parser, result, self.reading, answers)
         if scrape is None:
             self.metrics_error = problem
             return
         self.metrics_error = None
+        if scrape.served is not None:
+            self.on_demand = scrape.served
         before = self.tracker.latest
         self.tracker.observe(t, scrape)
         if before is None or self._made_progress():
@@ -423,6 +446,7 @@ class InstanceState:
             self.models_problem = "/v1/models: answer is not the OpenAI model list"
             return
         self.models_problem = None
+        self.models_body = result.body
         if self.reading.served is not None:
             try:
                 self.on_demand = self.reading.served(result.body, self.info) or ()
@@ -454,6 +478,7 @@ class InstanceState:
         if not health.ok:
             return Status(State.DOWN, (f"{name}: /health {health.problem()}",))
         problems = [p for p in (self.metrics_error, self.models_problem) if p]
+        problems.extend(_overdue_words(m) for m in self.on_demand if m.overdue_s is not None)
         asleep = self.sleep()
         latest = self.tracker.latest
         if asleep is None and latest is not None and latest.has_engine_stats and self.metrics_error is None:
@@ -563,7 +588,9 @@ class InstanceState:
         answering = self.health is not None and self.health.ok
         fresh = answering and (fresh_s is None or (last is not None and t - last <= fresh_s))
         gauges = model if fresh else None  # the model whose gauges are shown
-        numbers = self._model_numbers(window_s) if fresh and several else ()
+        # Each model's own numbers, where its engine counts any (Ollama counts none: no line of "–"s).
+        counted = model is None or "requests" not in model.lacks
+        numbers = self._model_numbers(window_s) if fresh and several and counted else ()
         return InstanceView(
             name=self.spec.name,
             url=self.spec.base_url,
@@ -696,6 +723,21 @@ def _on_demand_words(models: tuple[ServedModel, ...]) -> str:
     return f"loads models on demand: {len(loaded)} of {len(models)} loaded{shown}{rest}"
 
 
+def _models_held(instances: Iterable[InstanceView]) -> float | None:
+    """What the serving instances that load models on demand say their loaded models hold, in bytes
+    (Ollama's ``/api/ps`` sizes); None where none says."""
+    serving = (i for i in instances if i.status.state in (State.UP, State.DEGRADED))
+    return known_sum(
+        m.size_bytes for i in serving for m in i.models if m.load is ModelLoad.LOADED and m.size_bytes is not None
+    )
+
+
+def _overdue_words(model: ServedModel) -> str:
+    """A model still loaded past the time its server said it would unload it: it holds memory."""
+    held = f" holding {fmt_gib(model.size_bytes)}" if model.size_bytes is not None else ""
+    return f"{model.id} still loaded{held}, {fmt_duration(model.overdue_s)} past its keep-alive ({model.expires_at})"
+
+
 def _at_most_degraded(status: Status) -> Status:
     if status.state in (State.DOWN, State.STALE):
         return Status(State.DEGRADED, status.reasons)
@@ -805,7 +847,7 @@ class NodeState:
         for vobs in obs.vllm:
             instance = self.instances.get(vobs.name)
             if instance is not None:
-                instance.apply(vobs, obs.t)
+                instance.apply(vobs, obs.t, obs.wall)
         for name, result in obs.services:
             self.services[name] = result
         if obs.node_exporter is not None:
@@ -1018,7 +1060,7 @@ class NodeState:
         """Where the node's memory went, once the host's total is known."""
         if host is None or host.memory.mem_total is None:
             return None
-        return ledger(host, self._vllm_reserved(instances, host))
+        return ledger(host, self._vllm_reserved(instances, host), _models_held(instances))
 
     def _job_views(self, jobs: Mapping[str, JobView]) -> tuple[JobView, ...]:
         """The multi-node jobs this node's instances are ranks of, each once."""

@@ -846,6 +846,8 @@ class MemoryLedger:
     ``shm_leftovers`` the bytes held by entries of the leftover kinds (psm_, sem.mp-, nccl-,
     vllm_offload_), always counted; ``vllm_running`` says whether any vLLM process runs, i.e.
     whether they are leftovers (False) or in use (True); None when the process list is unknown.
+    ``models_held``: the part of ``other`` that servers loading models on demand say their loaded models
+    hold (Ollama's ``/api/ps`` sizes), at most ``other``; None where no such server says so.
 
     What /proc can and cannot attribute, on GB10's unified memory: RSS counts only pages mapped
     into a process's page tables as anonymous, file or shmem memory. File pages (an mmapped
@@ -859,7 +861,7 @@ class MemoryLedger:
 
         used       = MemTotal − MemFree − Buffers − Cached        (anon, slab, kernel, driver)
         vLLM       = min(Σ vLLM anonymous RSS (RSS where unknown; 0 with no process list), used)
-        other      = used − vLLM
+        other      = used − vLLM                                  (less "models held", shown apart)
         cache      = (Cached − Shmem) + Buffers                   ("reclaimable cache")
         shmem      = Cached − (Cached − Shmem) = min(Shmem, Cached)
         free       = MemFree
@@ -881,6 +883,7 @@ class MemoryLedger:
     shmem: float | None
     shm_leftovers: float | None
     vllm_running: bool | None
+    models_held: float | None = None
 
     def segments(self) -> tuple[tuple[str, float], ...]:
         """(label, bytes) parts in bar order, summing to ``total``; () when an input is missing."""
@@ -894,21 +897,25 @@ class MemoryLedger:
             or self.other_used is None
         ):
             return ()
+        held = () if not self.models_held else (("models held", self.models_held),)
         return (
             ("vLLM", self.vllm_used),
-            ("other", self.other_used),
+            *held,
+            ("other", self.other_used - (self.models_held or 0.0)),
             ("reclaimable cache", self.reclaimable_cache + self.buffers),
             ("shmem", self.shmem),
             ("free", self.free),
         )
 
 
-def ledger(sample: HostSample, vllm_reserved: float | None = None) -> MemoryLedger:
+def ledger(sample: HostSample, vllm_reserved: float | None = None, models_held: float | None = None) -> MemoryLedger:
     """The memory ledger of a sample (see ``MemoryLedger`` for the arithmetic).
 
     ``vllm_reserved`` is what the running vLLM instances reserved at start-up (their
     ``gpu_memory_utilization`` × the total): on unified memory the driver's allocations are in no
     process's RSS, so when it is given the vLLM segment is the larger of the two, capped at ``used``.
+    ``models_held``: what the node's servers that load models on demand say their loaded models hold
+    (driver memory too, in no vLLM's RSS: a part of ``other``, capped at it).
     """
     mem = sample.memory
     processes = sample.processes
@@ -935,6 +942,8 @@ def ledger(sample: HostSample, vllm_reserved: float | None = None) -> MemoryLedg
         used = max(0.0, mem.mem_total - mem.mem_free - mem.buffers - mem.cached)
         shmem_part = mem.cached - reclaimable
     vllm_used = None if used is None else min(max(vllm_anon or 0.0, vllm_reserved or 0.0), used)
+    other_used = None if used is None or vllm_used is None else used - vllm_used
+    held = None if models_held is None or other_used is None else min(max(0.0, models_held), other_used)
     return MemoryLedger(
         total=mem.mem_total,
         available=mem.mem_available,
@@ -942,9 +951,10 @@ def ledger(sample: HostSample, vllm_reserved: float | None = None) -> MemoryLedg
         buffers=mem.buffers,
         vllm_rss=vllm_rss,
         vllm_used=vllm_used,
-        other_used=None if used is None or vllm_used is None else used - vllm_used,
+        other_used=other_used,
         reclaimable_cache=reclaimable,
         shmem=shmem_part if shmem_part is not None else mem.shmem,
         shm_leftovers=shm_leftovers,
         vllm_running=running,
+        models_held=held,
     )

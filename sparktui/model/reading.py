@@ -21,6 +21,8 @@ class Answers:
     info: bytes | None = None  # its last description of itself (vLLM /version, llama-server /props)
     detail: bytes | None = None  # what the engine's poll plan asked besides, this poll (None: not asked)
     previous: EngineScrape | None = None  # the last scrape read of it
+    models: bytes | None = None  # its last /v1/models answer (every model it has, loaded or not)
+    wall: float | None = None  # the unix time of this poll: when a server's own times (expiries) are judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,13 @@ class EngineReading:
     ``served``: for a server that loads and unloads models on demand (a llama.cpp router), each model
     and where it is, read from ``/v1/models`` (with its description of itself); None from a server
     that serves what it loaded at its start. The models of such a server are never asked anything that
-    would load one: no canary is sent to it."""
+    would load one: no canary is sent to it.
+
+    ``read_body``: for an engine that serves its numbers as JSON, not Prometheus text (Ollama's
+    ``/api/ps``), how the answer at its poll plan's ``metrics_path`` is read whole into the neutral
+    scrape; ``normalise`` is then used only where an exposition is all there is (Prometheus).
+    ``canary``: False for an engine to which no canary is ever sent (a canary names a model, and Ollama
+    loads a model a request names: one unloaded after its keep-alive would be loaded again by it)."""
 
     kind: str
     label: str
@@ -42,3 +50,5 @@ class EngineReading:
     loading_on_503: bool = False
     preread: bool = True
     served: Callable[[bytes, bytes | None], tuple[ServedModel, ...] | None] | None = None
+    read_body: Callable[[bytes, Answers], EngineScrape] | None = None
+    canary: bool = True

@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from sparktui.model.numbers import NumberKind, label_int
 from sparktui.model.promtext import Sample, parse_number
+from sparktui.model.units import fmt_duration, fmt_gib
 
 
 class Sleep(StrEnum):
@@ -186,6 +187,10 @@ class EngineScrape:
     models: Mapping[str, ModelScrape]
     cache_config: Mapping[str, CacheConfig] = field(default_factory=dict)
     process_start: float | None = None
+    # A server that loads and unloads models on demand and says so in what its reading reads (Ollama's
+    # /api/ps): each model and where it is, as ``EngineReading.served`` gives it from /v1/models for a
+    # llama.cpp router. None: this scrape says nothing of it.
+    served: tuple[ServedModel, ...] | None = None
 
     @property
     def has_engine_stats(self) -> bool:
@@ -230,13 +235,44 @@ class ModelLoad(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ServedModel:
-    """One model of a server that loads models on demand, and where it is (``detail``: why it failed)."""
+    """One model of a server that loads models on demand, and where it is (``detail``: why it failed).
+
+    What a server says of a loaded model's memory, where it says it (Ollama's ``/api/ps``):
+    ``size_bytes`` it holds in all, ``gpu_bytes`` of them in GPU memory, the ``context_tokens`` it was
+    loaded with, when it is due to be unloaded (``expires_at``, the server's own text, and ``expires_wall``,
+    that time as a unix time) and ``overdue_s``: how long past that time it was still loaded at the poll
+    (None: not overdue, or not known)."""
 
     id: str
     load: ModelLoad
     detail: str | None = None
+    size_bytes: int | None = None
+    gpu_bytes: int | None = None
+    context_tokens: int | None = None
+    expires_at: str | None = None
+    expires_wall: float | None = None
+    overdue_s: float | None = None
+
+    @property
+    def gpu_share(self) -> float | None:
+        """The share of what it holds that is in GPU memory (Ollama's "100% GPU"); None where unknown."""
+        if self.size_bytes is None or self.gpu_bytes is None or self.size_bytes <= 0:
+            return None
+        return min(1.0, self.gpu_bytes / self.size_bytes)
 
     @property
     def words(self) -> str:
-        """For people: "a loaded", "b failed (exit code 1)"."""
-        return f"{self.id} {self.load.value}" + (f" ({self.detail})" if self.detail else "")
+        """For people: "a loaded", "b failed (exit code 1)", "c loaded (4.2 GiB, 100% in GPU memory,
+        context 4096; overdue: 2m05s past its keep-alive)"."""
+        facts = [self.detail] if self.detail else []
+        if self.size_bytes is not None:
+            facts.append(fmt_gib(self.size_bytes))
+        share = self.gpu_share
+        if share is not None:
+            facts.append(f"{share:.0%} in GPU memory")
+        if self.context_tokens is not None:
+            facts.append(f"context {self.context_tokens}")
+        said = ", ".join(facts)
+        if self.overdue_s is not None:
+            said += f"{'; ' if said else ''}overdue: {fmt_duration(self.overdue_s)} past its keep-alive"
+        return f"{self.id} {self.load.value}" + (f" ({said})" if said else "")

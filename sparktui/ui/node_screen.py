@@ -489,11 +489,13 @@ class NodeScreen(SparkScreen[None]):
         roofline = roofline_parts(instance.roofline if instance and not idle else None)
         # The GPU's clock and what holds it back, beside decode: a throttled GPU decodes slower.
         clock, held = clock_figure(view.gpu) if view.gpu is not None else ("", False)
+        lacking = instance.lacks.get("requests") if instance is not None and not idle else None
         figures = [
             Text("Throughput", style="bold"),
             Text(f"generation {fmt_rate(gen, ' tok/s')}"),
             *([Text(clock, style=app.colours["status-warn"] if held else "")] if clock else []),
             Text(f"prompt {fmt_rate(prompt, ' tok/s')}"),
+            *([Text(f"({lacking})", style=app.colours["dim"])] if lacking else []),
             *(Text(part) for part in roofline),
         ]
         kv = Text()
@@ -505,7 +507,7 @@ class NodeScreen(SparkScreen[None]):
         idle_text = self._idle(idle)
         self._put(
             "#throughput",
-            (gen, prompt, idle, tuple(roofline), clock, held, self.spark.theme),
+            (gen, prompt, idle, tuple(roofline), clock, held, lacking, self.spark.theme),
             lambda: Group(packed_lines([figures]), *([idle_text] if idle_text else [])),
         )
         self._put("#kv", kv)
@@ -526,14 +528,17 @@ class NodeScreen(SparkScreen[None]):
             self._put("#requests", Text("Requests", style="bold"))
             return
         rates = instance.rates
+        lacking = instance.lacks.get("requests")  # an engine that counts no request (Ollama) says so
         if idle:
             head.append(Text(NO_DATA))
         else:
             waiting = fmt_waiting(instance.waiting, instance.waiting_for_capacity, instance.waiting_deferred)
             head += [Text(f"running {fmt_number(instance.running)}"), Text(f"waiting {waiting}")]
+            if lacking:
+                head.append(Text(f"{NO_DATA}  {lacking}", style=colours["dim"]))
         if instance.asleep and instance.sleep is not None:
             groups.append([Text(f"engine {instance.sleep.description}", style=colours["status-loading"])])
-        if rates is not None and not idle:
+        if rates is not None and not idle and not lacking:
             reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(rates.finished_by_reason.items()) if v)
             groups.append(
                 [

@@ -76,11 +76,12 @@ def status_text(state: State, colours: Mapping[str, str], label: bool = True) ->
 
 
 # Each memory segment's fill: one shade each, so the parts stay apart without colour (NO_COLOR).
-MEMORY_PATTERNS = {"vLLM": "█", "other": "▓", "reclaimable cache": "▒", "shmem": "░", "free": "·"}
+MEMORY_PATTERNS = {"vLLM": "█", "models held": "▚", "other": "▓", "reclaimable cache": "▒", "shmem": "░", "free": "·"}
 
 
 def memory_bar(ledger: MemoryLedger | None, width: int, colours: Mapping[str, str], patterns: bool = False) -> Text:
-    """The unified-memory bar: vLLM | other | reclaimable cache | shmem | free, to scale; ``patterns``
+    """The unified-memory bar: vLLM | models held (where a server says so) | other | reclaimable cache |
+    shmem | free, to scale; ``patterns``
     fills each part with its own shade (MEMORY_PATTERNS) for a screen without colour."""
     segments = ledger.segments() if ledger is not None else ()
     total = sum(size for _, size in segments)

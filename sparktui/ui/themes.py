@@ -39,6 +39,7 @@ STATUS_VARIABLES: dict[State, str] = {
 }
 MEMORY_VARIABLES = {
     "vLLM": "mem-vllm",
+    "models held": "mem-held",
     "other": "mem-other",
     "reclaimable cache": "mem-cache",
     "shmem": "mem-shmem",
@@ -51,6 +52,7 @@ VARIABLE_DEFAULTS = {
     "status-stale": "#8B919A",
     "status-loading": "#4F9DFF",
     "mem-vllm": "#4EBF00",
+    "mem-held": "#2FB8AC",
     "mem-other": "#B07CD8",
     "mem-cache": "#4F9DFF",
     "mem-shmem": "#E5B444",

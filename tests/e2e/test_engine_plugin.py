@@ -64,8 +64,8 @@ def test_without_its_package_the_engine_is_refused_in_one_line(tmp_path: Path) -
     assert result.returncode != 0
     (line,) = result.stderr.strip().splitlines()
     assert (
-        "nodes[0].vllm[0].engine: 'toy' is no engine sparktui knows (it knows llamacpp, nim, sglang, trtllm, vllm"
-        in line
+        "nodes[0].vllm[0].engine: 'toy' is no engine sparktui knows "
+        "(it knows llamacpp, nim, ollama, sglang, trtllm, vllm" in line
     )
 
 

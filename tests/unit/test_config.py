@@ -404,7 +404,7 @@ RULES: list[tuple[str, str, str]] = [
         "engine-unknown",
         NODE + '[[nodes.vllm]]\nengine = "lmstudio"\nport = 1234\n',
         "nodes[0].vllm[0].engine: 'lmstudio' is no engine sparktui knows "
-        "(it knows llamacpp, nim, sglang, trtllm, vllm; docs/engines.md says how to add one)",
+        "(it knows llamacpp, nim, ollama, sglang, trtllm, vllm; docs/engines.md says how to add one)",
     ),
     (
         "engine-not-a-name",

@@ -208,8 +208,8 @@ def test_an_engine_file_is_that_engines_whatever_it_says() -> None:
         parse_catalogue(LLAMA_FILE.replace("source = ", "not_observed = "), "llama.toml", "llamacpp")
     with pytest.raises(CatalogueError, match="not the kernel's"):
         parse_catalogue(LLAMA_FILE.replace("[rule.log]\n", '[rule.log]\nstream = "kernel"\n'), "llama.toml", "llamacpp")
-    with pytest.raises(CatalogueError, match="'ollama' is not an engine"):
-        parse_catalogue(LLAMA_FILE, "llama.toml", "ollama")
+    with pytest.raises(CatalogueError, match="'lmstudio' is not an engine"):
+        parse_catalogue(LLAMA_FILE, "llama.toml", "lmstudio")
 
 
 def test_a_catalogue_parsed_alone_may_mark_a_rule_for_a_known_engine() -> None:
@@ -218,7 +218,8 @@ def test_a_catalogue_parsed_alone_may_mark_a_rule_for_a_known_engine() -> None:
     assert marked != text
     assert parse_catalogue(marked).rule("drop-caches-denied").engine == "vllm"
     with pytest.raises(
-        CatalogueError, match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang, trtllm, nim"
+        CatalogueError,
+        match=r"rule 'drop-caches-denied': 'engine' must be one of vllm, llamacpp, sglang, trtllm, nim, ollama",
     ):
         parse_catalogue(marked.replace('engine = "vllm"', 'engine = "lmstudio"'))
 

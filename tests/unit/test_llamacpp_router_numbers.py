@@ -106,9 +106,7 @@ def test_a_router_with_nothing_loaded_shows_no_numbers_and_says_why() -> None:
     poll(state, 0.0, models_body(a="loaded"), (("a", ok(child_metrics(0, 0, 10))),))
     view = poll(state, 10.0, models_body(a="unloaded"), ())
     assert view.model_numbers == () and view.rates is None and view.running is None
-    assert "no model loaded: a router's numbers are its loaded models'" in render_snapshot(
-        state.view(10.0, window_s=None)
-    )
+    assert "no model loaded: its numbers are its loaded models'" in render_snapshot(state.view(10.0, window_s=None))
 
 
 async def test_the_collector_asks_each_answering_models_metrics_bounded_and_always_with_autoload_false() -> None:
