@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sparktui.discovery.plan import PlannedLlama, PlannedSglang, PlannedVllm
+from sparktui.discovery.plan import PlannedLlama, PlannedNim, PlannedSglang, PlannedTrtllm, PlannedVllm
 from sparktui.discovery.probes import LlamaAnswer
 from sparktui.model.specs import NAME_RE
 
@@ -131,3 +131,17 @@ def sglang_name(plan: PlannedSglang) -> tuple[str | None, str]:
         kind = "unit" if launch.unit else "container"
         return config_name(_strip_vllm(launch.unit or launch.container or "", "sglang")), f"from the {kind} name"
     return None, "rename it at will"
+
+
+TRTLLM_NAME = "trtllm"  # a TensorRT-LLM entry's name when it lists no model
+NIM_NAME = "nim"  # a NIM entry's name when it lists no model
+
+
+def served_model_name(plan: PlannedTrtllm | PlannedNim, fallback: str) -> tuple[str, str]:
+    """A TensorRT-LLM or NIM entry's name and where it came from: the last part of the first model its
+    ``/v1/models`` lists (``meta/llama-3.1-8b-instruct`` -> ``llama-3.1-8b-instruct``), else ``fallback``."""
+    models = plan.http.models if plan.http is not None else ()
+    found = config_name(_model_tail(models[0])) if models else None
+    if found is not None:
+        return found, "from the model it serves (/v1/models)"
+    return fallback, "rename it at will"

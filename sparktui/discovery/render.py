@@ -22,16 +22,35 @@ from sparktui.discovery.launches import (
     vllm_launches,
 )
 from sparktui.discovery.listeners import Listener
-from sparktui.discovery.names import SGLANG_NAME, planned_llama_name, sglang_name, unique, vllm_name
-from sparktui.discovery.plan import Planned, PlannedLlama, PlannedSglang, PlannedVllm, plan_instances
+from sparktui.discovery.names import (
+    NIM_NAME,
+    SGLANG_NAME,
+    TRTLLM_NAME,
+    planned_llama_name,
+    served_model_name,
+    sglang_name,
+    unique,
+    vllm_name,
+)
+from sparktui.discovery.plan import (
+    Planned,
+    PlannedLlama,
+    PlannedNim,
+    PlannedSglang,
+    PlannedTrtllm,
+    PlannedVllm,
+    plan_instances,
+)
 from sparktui.discovery.probes import (
     ROLE_LABELS,
     ExporterAnswer,
     LlamaAnswer,
+    NimAnswer,
     NoAnswer,
     PortFinding,
     ServiceAnswer,
     SglangAnswer,
+    TrtllmAnswer,
     VllmAnswer,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
@@ -213,6 +232,39 @@ def _sglang_section(plan: PlannedSglang, name: str, name_how: str, *, ssh_looked
     return lines
 
 
+_TRTLLM_NO_METRICS = (
+    "/prometheus/metrics has no trtllm_ names: start trtllm-serve with return_perf_metrics: true in its "
+    "--extra_llm_api_options YAML for numbers, or sparktui reads only its /health, /version and /v1/models "
+    "(never its /metrics, whose stats reading would drain)"
+)
+_NIM_LOADING = (
+    "/v1/health/ready did not answer 200 during init: its model was still loading (sparktui shows it loading "
+    "until it is ready)"
+)
+
+
+def _http_only_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str]) -> list[str]:
+    """A TensorRT-LLM ``trtllm-serve`` (``engine = "trtllm"``) or a NIM (``engine = "nim"``), from what
+    answered on its port; both are found over HTTP only, so the comment says why no unit or container."""
+    answer = plan.http
+    assert answer is not None  # found over HTTP only
+    if isinstance(answer, TrtllmAnswer):
+        kind, label, version = "trtllm", "TensorRT-LLM", answer.version
+        note = None if answer.metrics else _TRTLLM_NO_METRICS
+    else:
+        kind, label, version = "nim", "NIM", answer.release
+        note = None if answer.ready else _NIM_LOADING
+    served = f"; serves {', '.join(answer.models)}" if answer.models else ""
+    port_how = f"{label} {version} answered {answer.recognised_by}{served}"
+    lines = _engine_head(plan, (kind, label, answer.recognised_by), name, port_how)
+    if note is not None:
+        lines += comment_block(note)
+    return lines + comment_block(
+        f'init does not read {label}\'s units or containers yet: add unit = "..." or container = "..." '
+        "for its logs and actions"
+    )
+
+
 def _sglang_port_how(plan: PlannedSglang) -> str:
     answer, launch = plan.http, plan.launch
     if answer is None:
@@ -252,7 +304,10 @@ def _api_key_line(variable: str, why: str) -> str:
 
 
 def _engine_head(
-    plan: PlannedLlama | PlannedSglang, engine: tuple[str, str, str], name: tuple[str, str], port_how: str
+    plan: PlannedLlama | PlannedSglang | PlannedTrtllm | PlannedNim,
+    engine: tuple[str, str, str],
+    name: tuple[str, str],
+    port_how: str,
 ) -> list[str]:
     """The first lines of an instance of another engine than vLLM: its name (and how it was chosen), its
     ``engine`` (its config name, its label, what answered as it), its port and the launch that runs it."""
@@ -349,7 +404,9 @@ def _port_how(plan: PlannedVllm) -> str:
 
 
 def _launch_lines(
-    plan: Planned[VllmAnswer] | Planned[LlamaAnswer] | Planned[SglangAnswer], launch: Launch, more: list[str]
+    plan: Planned[VllmAnswer] | Planned[LlamaAnswer] | Planned[SglangAnswer] | PlannedTrtllm | PlannedNim,
+    launch: Launch,
+    more: list[str],
 ) -> list[str]:
     """The unit or container that runs the server, ``more`` lines (vLLM's memory fraction), and how it
     was paired."""
@@ -471,17 +528,23 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
     llamas = [f for f in report.findings if isinstance(f, LlamaAnswer)]
     sglangs = [f for f in report.findings if isinstance(f, SglangAnswer)]
+    trtllms = [Planned(port=f.port, http=f, launch=None) for f in report.findings if isinstance(f, TrtllmAnswer)]
+    nims = [Planned(port=f.port, http=f, launch=None) for f in report.findings if isinstance(f, NimAnswer)]
+    # TensorRT-LLM's and NIM's ports: found over HTTP only, no launch of another engine takes them.
+    http_only = [f.port for f in report.findings if isinstance(f, TrtllmAnswer | NimAnswer)]
     found = report.ssh
     units, containers = (found.units, found.containers) if found is not None else ((), ())
     # Each engine's answers and launches are matched by port; an answer's port is its engine's, and a
     # launch that answered nowhere takes a port no other entry has.
     planned_sglangs, sglangs_left_out, sglang_notes = plan_instances(
-        sglangs, sglang_launches(units, containers), taken=[*(a.port for a in answers), *(a.port for a in llamas)]
+        sglangs,
+        sglang_launches(units, containers),
+        taken=[*(a.port for a in answers), *(a.port for a in llamas), *http_only],
     )
     planned, left_out, notes = plan_instances(
         answers,
         vllm_launches(units, containers),
-        taken=[*(a.port for a in llamas), *(s.port for s in planned_sglangs if s.port is not None)],
+        taken=[*(a.port for a in llamas), *(s.port for s in planned_sglangs if s.port is not None), *http_only],
     )
     planned_llamas, llamas_left_out, llama_notes = plan_instances(
         llamas,
@@ -489,6 +552,7 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         taken=[
             *(p.port for p in planned if p.port is not None),
             *(s.port for s in planned_sglangs if s.port is not None),
+            *http_only,
         ],
     )
     taken: set[str] = set()
@@ -505,6 +569,14 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
             found_name, how = SGLANG_NAME, "rename it at will"
         name = unique(found_name, taken, str(sglang.port) if sglang.port else None)
         lines += [*_sglang_section(sglang, name, how, ssh_looked=found is not None), ""]
+    http_found: list[tuple[PlannedTrtllm | PlannedNim, str]] = [
+        *((trtllm, TRTLLM_NAME) for trtllm in trtllms),
+        *((nim, NIM_NAME) for nim in nims),
+    ]
+    for plan_found, fallback in http_found:
+        found_name, how = served_model_name(plan_found, fallback)
+        name = unique(found_name, taken, str(plan_found.port))
+        lines += [*_http_only_section(plan_found, (name, how)), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
@@ -640,10 +712,10 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         f"# sparktui fleet config, written by `sparktui init {' '.join(hosts)}` on {written_at}.",
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
-        "# /v1/models, llama-server /props, SGLang /server_info, exporters' /metrics, services' /health) and,",
-        "# over SSH, reading the systemd units and docker containers that run vLLM, llama-server or SGLang and",
-        "# their command lines, and the ports the host listens on (probed too). What was probed and not found",
-        "# is listed under each node.",
+        "# /v1/models, llama-server /props, SGLang /server_info, TensorRT-LLM /prometheus/metrics, NIM",
+        "# /v1/version, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
+        "# docker containers that run vLLM, llama-server or SGLang and their command lines, and the ports the",
+        "# host listens on (probed too). What was probed and not found is listed under each node.",
         "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
         "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",

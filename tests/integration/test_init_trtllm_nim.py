@@ -1,0 +1,126 @@
+"""``sparktui init`` finds a TensorRT-LLM ``trtllm-serve`` and a NIM for LLMs by what their ports answer
+(``tests/support/engine_server.py`` at ``trtllm-serve``'s routes, ``tests/support/nim_server.py`` at
+NIM's), writes them with ``engine = "trtllm"`` and ``engine = "nim"``, never asks a trtllm-serve's
+``/metrics`` (reading it drains the stats its own Prometheus gauges are fed from), and tells a NIM from a
+vLLM on the port both use by default. What is asserted is read from the running servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+from sparktui.cli import main
+from sparktui.config import parse_config
+from sparktui.discovery.names import config_name
+from tests.integration.test_init import unwrapped
+from tests.integration.test_init_llamacpp import other_ports_unused, snapshot
+from tests.integration.test_nim import _server as nim_engine
+from tests.integration.test_trtllm import VERSION
+from tests.integration.test_trtllm import _server as trtllm_engine
+from tests.support.engine_server import EngineServer
+from tests.support.fixture_fleet import free_port
+from tests.support.nim_server import RELEASE
+
+VLLM_DATA = Path(__file__).resolve().parents[1] / "data" / "vllm-0.33" / "mtp2-steady"
+
+
+def probed_elsewhere() -> list[str]:
+    """llama-server's and SGLang's ports, and every role the test does not give, on free ports."""
+    return ["--llamacpp-ports", str(free_port()), "--sglang-ports", str(free_port()), *other_ports_unused()]
+
+
+def init(out: Path, *ports: str) -> None:
+    """``sparktui init 127.0.0.1 --no-ssh`` with ``ports`` after the free ones (the last option wins)."""
+    assert main(["init", "127.0.0.1", "--no-ssh", "--output", str(out), *probed_elsewhere(), *ports]) == 0
+
+
+def asked_metrics(server: EngineServer) -> list[str]:
+    return [path for path in server.asked if path == "/metrics" or path.startswith("/metrics?")]
+
+
+def model_tail(model: str) -> str | None:
+    return config_name(model.rsplit("/", 1)[-1])
+
+
+def test_init_writes_a_trtllm_serve_as_a_trtllm_instance_and_never_asks_its_metrics(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.toml"
+    with trtllm_engine().serving() as server:
+        init(out, "--trtllm-ports", str(server.port))
+        asked_by_init = list(server.asked)
+        text = out.read_text()
+        (node,) = parse_config(text, source=str(out), env={}).nodes
+        (instance,) = node.vllm
+        assert (instance.engine, instance.port) == ("trtllm", server.port)
+        assert instance.name == model_tail(server.model)
+        assert f"TensorRT-LLM {VERSION} answered /prometheus/metrics; serves {server.model}" in unwrapped(text)
+        assert "return_perf_metrics" not in text  # its /prometheus/metrics has trtllm_ names
+        shown = snapshot(out, "--json")
+    assert "/prometheus/metrics" in asked_by_init
+    assert asked_metrics(server) == [], server.asked
+    assert shown.returncode == 0, shown.stderr
+    (found,) = json.loads(shown.stdout)["nodes"]
+    (read,) = found["instances"]
+    assert (read["name"], read["engine"], read["version"]) == (instance.name, "TensorRT-LLM", VERSION)
+
+
+def test_a_trtllm_serve_without_perf_metrics_on_an_extra_port_is_written_with_how_to_enable_them(
+    tmp_path: Path,
+) -> None:
+    """No ``/prometheus/metrics`` (no ``return_perf_metrics``): ``owned_by "tensorrt_llm"`` says what it
+    is, not the vLLM its ``/version`` looks like."""
+    out = tmp_path / "fleet.toml"
+    server = trtllm_engine()
+    server_without = EngineServer(
+        bodies=server.bodies,
+        model=server.model,
+        metrics_path="/not-served",
+        health={"/health": b""},
+        pages={"/version": {"version": VERSION}, "/metrics": []},
+        filterable=True,
+        owned_by="tensorrt_llm",
+    )
+    with server_without.serving() as plain:
+        assert httpx.get(f"http://127.0.0.1:{plain.port}/prometheus/metrics", timeout=10).status_code == 404
+        init(out, "--trtllm-ports", str(free_port()), "--ports", str(plain.port))
+    text = out.read_text()
+    (node,) = parse_config(text, source=str(out), env={}).nodes
+    assert [(v.engine, v.port, v.name) for v in node.vllm] == [("trtllm", plain.port, model_tail(plain.model))]
+    assert "start trtllm-serve with return_perf_metrics: true" in unwrapped(text)
+    assert asked_metrics(plain) == [], plain.asked
+
+
+def test_init_writes_a_nim_as_a_nim_instance_and_a_loading_one_too(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.toml"
+    with nim_engine().serving() as ready, nim_engine().serving() as loading:
+        loading.ready = False
+        init(out, "--nim-ports", f"{ready.port},{loading.port}")
+    text = out.read_text()
+    (node,) = parse_config(text, source=str(out), env={}).nodes
+    name = model_tail(ready.model)
+    assert [(v.engine, v.port) for v in node.vllm] == [("nim", ready.port), ("nim", loading.port)]
+    assert [v.name for v in node.vllm] == [name, f"{name}-{loading.port}"]
+    assert f"NIM {RELEASE} answered /v1/version; serves {ready.model}" in unwrapped(text)
+    assert unwrapped(text).count("its model was still loading") == 1
+
+
+def test_a_vllm_on_nims_port_is_a_vllm_and_a_nim_on_vllms_port_is_a_nim(tmp_path: Path) -> None:
+    """8000 is both engines' default: ``/v1/version`` (NIM's) or ``/version`` (vLLM's) decides, whatever
+    the port was probed for."""
+    out = tmp_path / "fleet.toml"
+    bodies = [(VLLM_DATA / "scrape-000.prom").read_text()]
+    vllm = EngineServer(
+        bodies=bodies,
+        model="Qwen/Qwen3-8B",
+        metrics_path="/metrics",
+        health={"/health": b""},
+        pages={"/version": {"version": "0.33.0"}},
+        filterable=True,
+        owned_by="vllm",
+    )
+    with vllm.serving() as as_vllm, nim_engine().serving() as nim:
+        init(out, "--nim-ports", str(as_vllm.port), "--vllm-ports", str(nim.port))
+    text = out.read_text()
+    (node,) = parse_config(text, source=str(out), env={}).nodes
+    assert sorted((v.engine, v.port) for v in node.vllm) == sorted([("vllm", as_vllm.port), ("nim", nim.port)])

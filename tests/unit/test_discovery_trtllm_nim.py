@@ -1,0 +1,228 @@
+"""``sparktui init``'s pure half on TensorRT-LLM's ``trtllm-serve`` and NIM for LLMs: what a port's
+answers say (NIM's ``/v1/version`` or ``/v1/health/ready``; ``trtllm_`` names on ``/prometheus/metrics``
+or ``owned_by: "tensorrt_llm"``; both before ``/version`` is read as a vLLM's), that ``/metrics`` is not
+asked of a trtllm-serve, the ports probed, and the config written. Hostile answers end in a config that
+loads, never in a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparktui.cli import build_parser
+from sparktui.config import parse_config
+from sparktui.discovery.names import NIM_NAME, TRTLLM_NAME
+from sparktui.discovery.probes import (
+    DEFAULT_NIM_PORTS,
+    DEFAULT_TRTLLM_PORTS,
+    DEFAULT_VLLM_PORTS,
+    FIRST_PATHS,
+    METRICS_PATH,
+    PROBE_PATHS,
+    ExporterAnswer,
+    NimAnswer,
+    NoAnswer,
+    TrtllmAnswer,
+    VllmAnswer,
+    classify_port,
+    port_roles,
+    wants_health,
+    wants_metrics,
+)
+from sparktui.headless.init import UsageError, request_from_args
+from sparktui.model.observations import FetchKind, HttpResult
+from tests.unit.test_discovery_llamacpp_launch import rendered, report, unwrapped
+
+TRTLLM_METRICS = (Path(__file__).resolve().parents[1] / "data" / "trtllm" / "plain-t0.txt").read_bytes()
+TRTLLM_MODEL = "nvidia/Llama-3.3-70B-Instruct-FP4"
+NIM_MODEL = "meta/llama-3.1-8b-instruct"
+NODE_METRICS = (
+    b"# TYPE node_load1 gauge\nnode_load1 0.5\n# TYPE node_cpu_seconds_total counter\nnode_cpu_seconds_total 1\n"
+)
+
+
+def answer(path: str, status: int, body: bytes = b"") -> HttpResult:
+    return HttpResult(url=f"http://h:1{path}", kind=FetchKind.OK, status=status, body=body)
+
+
+def models(model: str, owned_by: str) -> bytes:
+    card = {"id": model, "object": "model", "owned_by": owned_by}
+    return json.dumps({"object": "list", "data": [card]}).encode()
+
+
+def first_round() -> dict[str, HttpResult]:
+    return {path: answer(path, 404, b'{"detail":"Not Found"}') for path in FIRST_PATHS}
+
+
+def trtllm_results(*, metrics: bool = True, owned_by: str = "tensorrt_llm") -> dict[str, HttpResult]:
+    """What trtllm-serve answers init's first round (``tensorrt_llm/serve/openai_server.py``)."""
+    results = first_round()
+    results["/version"] = answer("/version", 200, b'{"version": "1.2.0rc2"}')
+    results["/v1/models"] = answer("/v1/models", 200, models(TRTLLM_MODEL, owned_by))
+    if metrics:
+        results["/prometheus/metrics"] = answer("/prometheus/metrics", 200, TRTLLM_METRICS)
+    return results
+
+
+def nim_results(*, ready: int = 200, release: bool = True) -> dict[str, HttpResult]:
+    """What NIM answers (its 2.x API reference); ``ready``: ``/v1/health/ready``'s status."""
+    results = first_round()
+    if release:
+        results["/v1/version"] = answer("/v1/version", 200, b'{"release": "2.0.1", "api": "1.0.0"}')
+    body = b'{"object": "health.response", "message": "NIM is ready"}' if ready == 200 else b""
+    results["/v1/health/ready"] = answer("/v1/health/ready", ready, body)
+    results["/v1/models"] = answer("/v1/models", 200, models(NIM_MODEL, "system"))
+    return results
+
+
+def vllm_results() -> dict[str, HttpResult]:
+    results = first_round()
+    results["/version"] = answer("/version", 200, b'{"version": "0.33.0"}')
+    results["/v1/models"] = answer("/v1/models", 200, models("Qwen/Qwen3-8B", "vllm"))
+    return results
+
+
+# --- recognition and order ----------------------------------------------------------------------------
+
+
+def test_a_trtllm_serve_is_recognised_by_its_prometheus_metrics_before_its_version_reads_as_a_vllms() -> None:
+    found = classify_port(8355, "trtllm", trtllm_results())
+    assert found == TrtllmAnswer(
+        port=8355, recognised_by="/prometheus/metrics", version="1.2.0rc2", models=(TRTLLM_MODEL,), metrics=True
+    )
+    # trtllm_ names say so whatever /v1/models says
+    assert isinstance(classify_port(8355, "any", trtllm_results(owned_by="whoever")), TrtllmAnswer)
+
+
+def test_owned_by_tensorrt_llm_is_enough_without_perf_metrics() -> None:
+    found = classify_port(9000, "any", trtllm_results(metrics=False))
+    assert isinstance(found, TrtllmAnswer)
+    assert (found.recognised_by, found.metrics) == ("/v1/models", False)
+
+
+def test_a_vllm_is_still_a_vllm_and_trtllm_names_on_its_metrics_do_not_make_it_one() -> None:
+    results = vllm_results()
+    assert isinstance(classify_port(8000, "vllm", results), VllmAnswer)
+    results[METRICS_PATH] = answer(METRICS_PATH, 200, TRTLLM_METRICS)  # not trtllm-serve's path
+    assert isinstance(classify_port(8000, "vllm", results), VllmAnswer)
+
+
+def test_metrics_is_never_asked_of_a_trtllm_serve_nor_where_nothing_answered() -> None:
+    assert METRICS_PATH not in FIRST_PATHS and "/prometheus/metrics" in FIRST_PATHS
+    assert PROBE_PATHS[-2:] == (METRICS_PATH, "/health")
+    assert not wants_metrics(trtllm_results())
+    assert not wants_metrics(trtllm_results(metrics=False))
+    refused = {path: HttpResult(url=path, kind=FetchKind.REFUSED) for path in FIRST_PATHS}
+    assert not wants_metrics(refused)
+    assert wants_metrics(vllm_results()) and wants_metrics(nim_results())
+    assert wants_health(trtllm_results())  # trtllm-serve's /health is a plain 200
+
+
+def test_a_nim_is_recognised_by_its_v1_version_before_the_vllm_inside_it() -> None:
+    results = nim_results()
+    results["/version"] = answer("/version", 200, b'{"version": "0.33.0"}')  # a vLLM's route passed through
+    found = classify_port(8000, "vllm", results)
+    assert found == NimAnswer(port=8000, recognised_by="/v1/version", release="2.0.1", models=(NIM_MODEL,), ready=True)
+
+
+def test_a_loading_nim_is_a_nim_not_ready_and_its_ready_route_alone_says_nim() -> None:
+    loading = classify_port(8000, "nim", nim_results(ready=503))
+    assert isinstance(loading, NimAnswer) and not loading.ready and loading.release == "2.0.1"
+    bare = classify_port(8000, "nim", nim_results(release=False))
+    assert isinstance(bare, NimAnswer) and (bare.recognised_by, bare.release) == ("/v1/health/ready", "unknown")
+
+
+def test_a_server_answering_every_path_with_200_is_not_a_nim() -> None:
+    """node_exporter's landing page answers any path: a 200 that is no NIM health response is not one."""
+    results = {path: answer(path, 200, b"<html>Node Exporter</html>") for path in FIRST_PATHS}
+    results[METRICS_PATH] = answer(METRICS_PATH, 200, NODE_METRICS)
+    assert isinstance(classify_port(9100, "exporter", results), ExporterAnswer)
+    vllm = vllm_results()
+    vllm["/v1/health/ready"] = answer("/v1/health/ready", 503)
+    assert isinstance(classify_port(8000, "vllm", vllm), VllmAnswer)
+
+
+HOSTILE: list[bytes] = [
+    b'{"version": "1\\n[x]", "release": "2\\n[[nodes]]\\nname = \\"x"}',
+    b'{"version": ["1"], "release": {"a": 1}}',
+    b"[" * 5000 + b"]" * 5000,
+    b"not json",
+    json.dumps({"version": "v" * 100_000, "release": "r" * 100_000}).encode(),
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE)
+def test_hostile_answers_end_in_a_config_that_loads(body: bytes) -> None:
+    trtllm = trtllm_results()
+    trtllm["/version"] = answer("/version", 200, body)
+    trtllm["/v1/models"] = answer("/v1/models", 200, models('m\n[x]\x1b[31m"', "tensorrt_llm"))
+    nim = nim_results(ready=503)
+    nim["/v1/version"] = answer("/v1/version", 200, body)
+    findings = [classify_port(8355, "trtllm", trtllm), classify_port(8000, "nim", nim)]
+    text = rendered(report(*findings))
+    engines = [(v.engine, v.port) for v in parse_config(text, env={}).nodes[0].vllm]
+    assert ("trtllm", 8355) in engines
+    assert "\n[x]" not in text and '\n[[nodes]]\nname = "x' not in text and "\x1b" not in text
+    assert all(len(line) <= 2100 for line in text.splitlines())
+
+
+# --- ports ---------------------------------------------------------------------------------------------
+
+
+def test_the_playbooks_trtllm_ports_and_nims_are_probed_and_8000_stays_a_vllm_port() -> None:
+    assert DEFAULT_TRTLLM_PORTS == (8355, 8356) and DEFAULT_NIM_PORTS == (8000,)
+    roles = dict(port_roles(DEFAULT_VLLM_PORTS, (), (), trtllm=DEFAULT_TRTLLM_PORTS, nim=DEFAULT_NIM_PORTS))
+    assert (roles[8355], roles[8356], roles[8000]) == ("trtllm", "trtllm", "vllm")
+    assert dict(port_roles((), (), (), nim=(8000,)))[8000] == "nim"
+
+
+def test_the_options_replace_the_default_ports_and_a_bad_one_is_a_usage_error() -> None:
+    parse = build_parser().parse_args
+    request = request_from_args(parse(["init", "h", "--trtllm-ports", "9355", "--nim-ports", "9000,9001"]))
+    roles = dict(request.ports)
+    assert (roles[9355], roles[9000], roles[9001]) == ("trtllm", "nim", "nim")
+    assert 8355 not in roles
+    assert dict(request_from_args(parse(["init", "h"])).ports)[8356] == "trtllm"
+    with pytest.raises(UsageError, match="ports"):
+        request_from_args(parse(["init", "h", "--trtllm-ports", "83x5"]))
+
+
+def test_a_port_probed_for_trtllm_where_something_else_answers_says_what() -> None:
+    results = first_round()
+    results["/health"] = answer("/health", 200)
+    found = classify_port(8355, "trtllm", results)
+    assert isinstance(found, NoAnswer) and "TensorRT-LLM" in found.reason
+
+
+# --- the config ----------------------------------------------------------------------------------------
+
+
+def test_each_is_written_with_its_engine_port_and_a_name_from_its_model() -> None:
+    findings = [
+        classify_port(8355, "trtllm", trtllm_results()),
+        classify_port(8356, "trtllm", trtllm_results(metrics=False)),
+        classify_port(8000, "nim", nim_results(ready=503)),
+    ]
+    text = rendered(report(*findings))
+    instances = parse_config(text, env={}).nodes[0].vllm
+    tail = TRTLLM_MODEL.rsplit("/", 1)[1]
+    assert [(v.name, v.engine, v.port) for v in instances] == [
+        (tail, "trtllm", 8355),
+        (f"{tail}-8356", "trtllm", 8356),
+        ("llama-3.1-8b-instruct", "nim", 8000),
+    ]
+    flat = unwrapped(text)
+    assert 'engine = "trtllm"                   # TensorRT-LLM (/prometheus/metrics)' in text
+    assert flat.count("return_perf_metrics: true") == 1  # only the one without trtllm_ names
+    assert "its model was still loading" in flat
+    assert "init does not read NIM's units or containers yet" in flat
+
+
+def test_one_that_lists_no_model_is_named_for_its_engine() -> None:
+    trtllm, nim = trtllm_results(metrics=True), nim_results()
+    trtllm["/v1/models"] = answer("/v1/models", 200, b'{"object": "list", "data": []}')
+    nim["/v1/models"] = answer("/v1/models", 404)
+    text = rendered(report(classify_port(8355, "trtllm", trtllm), classify_port(8000, "nim", nim)))
+    assert [v.name for v in parse_config(text, env={}).nodes[0].vllm] == [TRTLLM_NAME, NIM_NAME]
