@@ -13,6 +13,7 @@ import pytest
 
 from sparktui.cli import build_parser
 from sparktui.config import parse_config
+from sparktui.discovery.commands import split_command_line
 from sparktui.discovery.names import NIM_NAME, TRTLLM_NAME
 from sparktui.discovery.probes import (
     DEFAULT_NIM_PORTS,
@@ -31,6 +32,9 @@ from sparktui.discovery.probes import (
     wants_health,
     wants_metrics,
 )
+from sparktui.engines.nim.command import NimContainer, is_nim_image, read_container
+from sparktui.engines.trtllm import command as trtllm_command
+from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.headless.init import UsageError, request_from_args
 from sparktui.model.observations import FetchKind, HttpResult
 from tests.unit.test_discovery_llamacpp_launch import rendered, report, unwrapped
@@ -226,3 +230,118 @@ def test_one_that_lists_no_model_is_named_for_its_engine() -> None:
     nim["/v1/models"] = answer("/v1/models", 404)
     text = rendered(report(classify_port(8355, "trtllm", trtllm), classify_port(8000, "nim", nim)))
     assert [v.name for v in parse_config(text, env={}).nodes[0].vllm] == [TRTLLM_NAME, NIM_NAME]
+
+
+# --- trtllm-serve's command line (engines/trtllm/command.py) ------------------------------------------
+
+# The DGX Spark playbook's start, in the TensorRT-LLM release image.
+PLAYBOOK = (
+    "trtllm-serve nvidia/Llama-3.1-8B-Instruct-FP4 --backend pytorch --tp_size 1 --host 0.0.0.0 --port 8355 "
+    "--extra_llm_api_options /tmp/extra-llm-api-config.yml"
+)
+
+
+def started_at(line: str) -> int | None:
+    words = split_command_line(line)
+    return next((f for i in range(len(words)) if (f := trtllm_command.server_start(words, i)) is not None), None)
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        ("trtllm-serve M --port 1", 1),
+        ("/usr/local/bin/trtllm-serve serve M", 2),
+        ("env A=1 /opt/venv/bin/trtllm-serve M", 3),
+        ("trtllm-serve", 1),
+        ("trtllm-serve grpc M --port 50051", None),
+        ("trtllm-serve disaggregated -c cfg.yaml", None),
+        ("trtllm-serve-wrapper M", None),
+        ("vllm serve M", None),
+    ],
+)
+def test_trtllm_serve_is_found_under_any_path_with_or_without_serve_and_not_its_other_commands(
+    line: str, first: int | None
+) -> None:
+    assert started_at(line) == first
+
+
+def test_the_options_sparktui_uses_are_read_under_every_spelling_serves_click_options_take() -> None:
+    words = split_command_line(PLAYBOOK)
+    assert trtllm_command.parse_server_args(words[1:]) == TrtllmArgs(
+        port=8355,
+        port_given=True,
+        port_raw="8355",
+        host="0.0.0.0",
+        model="nvidia/Llama-3.1-8B-Instruct-FP4",
+        backend="pytorch",
+        tp_size=1,
+        extra_options="/tmp/extra-llm-api-config.yml",
+    )
+    other = trtllm_command.parse_server_args(
+        ["--tensor_parallel_size=2", "--backend", "trt", "--config=x.yml", "--trust_remote_code", "/engines/m"]
+    )
+    assert (other.tp_size, other.backend, other.extra_options, other.model) == (2, "tensorrt", "x.yml", "/engines/m")
+
+
+def test_a_value_is_the_next_word_whatever_it_is_the_last_one_wins_and_the_defaults_apply() -> None:
+    parse = trtllm_command.parse_server_args
+    assert parse(["M", "--port", "1", "--port=2"]).port == 2
+    # click gives an option the next word even when it starts with a dash: it is no model
+    assert parse(["--tokenizer", "-weird", "M"]).model == "M"
+    assert parse(["--max_batch_size", "8", "M", "--enable_chunked_prefill", "--port", "9"]).port == 9
+    default = parse(["M"])
+    assert (default.port, default.port_given, default.local_only) == (8000, False, "localhost")
+    assert default.port_how() == "trtllm-serve's default port 8000"
+    unread = parse(["M", "--port", "$PORT"])
+    assert (unread.port, unread.port_how()) == (None, "`--port $PORT`, which init cannot read")
+    assert parse(["M", "--host", "0.0.0.0"]).local_only is None
+
+
+@pytest.mark.parametrize(
+    "words",
+    [[], ["--port"], ["--port", "99999999999999999999"], ["--port", "²"], ["--tp_size", "-3"], ["--", "--x"], ["="]],
+)
+def test_hostile_trtllm_words_raise_nothing(words: list[str]) -> None:
+    found = trtllm_command.parse_server_args(words)
+    assert found.port is None or 1 <= found.port <= 65535
+    assert found.tp_size is None or found.tp_size >= 1
+
+
+@pytest.mark.parametrize(
+    ("image", "official"),
+    [
+        ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2", True),
+        ("nvcr.io/nvidia/tensorrt-llm/release:spark-single-gpu-dev", True),
+        ("nvcr.io/nvidia/tensorrt-llm/release@sha256:" + "a" * 64, True),
+        ("nvcr.io/nvidia/vllm:26.04-py3", False),
+        ("example/tensorrt-llm-release:1", False),
+    ],
+)
+def test_the_tensorrt_llm_release_image_is_recognised_by_name(image: str, official: bool) -> None:
+    assert trtllm_command.is_server_image(image) is official
+
+
+# --- a NIM container (engines/nim/command.py) ---------------------------------------------------------
+
+
+def test_a_nim_container_is_read_from_its_image_and_environment() -> None:
+    image = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
+    assert is_nim_image(image)
+    assert read_container(image, {}) == NimContainer(port=8000, model="meta/llama-3.1-8b-instruct")
+    custom = read_container(image, {"NIM_SERVER_PORT": "9000", "NIM_SERVED_MODEL_NAME": "llama8b"})
+    assert custom is not None and (custom.port, custom.served_model_name) == (9000, "llama8b")
+    assert custom.port_how() == "`NIM_SERVER_PORT=9000`"
+    assert read_container("nvcr.io/nim/nvidia/nemotron@sha256:" + "0" * 64, {}) is not None
+
+
+@pytest.mark.parametrize("port", ["$PORT", "0", "99999", "²", "80000000000000000000", ""])
+def test_a_nim_port_that_is_not_one_is_unknown_and_says_why(port: str) -> None:
+    found = read_container("nvcr.io/nim/meta/llama-3.1-8b-instruct:1", {"NIM_SERVER_PORT": port})
+    assert found is not None and found.port is None and "cannot read" in found.port_how()
+
+
+@pytest.mark.parametrize(
+    "image", ["nvcr.io/nvidia/vllm:26.04-py3", "nvcr.io/nim", "nim/meta/llama:1", "vllm/vllm-openai:latest", ""]
+)
+def test_other_images_are_not_nims(image: str) -> None:
+    assert not is_nim_image(image) and read_container(image, {}) is None
