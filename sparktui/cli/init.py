@@ -19,10 +19,11 @@ arguments, sglang: names on /metrics or owned_by "sglang" on /v1/models; engine 
 ({"version": ...} on /version), a llama.cpp llama-server (/props with its build_info; written with
 engine = "llamacpp"), a GPU exporter or node_exporter (/metrics, told apart by metric names), Ollama
 (/api/tags) or a side service (/health). Over SSH (with --user, --port, --key, --known-hosts), the
-systemd units and docker containers that run vLLM, llama-server or SGLang are read, with their
-command lines: --port (and docker's -p HOST:CONTAINER), vLLM's --gpu-memory-utilization and
+systemd units and docker containers that run vLLM, llama-server, SGLang or trtllm-serve are read, with
+their command lines: --port (and docker's -p HOST:CONTAINER), vLLM's --gpu-memory-utilization and
 --served-model-name, llama-server's -m, --alias and --models-dir, SGLang's --model-path,
---served-model-name and --enable-metrics; each is matched with the server answering on its host port.
+--served-model-name and --enable-metrics, trtllm-serve's MODEL, --host and --extra_llm_api_options;
+each is matched with the server answering on its host port (a NIM is found over HTTP only).
 
 Every value in the file has a comment saying how it was found; what was probed and not found is
 listed in comments. The file is validated before it is written, and an existing file is only

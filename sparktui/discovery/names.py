@@ -139,9 +139,20 @@ NIM_NAME = "nim"  # a NIM entry's name when it lists no model
 
 def served_model_name(plan: PlannedTrtllm | PlannedNim, fallback: str) -> tuple[str, str]:
     """A TensorRT-LLM or NIM entry's name and where it came from: the last part of the first model its
-    ``/v1/models`` lists (``meta/llama-3.1-8b-instruct`` -> ``llama-3.1-8b-instruct``), else ``fallback``."""
+    ``/v1/models`` lists (``meta/llama-3.1-8b-instruct`` -> ``llama-3.1-8b-instruct``), else of a
+    trtllm-serve's MODEL on its command line, else its unit or container (less ``trtllm-``), else
+    ``fallback``."""
     models = plan.http.models if plan.http is not None else ()
     found = config_name(_model_tail(models[0])) if models else None
     if found is not None:
         return found, "from the model it serves (/v1/models)"
+    launch = plan.launch
+    args = launch.trtllm if launch is not None else None
+    found = config_name(_model_tail(args.model)) if args is not None else None
+    if found is not None:
+        return found, "from the MODEL of its command line"
+    if launch is not None:
+        found = config_name(_strip_vllm(launch.unit or launch.container or "", "trtllm"))
+        if found is not None:
+            return found, f"from the {'unit' if launch.unit else 'container'} name"
     return fallback, "rename it at will"

@@ -17,8 +17,11 @@ from sparktui.discovery.launches import (
     is_llama_unit,
     is_sglang_container,
     is_sglang_unit,
+    is_trtllm_container,
+    is_trtllm_unit,
     llama_launches,
     sglang_launches,
+    trtllm_launches,
     vllm_launches,
 )
 from sparktui.discovery.listeners import Listener
@@ -56,6 +59,7 @@ from sparktui.discovery.probes import (
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs
 from sparktui.engines.sglang.command import SglangArgs
+from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm.command import VllmArgs
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.units import fmt_count
@@ -243,26 +247,56 @@ _NIM_LOADING = (
 )
 
 
-def _http_only_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str]) -> list[str]:
-    """A TensorRT-LLM ``trtllm-serve`` (``engine = "trtllm"``) or a NIM (``engine = "nim"``), from what
-    answered on its port; both are found over HTTP only, so the comment says why no unit or container."""
-    answer = plan.http
-    assert answer is not None  # found over HTTP only
-    if isinstance(answer, TrtllmAnswer):
-        kind, label, version = "trtllm", "TensorRT-LLM", answer.version
-        note = None if answer.metrics else _TRTLLM_NO_METRICS
-    else:
+def _trtllm_nim_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str], *, ssh_looked: bool) -> list[str]:
+    """A TensorRT-LLM ``trtllm-serve`` (``engine = "trtllm"``: from what answered on its port and the unit or
+    container that runs it) or a NIM (``engine = "nim"``: found over HTTP only, so a comment says why it has
+    no unit or container)."""
+    answer, launch = plan.http, plan.launch
+    args = launch.trtllm if launch is not None else None
+    if isinstance(answer, NimAnswer):
         kind, label, version = "nim", "NIM", answer.release
         note = None if answer.ready else _NIM_LOADING
-    served = f"; serves {', '.join(answer.models)}" if answer.models else ""
-    port_how = f"{label} {version} answered {answer.recognised_by}{served}"
-    lines = _engine_head(plan, (kind, label, answer.recognised_by), name, port_how)
+    else:
+        kind, label = "trtllm", "TensorRT-LLM"
+        version = answer.version if answer is not None else ""
+        note = None if answer is None or answer.metrics else _TRTLLM_NO_METRICS
+    if answer is not None:
+        served = f"; serves {', '.join(answer.models)}" if answer.models else ""
+        port_how = f"{label} {version} answered {answer.recognised_by}{served}"
+    else:
+        port_how = f"did not answer during init; port from {launch.port_how}" if launch is not None else ""
+    engine = (kind, label, answer.recognised_by if answer is not None else "")
+    lines = _engine_head(plan, engine, name, port_how)
     if note is not None:
         lines += comment_block(note)
-    return lines + comment_block(
-        f'init does not read {label}\'s units or containers yet: add unit = "..." or container = "..." '
-        "for its logs and actions"
-    )
+    if args is not None and launch is not None:
+        lines += _trtllm_command_notes(args, launch)
+    if launch is None and kind == "nim":
+        lines += comment_block(
+            'init does not read NIM\'s containers yet: add container = "..." for its logs and actions'
+        )
+    elif launch is None:
+        lines += _no_launch_lines(ssh_looked=ssh_looked, more="")
+    return lines
+
+
+def _trtllm_command_notes(args: TrtllmArgs, launch: Launch) -> list[str]:
+    """What the trtllm-serve command line says that the config cannot hold."""
+    lines: list[str] = []
+    facts = [
+        f"model: {args.model}" if args.model else "",
+        f"tensor parallel {args.tp_size}" if args.tp_size and args.tp_size > 1 else "",
+        f"the {args.backend} backend" if args.backend else "",
+    ]
+    if any(facts):
+        lines += comment_block(f"{'; '.join(f for f in facts if f)} ({launch.args_from}).")
+    lines += _local_only_lines(args.local_only, given=args.host is not None, program="trtllm-serve")
+    if args.extra_options:
+        lines += comment_block(
+            f"It reads more settings from --extra_llm_api_options {args.extra_options} (not read by init; "
+            "return_perf_metrics: true there serves /prometheus/metrics)"
+        )
+    return lines
 
 
 def _sglang_port_how(plan: PlannedSglang) -> str:
@@ -286,17 +320,24 @@ def _sglang_command_notes(args: SglangArgs, launch: Launch, *, answered: bool) -
             f"No --enable-metrics in {launch.args_from}: add it for numbers, or sparktui reads only its "
             "/ready, /server_info and /v1/models"
         )
-    if args.local_only is not None:
-        given = "--host" if args.host is not None else "SGLang's default --host"
-        lines += comment_block(
-            f"It listens on {args.local_only} only ({given}): sparktui must run on this node to reach it, "
-            "or start it with --host 0.0.0.0"
-        )
+    lines += _local_only_lines(args.local_only, given=args.host is not None, program="SGLang")
     if args.config_file:
         lines += comment_block(f"It reads more settings from --config {args.config_file} (not read by init)")
     if args.api_key:
         lines.append(_api_key_line("SGLANG_API_KEY", "SGLang runs with --api-key; name the variable holding it"))
     return lines
+
+
+def _local_only_lines(local_only: str | None, *, given: bool, program: str) -> list[str]:
+    """Where a server listens on loopback only (``--host`` as given, else its default): it is reached
+    from its own node only."""
+    if local_only is None:
+        return []
+    how = "--host" if given else f"{program}'s default --host"
+    return comment_block(
+        f"It listens on {local_only} only ({how}): sparktui must run on this node to reach it, or start it "
+        "with --host 0.0.0.0"
+    )
 
 
 def _api_key_line(variable: str, why: str) -> str:
@@ -528,12 +569,22 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
     llamas = [f for f in report.findings if isinstance(f, LlamaAnswer)]
     sglangs = [f for f in report.findings if isinstance(f, SglangAnswer)]
-    trtllms = [Planned(port=f.port, http=f, launch=None) for f in report.findings if isinstance(f, TrtllmAnswer)]
+    trtllm_answers = [f for f in report.findings if isinstance(f, TrtllmAnswer)]
     nims = [Planned(port=f.port, http=f, launch=None) for f in report.findings if isinstance(f, NimAnswer)]
-    # TensorRT-LLM's and NIM's ports: found over HTTP only, no launch of another engine takes them.
-    http_only = [f.port for f in report.findings if isinstance(f, TrtllmAnswer | NimAnswer)]
     found = report.ssh
     units, containers = (found.units, found.containers) if found is not None else ((), ())
+    planned_trtllms, trtllms_left_out, trtllm_notes = plan_instances(
+        trtllm_answers,
+        trtllm_launches(units, containers),
+        taken=[
+            *(a.port for a in answers),
+            *(a.port for a in llamas),
+            *(a.port for a in sglangs),
+            *(n.port for n in nims if n.port is not None),
+        ],
+    )
+    # TensorRT-LLM's and NIM's ports (NIM's found over HTTP only): no launch of another engine takes them.
+    http_only = [*(p.port for p in planned_trtllms if p.port is not None), *(n.port for n in nims if n.port)]
     # Each engine's answers and launches are matched by port; an answer's port is its engine's, and a
     # launch that answered nowhere takes a port no other entry has.
     planned_sglangs, sglangs_left_out, sglang_notes = plan_instances(
@@ -569,18 +620,22 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
             found_name, how = SGLANG_NAME, "rename it at will"
         name = unique(found_name, taken, str(sglang.port) if sglang.port else None)
         lines += [*_sglang_section(sglang, name, how, ssh_looked=found is not None), ""]
-    http_found: list[tuple[PlannedTrtllm | PlannedNim, str]] = [
-        *((trtllm, TRTLLM_NAME) for trtllm in trtllms),
+    more_found: list[tuple[PlannedTrtllm | PlannedNim, str]] = [
+        *((trtllm, TRTLLM_NAME) for trtllm in planned_trtllms),
         *((nim, NIM_NAME) for nim in nims),
     ]
-    for plan_found, fallback in http_found:
+    for plan_found, fallback in more_found:
         found_name, how = served_model_name(plan_found, fallback)
-        name = unique(found_name, taken, str(plan_found.port))
-        lines += [*_http_only_section(plan_found, (name, how)), ""]
+        name = unique(found_name, taken, str(plan_found.port) if plan_found.port else None)
+        lines += [*_trtllm_nim_section(plan_found, (name, how), ssh_looked=found is not None), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
-    lines += _ssh_notes(report, [*notes, *llama_notes, *sglang_notes], [*left_out, *llamas_left_out, *sglangs_left_out])
+    lines += _ssh_notes(
+        report,
+        [*notes, *llama_notes, *sglang_notes, *trtllm_notes],
+        [*left_out, *llamas_left_out, *sglangs_left_out, *trtllms_left_out],
+    )
     lines.append("")
     return lines
 
@@ -679,14 +734,19 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
     llama_containers = [c for c in report.ssh.containers if is_llama_container(c)]
     sglang_units = [u for u in report.ssh.units if is_sglang_unit(u)]
     sglang_containers = [c for c in report.ssh.containers if is_sglang_container(c)]
-    vllm_units = len(report.ssh.units) - len(llama_units) - len(sglang_units)
-    vllm_containers = len(report.ssh.containers) - len(llama_containers) - len(sglang_containers)
+    trtllm_units = [u for u in report.ssh.units if is_trtllm_unit(u)]
+    trtllm_containers = [c for c in report.ssh.containers if is_trtllm_container(c)]
+    vllm_units = len(report.ssh.units) - len(llama_units) - len(sglang_units) - len(trtllm_units)
+    vllm_containers = (
+        len(report.ssh.containers) - len(llama_containers) - len(sglang_containers) - len(trtllm_containers)
+    )
     found = (
         f"{fmt_count(vllm_units, 'vLLM unit', zero='no')} and {fmt_count(vllm_containers, 'vLLM container', zero='no')}"
     )
     for label, engine_units, engine_containers in (
         ("llama-server", llama_units, llama_containers),
         ("SGLang", sglang_units, sglang_containers),
+        ("TensorRT-LLM", trtllm_units, trtllm_containers),
     ):
         if engine_units or engine_containers:
             found += (
@@ -714,8 +774,8 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
         "# /v1/models, llama-server /props, SGLang /server_info, TensorRT-LLM /prometheus/metrics, NIM",
         "# /v1/version, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
-        "# docker containers that run vLLM, llama-server or SGLang and their command lines, and the ports the",
-        "# host listens on (probed too). What was probed and not found is listed under each node.",
+        "# docker containers that run vLLM, llama-server, SGLang or TensorRT-LLM and their command lines, and",
+        "# the ports the host listens on (probed too). What was probed and not found is listed under each node.",
         "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
         "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",

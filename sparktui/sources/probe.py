@@ -5,7 +5,7 @@ For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/pro
 concurrently), then ``/metrics`` where something answered and it is not a trtllm-serve (whose ``/metrics``
 drains its stats), then ``/health`` where something answered and it is not an SGLang (whose ``/health``
 runs a generation); and over SSH the systemd units and docker
-containers that run vLLM, llama.cpp's llama-server or SGLang are read (``systemctl list-units`` and
+containers that run vLLM, llama.cpp's llama-server, SGLang or trtllm-serve are read (``systemctl list-units`` and
 ``show``, ``docker ps`` and ``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
 round asks the ports SSH found: the launches' host ports, and the listening ports that could be HTTP (what
 answers is kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
@@ -25,6 +25,7 @@ from sparktui.discovery.launches import (
     is_engine_unit,
     llama_launches,
     sglang_launches,
+    trtllm_launches,
     vllm_launches,
 )
 from sparktui.discovery.listeners import SS_LISTENERS, Listener, is_loopback, parse_ss_listeners, probed_listeners
@@ -242,6 +243,7 @@ def _second_round(
         ("vllm", vllm_launches(units, containers)),
         ("llamacpp", llama_launches(units, containers)),
         ("sglang", sglang_launches(units, containers)),
+        ("trtllm", trtllm_launches(units, containers)),
     ):
         ports = {launch.host_port for launch in launches if launch.host_port} - done
         wanted += [(port, role) for port in sorted(ports - {port for port, _role in wanted})]

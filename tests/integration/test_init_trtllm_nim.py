@@ -2,26 +2,33 @@
 (``tests/support/engine_server.py`` at ``trtllm-serve``'s routes, ``tests/support/nim_server.py`` at
 NIM's), writes them with ``engine = "trtllm"`` and ``engine = "nim"``, never asks a trtllm-serve's
 ``/metrics`` (reading it drains the stats its own Prometheus gauges are fed from), and tells a NIM from a
-vLLM on the port both use by default. What is asserted is read from the running servers."""
+vLLM on the port both use by default. Over the real sshd (stub ``systemctl`` and ``docker``), the unit or
+container that runs a trtllm-serve is found and written with it. What is asserted is read from the running
+servers."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
+from sparktui.actions.plans import ActionPlan, plan_restart
 from sparktui.cli import main
 from sparktui.config import parse_config
 from sparktui.discovery.names import config_name
-from tests.integration.test_init import unwrapped
+from tests.integration.test_init import ssh_args, unit, unwrapped
 from tests.integration.test_init_llamacpp import other_ports_unused, snapshot
 from tests.integration.test_nim import _server as nim_engine
 from tests.integration.test_trtllm import VERSION
 from tests.integration.test_trtllm import _server as trtllm_engine
+from tests.support.actions import FAST
 from tests.support.engine_server import EngineServer
 from tests.support.fixture_fleet import free_port
 from tests.support.nim_server import RELEASE
+from tests.support.sshd import Sshd, published_container
 
 VLLM_DATA = Path(__file__).resolve().parents[1] / "data" / "vllm-0.33" / "mtp2-steady"
 
@@ -124,3 +131,78 @@ def test_a_vllm_on_nims_port_is_a_vllm_and_a_nim_on_vllms_port_is_a_nim(tmp_path
     text = out.read_text()
     (node,) = parse_config(text, source=str(out), env={}).nodes
     assert sorted((v.engine, v.port) for v in node.vllm) == sorted([("vllm", as_vllm.port), ("nim", nim.port)])
+
+
+# --- over SSH: the unit or container that runs a trtllm-serve -----------------------------------------
+
+
+def test_init_finds_the_unit_that_runs_a_trtllm_serve_on_a_port_not_probed_and_never_asks_its_metrics(
+    sshd_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The port trtllm-serve answers on is not among those probed: init reads it from the unit's
+    ExecStart, asks it in its second round, and finds trtllm-serve's /prometheus/metrics."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # only the test's key is offered
+    sshd: Sshd = sshd_factory("init-trtllm-unit")
+    out = tmp_path / "fleet.toml"
+    with trtllm_engine().serving() as server:
+        line = (
+            f"/usr/local/bin/trtllm-serve {server.model} --backend pytorch --host 0.0.0.0 --port {server.port} "
+            "--extra_llm_api_options /etc/trtllm/extra.yml"
+        )
+        sshd.set_unit("trtllm-llama.service", unit("TensorRT-LLM", line))
+        code = main(["init", "127.0.0.1", "-o", str(out), *ssh_args(sshd), *probed_elsewhere()])
+        assert asked_metrics(server) == [], server.asked
+        assert "/prometheus/metrics" in server.asked
+    assert code == 0, capsys.readouterr().err
+    text = out.read_text()
+    spec = parse_config(text, source=str(out), env={})
+    (node,) = spec.nodes
+    (instance,) = node.vllm
+    assert (instance.name, instance.engine, instance.port, instance.unit) == (
+        model_tail(server.model),
+        "trtllm",
+        server.port,
+        "trtllm-llama.service",
+    )
+    flat = unwrapped(text)
+    assert f"on this port by `--port {server.port}` in the unit's ExecStart" in flat
+    assert "--extra_llm_api_options /etc/trtllm/extra.yml" in flat
+    assert "1 TensorRT-LLM unit and no TensorRT-LLM containers" in flat
+    plan = plan_restart(spec, node.name, instance.name, settings=FAST)
+    assert isinstance(plan, ActionPlan) and plan.commands[0] == "sudo -n systemctl restart trtllm-llama.service"
+
+
+def test_init_finds_the_release_image_container_that_publishes_a_trtllm_serve(
+    sshd_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Spark playbook's way: NVIDIA's release image running ``bash -c "... trtllm-serve ..."``, its
+    port 8355 published on the port the server answers on."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    sshd: Sshd = sshd_factory("init-trtllm-container")
+    out = tmp_path / "fleet.toml"
+    with trtllm_engine().serving() as server:
+        command = f"hf download {server.model} && trtllm-serve {server.model} --host 0.0.0.0 --port 8355"
+        data = published_container(
+            "trtllm-llama",
+            "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2",
+            ["bash", "-c", command],
+            container_port=8355,
+            host_port=server.port,
+        )
+        sshd.set_container("trtllm-llama", data)
+        code = main(["init", "127.0.0.1", "-o", str(out), *ssh_args(sshd), *probed_elsewhere()])
+        assert asked_metrics(server) == [], server.asked
+    assert code == 0, capsys.readouterr().err
+    text = out.read_text()
+    spec = parse_config(text, source=str(out), env={})
+    (node,) = spec.nodes
+    (instance,) = node.vllm
+    assert (instance.engine, instance.port, instance.container, instance.unit) == (
+        "trtllm",
+        server.port,
+        "trtllm-llama",
+        None,
+    )
+    assert f"port mapping `{server.port}->8355` (`--port 8355` in the container)" in unwrapped(text)
+    plan = plan_restart(spec, node.name, instance.name, settings=FAST)
+    assert isinstance(plan, ActionPlan) and plan.commands[0] == "docker restart trtllm-llama"

@@ -13,7 +13,16 @@ import pytest
 
 from sparktui.cli import build_parser
 from sparktui.config import parse_config
-from sparktui.discovery.commands import split_command_line
+from sparktui.discovery.commands import analyse_trtllm_command, split_command_line
+from sparktui.discovery.launches import (
+    is_llama_unit,
+    is_sglang_unit,
+    is_trtllm_container,
+    is_trtllm_unit,
+    is_vllm_unit,
+    trtllm_launches,
+    vllm_launches,
+)
 from sparktui.discovery.names import NIM_NAME, TRTLLM_NAME
 from sparktui.discovery.probes import (
     DEFAULT_NIM_PORTS,
@@ -32,12 +41,13 @@ from sparktui.discovery.probes import (
     wants_health,
     wants_metrics,
 )
+from sparktui.discovery.units import ContainerInfo, container_from_inspect
 from sparktui.engines.nim.command import NimContainer, is_nim_image, read_container
 from sparktui.engines.trtllm import command as trtllm_command
 from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.headless.init import UsageError, request_from_args
 from sparktui.model.observations import FetchKind, HttpResult
-from tests.unit.test_discovery_llamacpp_launch import rendered, report, unwrapped
+from tests.unit.test_discovery_llamacpp_launch import rendered, report, unit, unwrapped
 
 TRTLLM_METRICS = (Path(__file__).resolve().parents[1] / "data" / "trtllm" / "plain-t0.txt").read_bytes()
 TRTLLM_MODEL = "nvidia/Llama-3.3-70B-Instruct-FP4"
@@ -221,7 +231,7 @@ def test_each_is_written_with_its_engine_port_and_a_name_from_its_model() -> Non
     assert 'engine = "trtllm"                   # TensorRT-LLM (/prometheus/metrics)' in text
     assert flat.count("return_perf_metrics: true") == 1  # only the one without trtllm_ names
     assert "its model was still loading" in flat
-    assert "init does not read NIM's units or containers yet" in flat
+    assert "init does not read NIM's containers yet" in flat
 
 
 def test_one_that_lists_no_model_is_named_for_its_engine() -> None:
@@ -345,3 +355,81 @@ def test_a_nim_port_that_is_not_one_is_unknown_and_says_why(port: str) -> None:
 )
 def test_other_images_are_not_nims(image: str) -> None:
     assert not is_nim_image(image) and read_container(image, {}) is None
+
+
+# --- trtllm-serve's units and containers (discovery/launches.py) and the config -----------------------
+
+PLAYBOOK_RUN = (
+    "/usr/bin/docker run --rm --name trtllm --gpus all --ipc host -p 8355:8355 "
+    "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2 bash -c "
+)
+
+
+def release_container(name: str, command: str, host_port: int | None) -> ContainerInfo:
+    """``docker inspect`` of a container of NVIDIA's TensorRT-LLM release image running ``bash -c``."""
+    bindings = {"8355/tcp": [{"HostIp": "", "HostPort": str(host_port)}]} if host_port else {}
+    found = container_from_inspect(
+        {
+            "Name": f"/{name}",
+            "Path": "bash",
+            "Args": ["-c", command],
+            "State": {"Status": "running"},
+            "Config": {
+                "Image": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2",
+                "Entrypoint": None,
+                "Cmd": ["bash", "-c", command],
+                "Env": [],
+            },
+            "HostConfig": {"NetworkMode": "bridge", "PortBindings": bindings},
+            "NetworkSettings": {"Ports": bindings},
+        }
+    )
+    assert found is not None
+    return found
+
+
+def test_a_trtllm_serve_is_read_from_an_exec_start_a_bash_c_and_a_docker_run() -> None:
+    plain = analyse_trtllm_command(split_command_line(f"/opt/trt/bin/{PLAYBOOK}"))
+    assert plain.trtllm is not None and (plain.host_port, plain.port_how) == (8355, "`--port 8355`")
+    words = [*split_command_line(PLAYBOOK_RUN), f"hf download M && {PLAYBOOK}"]
+    run = analyse_trtllm_command(words)
+    assert run.trtllm is not None and run.container == "trtllm"
+    assert (run.host_port, run.port_how) == (8355, "`-p 8355:8355` (`--port 8355` in the container)")
+    assert analyse_trtllm_command(["vllm", "serve", "M"]).trtllm is None
+
+
+def test_units_and_containers_of_trtllm_serve_are_its_and_no_other_engines() -> None:
+    trt = unit("llm.service", f"/usr/local/bin/{PLAYBOOK}")
+    assert is_trtllm_unit(trt)
+    assert not (is_vllm_unit(trt) and vllm_launches([trt], [])) and not is_llama_unit(trt) and not is_sglang_unit(trt)
+    assert not is_trtllm_unit(unit("vllm.service", "/usr/bin/vllm serve nvidia/Llama-3.1-8B --port 8000"))
+    container = release_container("trtllm-llama", PLAYBOOK, 8355)
+    assert is_trtllm_container(container)
+    (launch,) = trtllm_launches([], [container])
+    assert (launch.engine, launch.host_port, launch.container) == ("trtllm", 8355, "trtllm-llama")
+    assert launch.trtllm is not None and launch.trtllm.model == "nvidia/Llama-3.1-8B-Instruct-FP4"
+
+
+def test_the_trtllm_serve_that_answered_gets_its_unit_and_one_that_did_not_is_written_from_its_command() -> None:
+    trt = unit("trtllm-llama8b.service", f"/usr/local/bin/{PLAYBOOK}")
+    stopped = unit("trtllm-other.service", "/usr/local/bin/trtllm-serve X --port 8356", "inactive", "dead")
+    answered = classify_port(8355, "trtllm", trtllm_results())
+    text = rendered(report(answered, units=(trt, stopped)))
+    (instance,) = parse_config(text, env={}).nodes[0].vllm
+    assert (instance.engine, instance.port, instance.unit) == ("trtllm", 8355, "trtllm-llama8b.service")
+    flat = unwrapped(text)
+    assert "on this port by `--port 8355` in the unit's ExecStart" in flat
+    assert "It reads more settings from --extra_llm_api_options /tmp/extra-llm-api-config.yml" in flat
+    assert "2 TensorRT-LLM units" in flat and "unit trtllm-other.service (inactive" in flat
+
+    alone = rendered(report(units=(trt,)))
+    (written,) = parse_config(alone, env={}).nodes[0].vllm
+    assert (written.name, written.engine, written.port) == ("Llama-3.1-8B-Instruct-FP4", "trtllm", 8355)
+    assert "did not answer during init; port from `--port 8355`" in unwrapped(alone)
+
+
+def test_a_trtllm_serve_on_its_default_host_says_it_is_reachable_from_its_node_only() -> None:
+    local = unit("trtllm.service", "/usr/local/bin/trtllm-serve serve /engines/llama --port 8356")
+    text = unwrapped(rendered(report(units=(local,))))
+    assert "It listens on localhost only (trtllm-serve's default --host)" in text
+    assert 'name = "llama"' in text

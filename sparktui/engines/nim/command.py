@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparktui.model.numbers import is_digits
+from sparktui.engines.command_line import bounded_whole
 
 DEFAULT_PORT = 8000  # NIM_SERVER_PORT's default
 PORT_VARIABLE = "NIM_SERVER_PORT"
@@ -56,9 +56,8 @@ def read_container(image: str, env: Mapping[str, str]) -> NimContainer | None:
     if found is None:
         return None
     raw = env.get(PORT_VARIABLE)
-    port = DEFAULT_PORT if raw is None else int(raw) if is_digits(raw) and len(raw) <= 5 else None
     return NimContainer(
-        port=port if port is None or 1 <= port <= 65535 else None,
+        port=DEFAULT_PORT if raw is None else bounded_whole(raw, 65535),
         port_raw=raw,
         model=found.group("model"),
         served_model_name=env.get(SERVED_NAME_VARIABLE) or None,

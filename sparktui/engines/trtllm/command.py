@@ -20,9 +20,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sparktui.model.numbers import is_digits
+from sparktui.engines.command_line import bounded_whole, loopback_only, port_option_how
 
 PROGRAM = "trtllm-serve"
+PROGRAM_LABEL = "trtllm-serve"  # as the config's comments name it
 DEFAULT_PORT = 8000  # serve's --port default
 DEFAULT_HOST = "localhost"  # serve's --host default: reached from this node only
 # trtllm-serve's commands other than serve: not the OpenAI server sparktui watches.
@@ -76,21 +77,11 @@ class TrtllmArgs:
     @property
     def local_only(self) -> str | None:
         """The loopback name it listens on when that is all (trtllm-serve's default host), else None."""
-        host = self.host if self.host is not None else DEFAULT_HOST
-        return host if host in ("127.0.0.1", "localhost", "::1") else None
+        return loopback_only(self.host, DEFAULT_HOST)
 
     def port_how(self) -> str:
         """How the port was given, for the comment that says where the config's port came from."""
-        if self.port is None:
-            return f"`--port {self.port_raw}`, which init cannot read"
-        return f"`--port {self.port}`" if self.port_given else f"trtllm-serve's default port {self.port}"
-
-
-def _whole(raw: str | None, most: int) -> int | None:
-    if raw is None or not is_digits(raw) or len(raw) > len(str(most)):
-        return None
-    number = int(raw)
-    return number if 1 <= number <= most else None
+        return port_option_how(self.port, self.port_raw, given=self.port_given, program=PROGRAM_LABEL)
 
 
 def parse_server_args(args: Sequence[str]) -> TrtllmArgs:
@@ -124,12 +115,12 @@ def parse_server_args(args: Sequence[str]) -> TrtllmArgs:
     port_raw = values.get("--port")
     backend = values.get("--backend")
     return TrtllmArgs(
-        port=DEFAULT_PORT if port_raw is None else _whole(port_raw, 65535),
+        port=DEFAULT_PORT if port_raw is None else bounded_whole(port_raw, 65535),
         port_given=port_raw is not None,
         port_raw=port_raw,
         host=values.get("--host"),
         model=model,
         backend=_BACKEND_ALIASES.get(backend, backend) if backend is not None else None,
-        tp_size=_whole(values.get("--tp_size"), 4096),
+        tp_size=bounded_whole(values.get("--tp_size"), 4096),
         extra_options=values.get("--extra_llm_api_options"),
     )
