@@ -23,7 +23,8 @@ systemd units and docker containers that run vLLM, llama-server, SGLang or trtll
 their command lines: --port (and docker's -p HOST:CONTAINER), vLLM's --gpu-memory-utilization and
 --served-model-name, llama-server's -m, --alias and --models-dir, SGLang's --model-path,
 --served-model-name and --enable-metrics, trtllm-serve's MODEL, --host and --extra_llm_api_options;
-each is matched with the server answering on its host port (a NIM is found over HTTP only).
+and NIM containers by their nvcr.io/nim image and NIM_SERVER_PORT; each is matched with the server
+answering on its host port.
 
 Every value in the file has a comment saying how it was found; what was probed and not found is
 listed in comments. The file is validated before it is written, and an existing file is only

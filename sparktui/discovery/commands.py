@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
+from sparktui.engines.nim.command import NimContainer, read_container
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
 from sparktui.engines.trtllm import command as trtllm_command
@@ -267,6 +268,7 @@ class CommandLine:
     llama: ServerArgs | None = None  # a llama-server's options (``analyse_llama_command``)
     sglang: SglangArgs | None = None  # an SGLang's options (``analyse_sglang_command``)
     trtllm: TrtllmArgs | None = None  # a trtllm-serve's options (``analyse_trtllm_command``)
+    nim: NimContainer | None = None  # a NIM container's image and environment (``analyse_nim_command``)
 
 
 def published_port(
@@ -558,3 +560,19 @@ def analyse_trtllm_command(argv: Sequence[str], env: Mapping[str, str] | None = 
         env=env,
     )
     return replace(command, trtllm=args)
+
+
+def analyse_nim_command(argv: Sequence[str], _env: Mapping[str, str] | None = None) -> CommandLine:
+    """Read one command line for a NIM: ``docker run ... nvcr.io/nim/ORG/MODEL:TAG`` (its entrypoint
+    starts the server: the port is ``-e NIM_SERVER_PORT``, else 8000, in the container), or ``docker
+    exec|start NAME`` (the container sets the port)."""
+    run = parse_docker_run(argv)
+    if run is None:
+        return _container_or_script(argv, "NIM")
+    found = read_container(run.image or "", run.env)
+    where = (
+        published_port(found.port, found.port_how(), run.publish, host_network=run.host_network)
+        if found is not None
+        else None
+    )
+    return replace(_docker_run_command(run, where, "NIM"), nim=found)

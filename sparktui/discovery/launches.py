@@ -12,6 +12,7 @@ from sparktui.discovery.commands import (
     Publish,
     analyse_command,
     analyse_llama_command,
+    analyse_nim_command,
     analyse_sglang_command,
     analyse_trtllm_command,
     find_llama_server,
@@ -26,6 +27,7 @@ from sparktui.discovery.commands import (
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, parse_server_args
+from sparktui.engines.nim.command import NimContainer, is_nim_image, read_container
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
 from sparktui.engines.trtllm import command as trtllm_command
@@ -33,7 +35,7 @@ from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm import command as vllm_command
 from sparktui.engines.vllm.command import VllmArgs
 
-LaunchArgs = VllmArgs | ServerArgs | SglangArgs | TrtllmArgs
+LaunchArgs = VllmArgs | ServerArgs | SglangArgs | TrtllmArgs | NimContainer
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,7 @@ class Launch:
     llama: ServerArgs | None = None  # a llama-server's options, when engine is "llamacpp"
     sglang: SglangArgs | None = None  # an SGLang's options, when engine is "sglang"
     trtllm: TrtllmArgs | None = None  # a trtllm-serve's options, when engine is "trtllm"
+    nim: NimContainer | None = None  # a NIM container's image and environment, when engine is "nim"
 
     @property
     def label(self) -> str:
@@ -162,9 +165,21 @@ def is_trtllm_container(container: ContainerInfo) -> bool:
     return _mentions_trtllm(container.name, container.image)
 
 
+def is_nim_unit(unit: UnitInfo) -> bool:
+    """A unit whose ExecStart runs a container of a NIM image (``docker run ... nvcr.io/nim/...``)."""
+    return any(analyse_nim_command(argv).nim is not None for argv in unit.exec_start)
+
+
+def is_nim_container(container: ContainerInfo) -> bool:
+    """A container of a NIM image (``nvcr.io/nim/ORG/MODEL:TAG``), whatever its name."""
+    return is_nim_image(container.image)
+
+
 def is_engine_unit(unit: UnitInfo) -> bool:
     """A unit that runs (or is named for) any engine init finds."""
-    return is_vllm_unit(unit) or is_llama_unit(unit) or is_sglang_unit(unit) or is_trtllm_unit(unit)
+    return any(
+        is_engine(unit) for is_engine in (is_vllm_unit, is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit)
+    )
 
 
 def is_engine_container(container: ContainerInfo) -> bool:
@@ -173,6 +188,7 @@ def is_engine_container(container: ContainerInfo) -> bool:
         or is_llama_container(container)
         or is_sglang_container(container)
         or is_trtllm_container(container)
+        or is_nim_container(container)
     )
 
 
@@ -180,7 +196,7 @@ def _publish(container: ContainerInfo) -> list[Publish]:
     return [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
 
 
-ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs, TrtllmArgs)
+ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs, TrtllmArgs, NimContainer)
 
 
 def _in_container(
@@ -266,19 +282,22 @@ class _Reader:
         llama = args if isinstance(args, ServerArgs) else None
         sglang = args if isinstance(args, SglangArgs) else None
         trtllm = args if isinstance(args, TrtllmArgs) else None
-        return replace(where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang, trtllm=trtllm)
+        nim = args if isinstance(args, NimContainer) else None
+        return replace(where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang, trtllm=trtllm, nim=nim)
 
 
 _VLLM = _Reader(
     engine="vllm",
     is_unit=lambda unit: (
-        is_vllm_unit(unit) and not is_llama_unit(unit) and not is_sglang_unit(unit) and not is_trtllm_unit(unit)
+        is_vllm_unit(unit)
+        and not any(other(unit) for other in (is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit))
     ),
     is_container=lambda container: (
         is_vllm_container(container)
-        and not is_llama_container(container)
-        and not is_sglang_container(container)
-        and not is_trtllm_container(container)
+        and not any(
+            other(container)
+            for other in (is_llama_container, is_sglang_container, is_trtllm_container, is_nim_container)
+        )
     ),
     analyse=lambda argv, _env: analyse_command(argv),
     args_of=lambda command: command.vllm,
@@ -398,6 +417,31 @@ def sglang_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInf
     return _launches(_SGLANG, units, containers)
 
 
+def _nim_container_launch(container: ContainerInfo) -> tuple[NimContainer | None, int | None, str]:
+    return _in_container(
+        container,
+        read_container(container.image, container.env),
+        lambda args, publish, host: published_port(args.port, args.port_how(), publish, host_network=host),
+        "NIM",
+    )
+
+
+_NIM = _Reader(
+    engine="nim",
+    is_unit=is_nim_unit,
+    is_container=is_nim_container,
+    analyse=analyse_nim_command,
+    args_of=lambda command: command.nim,
+    from_container=_nim_container_launch,
+)
+
+
+def nim_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """The units and containers that run a NIM (a container of an ``nvcr.io/nim/`` image), one launch
+    each; a unit that runs the container is written as the unit."""
+    return _launches(_NIM, units, containers)
+
+
 def trtllm_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
     """The units and containers that run a TensorRT-LLM trtllm-serve, one launch each, read as
     ``vllm_launches`` reads vLLM's (a unit that runs a container is written as the unit)."""
@@ -411,4 +455,5 @@ def engine_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInf
         *llama_launches(units, containers),
         *sglang_launches(units, containers),
         *trtllm_launches(units, containers),
+        *nim_launches(units, containers),
     ]

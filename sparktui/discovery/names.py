@@ -140,8 +140,8 @@ NIM_NAME = "nim"  # a NIM entry's name when it lists no model
 def served_model_name(plan: PlannedTrtllm | PlannedNim, fallback: str) -> tuple[str, str]:
     """A TensorRT-LLM or NIM entry's name and where it came from: the last part of the first model its
     ``/v1/models`` lists (``meta/llama-3.1-8b-instruct`` -> ``llama-3.1-8b-instruct``), else of a
-    trtllm-serve's MODEL on its command line, else its unit or container (less ``trtllm-``), else
-    ``fallback``."""
+    trtllm-serve's MODEL on its command line, else of a NIM container's ``NIM_SERVED_MODEL_NAME`` or the model
+    its image is named for, else its unit or container (less ``trtllm-``), else ``fallback``."""
     models = plan.http.models if plan.http is not None else ()
     found = config_name(_model_tail(models[0])) if models else None
     if found is not None:
@@ -151,6 +151,12 @@ def served_model_name(plan: PlannedTrtllm | PlannedNim, fallback: str) -> tuple[
     found = config_name(_model_tail(args.model)) if args is not None else None
     if found is not None:
         return found, "from the MODEL of its command line"
+    nim = launch.nim if launch is not None else None
+    if nim is not None and (nim.served_model_name or nim.model):
+        found = config_name(_model_tail(nim.served_model_name or nim.model))
+        how = "NIM_SERVED_MODEL_NAME" if nim.served_model_name else "from the model its image is named for"
+        if found is not None:
+            return found, how
     if launch is not None:
         found = config_name(_strip_vllm(launch.unit or launch.container or "", "trtllm"))
         if found is not None:

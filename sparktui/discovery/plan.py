@@ -1,7 +1,7 @@
 """Matching the engines that answered over HTTP with the launches SSH found: the config's instances.
 
 vLLM's answers go with vLLM's launches, llama-server's with llama-server's, SGLang's with SGLang's,
-each by host port. TensorRT-LLM's and NIM's are found over HTTP only: they have no launches yet.
+each by host port; and TensorRT-LLM's and NIM's the same way.
 """
 
 from __future__ import annotations

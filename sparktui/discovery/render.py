@@ -15,11 +15,14 @@ from sparktui.discovery.launches import (
     Launch,
     is_llama_container,
     is_llama_unit,
+    is_nim_container,
+    is_nim_unit,
     is_sglang_container,
     is_sglang_unit,
     is_trtllm_container,
     is_trtllm_unit,
     llama_launches,
+    nim_launches,
     sglang_launches,
     trtllm_launches,
     vllm_launches,
@@ -248,14 +251,14 @@ _NIM_LOADING = (
 
 
 def _trtllm_nim_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str], *, ssh_looked: bool) -> list[str]:
-    """A TensorRT-LLM ``trtllm-serve`` (``engine = "trtllm"``: from what answered on its port and the unit or
-    container that runs it) or a NIM (``engine = "nim"``: found over HTTP only, so a comment says why it has
-    no unit or container)."""
+    """A TensorRT-LLM ``trtllm-serve`` (``engine = "trtllm"``) or a NIM (``engine = "nim"``), from what
+    answered on its port and the unit or container that runs it."""
     answer, launch = plan.http, plan.launch
     args = launch.trtllm if launch is not None else None
-    if isinstance(answer, NimAnswer):
-        kind, label, version = "nim", "NIM", answer.release
-        note = None if answer.ready else _NIM_LOADING
+    if isinstance(answer, NimAnswer) or (launch is not None and launch.engine == "nim"):
+        kind, label = "nim", "NIM"
+        version = answer.release if isinstance(answer, NimAnswer) else ""
+        note = None if not isinstance(answer, NimAnswer) or answer.ready else _NIM_LOADING
     else:
         kind, label = "trtllm", "TensorRT-LLM"
         version = answer.version if answer is not None else ""
@@ -271,11 +274,9 @@ def _trtllm_nim_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str],
         lines += comment_block(note)
     if args is not None and launch is not None:
         lines += _trtllm_command_notes(args, launch)
-    if launch is None and kind == "nim":
-        lines += comment_block(
-            'init does not read NIM\'s containers yet: add container = "..." for its logs and actions'
-        )
-    elif launch is None:
+    if launch is not None and launch.nim is not None and launch.nim.model:
+        lines += comment_block(f"model: {launch.nim.model} (its image)")
+    if launch is None:
         lines += _no_launch_lines(ssh_looked=ssh_looked, more="")
     return lines
 
@@ -570,21 +571,20 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     llamas = [f for f in report.findings if isinstance(f, LlamaAnswer)]
     sglangs = [f for f in report.findings if isinstance(f, SglangAnswer)]
     trtllm_answers = [f for f in report.findings if isinstance(f, TrtllmAnswer)]
-    nims = [Planned(port=f.port, http=f, launch=None) for f in report.findings if isinstance(f, NimAnswer)]
+    nim_answers = [f for f in report.findings if isinstance(f, NimAnswer)]
     found = report.ssh
     units, containers = (found.units, found.containers) if found is not None else ((), ())
+    answered_elsewhere = [*(a.port for a in answers), *(a.port for a in llamas), *(a.port for a in sglangs)]
+    nims, nims_left_out, nim_notes = plan_instances(
+        nim_answers, nim_launches(units, containers), taken=[*answered_elsewhere, *(a.port for a in trtllm_answers)]
+    )
     planned_trtllms, trtllms_left_out, trtllm_notes = plan_instances(
         trtllm_answers,
         trtllm_launches(units, containers),
-        taken=[
-            *(a.port for a in answers),
-            *(a.port for a in llamas),
-            *(a.port for a in sglangs),
-            *(n.port for n in nims if n.port is not None),
-        ],
+        taken=[*answered_elsewhere, *(n.port for n in nims if n.port is not None)],
     )
-    # TensorRT-LLM's and NIM's ports (NIM's found over HTTP only): no launch of another engine takes them.
-    http_only = [*(p.port for p in planned_trtllms if p.port is not None), *(n.port for n in nims if n.port)]
+    # TensorRT-LLM's and NIM's ports: no launch of another engine takes them.
+    http_only = [*(p.port for p in planned_trtllms if p.port), *(n.port for n in nims if n.port)]
     # Each engine's answers and launches are matched by port; an answer's port is its engine's, and a
     # launch that answered nowhere takes a port no other entry has.
     planned_sglangs, sglangs_left_out, sglang_notes = plan_instances(
@@ -633,8 +633,8 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     lines += _not_found_notes(report)
     lines += _ssh_notes(
         report,
-        [*notes, *llama_notes, *sglang_notes, *trtllm_notes],
-        [*left_out, *llamas_left_out, *sglangs_left_out, *trtllms_left_out],
+        [*notes, *llama_notes, *sglang_notes, *trtllm_notes, *nim_notes],
+        [*left_out, *llamas_left_out, *sglangs_left_out, *trtllms_left_out, *nims_left_out],
     )
     lines.append("")
     return lines
@@ -736,9 +736,12 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
     sglang_containers = [c for c in report.ssh.containers if is_sglang_container(c)]
     trtllm_units = [u for u in report.ssh.units if is_trtllm_unit(u)]
     trtllm_containers = [c for c in report.ssh.containers if is_trtllm_container(c)]
-    vllm_units = len(report.ssh.units) - len(llama_units) - len(sglang_units) - len(trtllm_units)
-    vllm_containers = (
-        len(report.ssh.containers) - len(llama_containers) - len(sglang_containers) - len(trtllm_containers)
+    nim_units = [u for u in report.ssh.units if is_nim_unit(u)]
+    nim_containers = [c for c in report.ssh.containers if is_nim_container(c)]
+    others = (llama_units, sglang_units, trtllm_units, nim_units)
+    vllm_units = len(report.ssh.units) - sum(len(u) for u in others)
+    vllm_containers = len(report.ssh.containers) - sum(
+        len(c) for c in (llama_containers, sglang_containers, trtllm_containers, nim_containers)
     )
     found = (
         f"{fmt_count(vllm_units, 'vLLM unit', zero='no')} and {fmt_count(vllm_containers, 'vLLM container', zero='no')}"
@@ -747,6 +750,7 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
         ("llama-server", llama_units, llama_containers),
         ("SGLang", sglang_units, sglang_containers),
         ("TensorRT-LLM", trtllm_units, trtllm_containers),
+        ("NIM", nim_units, nim_containers),
     ):
         if engine_units or engine_containers:
             found += (

@@ -2,7 +2,7 @@
 
 ``sparktui.sources.probe`` asks each host, at once, over HTTP (every usual port: vLLM, llama-server,
 SGLang, TensorRT-LLM, NIM, exporters, services) and SSH (the systemd units and docker containers that run
-vLLM, llama-server, SGLang or trtllm-serve); ``sparktui.discovery`` reads the answers and renders the
+vLLM, llama-server, SGLang, trtllm-serve or NIM); ``sparktui.discovery`` reads the answers and renders the
 TOML; the text is validated with ``parse_config`` before it is written, and an existing file is
 never replaced without ``--force``. An SSH problem skips SSH discovery for that host only: one line on
 stderr names the host and the fix, and the config still has what HTTP found. ``docs/init.md`` shows an example.
@@ -256,8 +256,8 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
     if not any(found_anything(report) for report in reports):
         print(
             "sparktui init: found nothing to watch: no vLLM, llama-server, SGLang, TensorRT-LLM, NIM, exporter or "
-            "service answered on the ports probed, and SSH found no vLLM, llama-server, SGLang or TensorRT-LLM "
-            "unit or container; check the hosts, the ports (--vllm-ports, --llamacpp-ports, --sglang-ports, "
+            "service answered on the ports probed, and SSH found no vLLM, llama-server, SGLang, TensorRT-LLM or "
+            "NIM unit or container; check the hosts, the ports (--vllm-ports, --llamacpp-ports, --sglang-ports, "
             "--trtllm-ports, --nim-ports, --ports) and the SSH options. Nothing written.",
             file=stderr,
         )

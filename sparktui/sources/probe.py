@@ -4,9 +4,9 @@ For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/pro
 ``/v1/version``, ``/v1/health/ready``, ``/server_info``, ``/api/tags`` and ``/props`` (short timeouts, all
 concurrently), then ``/metrics`` where something answered and it is not a trtllm-serve (whose ``/metrics``
 drains its stats), then ``/health`` where something answered and it is not an SGLang (whose ``/health``
-runs a generation); and over SSH the systemd units and docker
-containers that run vLLM, llama.cpp's llama-server, SGLang or trtllm-serve are read (``systemctl list-units`` and
-``show``, ``docker ps`` and ``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
+runs a generation); and over SSH the systemd units and docker containers that run vLLM, llama.cpp's
+llama-server, SGLang, trtllm-serve or NIM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
+``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
 round asks the ports SSH found: the launches' host ports, and the listening ports that could be HTTP (what
 answers is kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
 reads the answers; ``sparktui.headless.init`` renders, validates and writes the config.
@@ -24,6 +24,7 @@ from sparktui.discovery.launches import (
     is_engine_container,
     is_engine_unit,
     llama_launches,
+    nim_launches,
     sglang_launches,
     trtllm_launches,
     vllm_launches,
@@ -244,6 +245,7 @@ def _second_round(
         ("llamacpp", llama_launches(units, containers)),
         ("sglang", sglang_launches(units, containers)),
         ("trtllm", trtllm_launches(units, containers)),
+        ("nim", nim_launches(units, containers)),
     ):
         ports = {launch.host_port for launch in launches if launch.host_port} - done
         wanted += [(port, role) for port in sorted(ports - {port for port, _role in wanted})]

@@ -19,6 +19,7 @@ from sparktui.actions.plans import ActionPlan, plan_restart
 from sparktui.cli import main
 from sparktui.config import parse_config
 from sparktui.discovery.names import config_name
+from sparktui.model.specs import FleetSpec, ServerSpec
 from tests.integration.test_init import ssh_args, unit, unwrapped
 from tests.integration.test_init_llamacpp import other_ports_unused, snapshot
 from tests.integration.test_nim import _server as nim_engine
@@ -45,6 +46,22 @@ def init(out: Path, *ports: str) -> None:
 
 def asked_metrics(server: EngineServer) -> list[str]:
     return [path for path in server.asked if path == "/metrics" or path.startswith("/metrics?")]
+
+
+def written(out: Path) -> tuple[str, FleetSpec, ServerSpec]:
+    """The config init wrote, loaded, and its one node's one instance."""
+    text = out.read_text()
+    spec = parse_config(text, source=str(out), env={})
+    (node,) = spec.nodes
+    (instance,) = node.vllm
+    return text, spec, instance
+
+
+def first_restart_command(spec: FleetSpec, instance: str) -> str:
+    """What a restart of the instance runs first: its unit's or its container's."""
+    plan = plan_restart(spec, spec.nodes[0].name, instance, settings=FAST)
+    assert isinstance(plan, ActionPlan)
+    return plan.commands[0]
 
 
 def model_tail(model: str) -> str | None:
@@ -154,10 +171,7 @@ def test_init_finds_the_unit_that_runs_a_trtllm_serve_on_a_port_not_probed_and_n
         assert asked_metrics(server) == [], server.asked
         assert "/prometheus/metrics" in server.asked
     assert code == 0, capsys.readouterr().err
-    text = out.read_text()
-    spec = parse_config(text, source=str(out), env={})
-    (node,) = spec.nodes
-    (instance,) = node.vllm
+    text, spec, instance = written(out)
     assert (instance.name, instance.engine, instance.port, instance.unit) == (
         model_tail(server.model),
         "trtllm",
@@ -168,8 +182,7 @@ def test_init_finds_the_unit_that_runs_a_trtllm_serve_on_a_port_not_probed_and_n
     assert f"on this port by `--port {server.port}` in the unit's ExecStart" in flat
     assert "--extra_llm_api_options /etc/trtllm/extra.yml" in flat
     assert "1 TensorRT-LLM unit and no TensorRT-LLM containers" in flat
-    plan = plan_restart(spec, node.name, instance.name, settings=FAST)
-    assert isinstance(plan, ActionPlan) and plan.commands[0] == "sudo -n systemctl restart trtllm-llama.service"
+    assert first_restart_command(spec, instance.name) == "sudo -n systemctl restart trtllm-llama.service"
 
 
 def test_init_finds_the_release_image_container_that_publishes_a_trtllm_serve(
@@ -193,10 +206,7 @@ def test_init_finds_the_release_image_container_that_publishes_a_trtllm_serve(
         code = main(["init", "127.0.0.1", "-o", str(out), *ssh_args(sshd), *probed_elsewhere()])
         assert asked_metrics(server) == [], server.asked
     assert code == 0, capsys.readouterr().err
-    text = out.read_text()
-    spec = parse_config(text, source=str(out), env={})
-    (node,) = spec.nodes
-    (instance,) = node.vllm
+    text, spec, instance = written(out)
     assert (instance.engine, instance.port, instance.container, instance.unit) == (
         "trtllm",
         server.port,
@@ -204,5 +214,38 @@ def test_init_finds_the_release_image_container_that_publishes_a_trtllm_serve(
         None,
     )
     assert f"port mapping `{server.port}->8355` (`--port 8355` in the container)" in unwrapped(text)
-    plan = plan_restart(spec, node.name, instance.name, settings=FAST)
-    assert isinstance(plan, ActionPlan) and plan.commands[0] == "docker restart trtllm-llama"
+    assert first_restart_command(spec, instance.name) == "docker restart trtllm-llama"
+
+
+def test_init_finds_the_nim_container_that_publishes_a_nim_on_a_port_not_probed(
+    sshd_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NIM container as ``docker inspect`` shows it: an ``nvcr.io/nim/`` image whose entrypoint starts
+    the server on ``NIM_SERVER_PORT``, published on the port the NIM answers on (asked in the second round)."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    sshd: Sshd = sshd_factory("init-nim-container")
+    out = tmp_path / "fleet.toml"
+    with nim_engine().serving() as server:
+        data = published_container(
+            "llama8b",
+            "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
+            ["/opt/nvidia/nvidia_entrypoint.sh", "/opt/nim/start_server.sh"],
+            container_port=9000,
+            host_port=server.port,
+            entrypoint=["/opt/nvidia/nvidia_entrypoint.sh"],
+        )
+        data["Config"]["Env"] = ["NIM_SERVER_PORT=9000", "NGC_API_KEY=not-read"]
+        sshd.set_container("llama8b", data)
+        code = main(["init", "127.0.0.1", "-o", str(out), *ssh_args(sshd), *probed_elsewhere()])
+    assert code == 0, capsys.readouterr().err
+    text, spec, instance = written(out)
+    assert (instance.name, instance.engine, instance.port, instance.container) == (
+        model_tail(server.model),
+        "nim",
+        server.port,
+        "llama8b",
+    )
+    flat = unwrapped(text)
+    assert f"port mapping `{server.port}->9000` (`NIM_SERVER_PORT=9000` in the container)" in flat
+    assert "not-read" not in text
+    assert first_restart_command(spec, instance.name) == "docker restart llama8b"

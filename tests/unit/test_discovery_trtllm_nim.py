@@ -16,10 +16,13 @@ from sparktui.config import parse_config
 from sparktui.discovery.commands import analyse_trtllm_command, split_command_line
 from sparktui.discovery.launches import (
     is_llama_unit,
+    is_nim_container,
+    is_nim_unit,
     is_sglang_unit,
     is_trtllm_container,
     is_trtllm_unit,
     is_vllm_unit,
+    nim_launches,
     trtllm_launches,
     vllm_launches,
 )
@@ -231,7 +234,7 @@ def test_each_is_written_with_its_engine_port_and_a_name_from_its_model() -> Non
     assert 'engine = "trtllm"                   # TensorRT-LLM (/prometheus/metrics)' in text
     assert flat.count("return_perf_metrics: true") == 1  # only the one without trtllm_ names
     assert "its model was still loading" in flat
-    assert "init does not read NIM's containers yet" in flat
+    assert "No systemd unit or docker container found for it" in flat
 
 
 def test_one_that_lists_no_model_is_named_for_its_engine() -> None:
@@ -433,3 +436,59 @@ def test_a_trtllm_serve_on_its_default_host_says_it_is_reachable_from_its_node_o
     text = unwrapped(rendered(report(units=(local,))))
     assert "It listens on localhost only (trtllm-serve's default --host)" in text
     assert 'name = "llama"' in text
+
+
+# --- NIM's units and containers ------------------------------------------------------------------------
+
+NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
+
+
+def nim_container(name: str, env: list[str], container_port: int, host_port: int | None) -> ContainerInfo:
+    """``docker inspect`` of a NIM container: its image's entrypoint starts the server (no command line)."""
+    bindings = {f"{container_port}/tcp": [{"HostIp": "", "HostPort": str(host_port)}]} if host_port else {}
+    found = container_from_inspect(
+        {
+            "Name": f"/{name}",
+            "Path": "/opt/nvidia/nvidia_entrypoint.sh",
+            "Args": ["/opt/nim/start_server.sh"],
+            "State": {"Status": "running"},
+            "Config": {"Image": NIM_IMAGE, "Entrypoint": ["/opt/nvidia/nvidia_entrypoint.sh"], "Env": env},
+            "HostConfig": {"NetworkMode": "bridge", "PortBindings": bindings},
+            "NetworkSettings": {"Ports": bindings},
+        }
+    )
+    assert found is not None
+    return found
+
+
+def test_a_nim_container_is_nims_and_answers_on_the_port_its_nim_server_port_is_published_on() -> None:
+    container = nim_container("llama8b", ["NIM_SERVER_PORT=9000", "NGC_API_KEY=x"], 9000, 8010)
+    assert is_nim_container(container) and not vllm_launches([], [container]) and not trtllm_launches([], [container])
+    (launch,) = nim_launches([], [container])
+    assert (launch.engine, launch.host_port, launch.container) == ("nim", 8010, "llama8b")
+    assert launch.port_how == "port mapping `8010->9000` (`NIM_SERVER_PORT=9000` in the container)"
+    unpublished = nim_container("other", [], 8000, None)
+    (other,) = nim_launches([], [unpublished])
+    assert other.host_port is None
+
+
+def test_a_unit_that_runs_a_nim_with_docker_run_is_one_launch_with_its_container() -> None:
+    line = f"/usr/bin/docker run --rm --name llama8b --gpus all -e NGC_API_KEY -p 8000:8000 {NIM_IMAGE}"
+    nim_unit = unit("nim-llama.service", line)
+    assert is_nim_unit(nim_unit) and not is_vllm_unit(nim_unit)
+    (launch,) = nim_launches([nim_unit], [nim_container("llama8b", [], 8000, 8000)])
+    assert (launch.unit, launch.container, launch.host_port) == ("nim-llama.service", "llama8b", 8000)
+    answered = classify_port(8000, "nim", nim_results())
+    text = rendered(report(answered, units=(nim_unit,)))
+    (instance,) = parse_config(text, env={}).nodes[0].vllm
+    assert (instance.engine, instance.port, instance.unit) == ("nim", 8000, "nim-llama.service")
+    assert "1 NIM unit and no NIM containers" in unwrapped(text)
+
+
+def test_a_nim_container_that_did_not_answer_is_written_from_its_image() -> None:
+    text = rendered(report(containers=(nim_container("llama8b", ["NIM_SERVED_MODEL_NAME=llama8b"], 8000, 8011),)))
+    (instance,) = parse_config(text, env={}).nodes[0].vllm
+    assert (instance.name, instance.engine, instance.port, instance.container) == ("llama8b", "nim", 8011, "llama8b")
+    flat = unwrapped(text)
+    assert "did not answer during init; port from port mapping `8011->8000`" in flat
+    assert "model: meta/llama-3.1-8b-instruct (its image)" in flat
