@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sparktui.cli import build_parser
 from sparktui.config import parse_config
@@ -44,7 +46,7 @@ from sparktui.discovery.probes import (
     wants_health,
     wants_metrics,
 )
-from sparktui.discovery.units import ContainerInfo, container_from_inspect
+from sparktui.discovery.units import ContainerInfo, UnitInfo, container_from_inspect
 from sparktui.engines.nim.command import NimContainer, is_nim_image, read_container
 from sparktui.engines.trtllm import command as trtllm_command
 from sparktui.engines.trtllm.command import TrtllmArgs
@@ -492,3 +494,32 @@ def test_a_nim_container_that_did_not_answer_is_written_from_its_image() -> None
     flat = unwrapped(text)
     assert "did not answer during init; port from port mapping `8011->8000`" in flat
     assert "model: meta/llama-3.1-8b-instruct (its image)" in flat
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.text(max_size=40), max_size=30),
+    st.sampled_from(
+        ["trtllm-serve", "trtllm-serve serve", "docker run nvcr.io/nvidia/tensorrt-llm/release:1 bash -c", "bash -c"]
+    ),
+)
+def test_any_words_read_as_a_trtllm_serve_command_line_raise_nothing_and_render_a_config_that_loads(
+    words: list[str], start: str
+) -> None:
+    argv = (*start.split(), *words)
+    analyse_trtllm_command(argv)
+    trtllm_command.parse_server_args(words)
+    service = UnitInfo("trtllm-fuzz.service", "active", "running", "", (argv,))
+    parse_config(rendered(report(units=(service,))), env={})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=60), st.dictionaries(st.sampled_from(["NIM_SERVER_PORT", "NIM_SERVED_MODEL_NAME"]), st.text()))
+def test_any_nim_image_and_environment_raise_nothing_and_render_a_config_that_loads(
+    image: str, env: dict[str, str]
+) -> None:
+    read_container(f"nvcr.io/nim/{image}", env)
+    words = [f"-e{name}={value}" for name, value in env.items()]
+    argv = ("docker", "run", "-p", "8000:8000", *words, f"nvcr.io/nim/{image}")
+    service = UnitInfo("nim-fuzz.service", "active", "running", "", (argv,))
+    parse_config(rendered(report(units=(service,))), env={})
