@@ -4,7 +4,8 @@ A command line comes from a systemd ``ExecStart``, a ``docker inspect``, a scrip
 string; where the server in it is found and where its port is published on the host (``-p
 HOST:CONTAINER``, ``--network host``) is read here. What the server's own arguments say (vLLM's
 ``--port``, ``--gpu-memory-utilization``, ``--served-model-name``...) is read by its engine's reader
-(``engines.vllm.command``, ``engines.llamacpp.command``, ``engines.sglang.command``), which also says
+(``engines.vllm.command``, ``engines.llamacpp.command``, ``engines.sglang.command``,
+``engines.trtllm.command``), which also says
 how its start is recognised. Pure: the words are untrusted text from a host.
 """
 
@@ -17,8 +18,11 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
+from sparktui.engines.nim.command import NimContainer, read_container
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
+from sparktui.engines.trtllm import command as trtllm_command
+from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm import command as vllm_command
 from sparktui.engines.vllm.command import VllmArgs
 from sparktui.model.numbers import is_digits
@@ -263,6 +267,8 @@ class CommandLine:
     runs: str  # a short description for comments: "docker run --name X (IMAGE)", "a script ..."
     llama: ServerArgs | None = None  # a llama-server's options (``analyse_llama_command``)
     sglang: SglangArgs | None = None  # an SGLang's options (``analyse_sglang_command``)
+    trtllm: TrtllmArgs | None = None  # a trtllm-serve's options (``analyse_trtllm_command``)
+    nim: NimContainer | None = None  # a NIM container's image and environment (``analyse_nim_command``)
 
 
 def published_port(
@@ -333,10 +339,10 @@ def _container_or_script(argv: Sequence[str], program: str) -> CommandLine:
     )
 
 
-# --- each engine's server: vLLM, llama.cpp's llama-server, SGLang ------------------------------------
+# --- each engine's server: vLLM, llama.cpp's llama-server, SGLang, TensorRT-LLM ----------------------
 
 MAX_NESTING = 8  # `bash -c` strings inside `bash -c` strings read; deeper is not a launch
-ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs)
+ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs, TrtllmArgs)
 
 
 def _find_server(
@@ -373,6 +379,12 @@ def find_sglang_server(argv: Sequence[str]) -> list[str] | None:
     """The arguments after ``python -m sglang.launch_server`` or ``sglang serve``, looking inside
     ``bash -c "..."`` strings too; None when the command line runs no SGLang server."""
     return _find_server(argv, sglang_command.server_start, "sglang")
+
+
+def find_trtllm_serve(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``trtllm-serve [serve]`` (under any path), looking inside ``bash -c "..."``
+    strings too; None when the command line runs no trtllm-serve server."""
+    return _find_server(argv, trtllm_command.server_start, "trtllm-serve")
 
 
 def llama_port(
@@ -519,3 +531,48 @@ def analyse_sglang_command(argv: Sequence[str], env: Mapping[str, str] | None = 
         env=env,
     )
     return replace(command, sglang=args)
+
+
+def trtllm_port(
+    args: TrtllmArgs, publish: Sequence[Publish] | None, *, host_network: bool = False, unpublished: str = ""
+) -> tuple[int | None, str]:
+    """Where a trtllm-serve answers on the host, and how that was read or why it is unknown."""
+    return server_port(args.port, args.port_how(), publish, host_network=host_network, unpublished=unpublished)
+
+
+def _trtllm_args(words: list[str], _env: Mapping[str, str] | None) -> TrtllmArgs:
+    return trtllm_command.parse_server_args(words)
+
+
+def analyse_trtllm_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandLine:
+    """Read one command line for a trtllm-serve: ``trtllm-serve [serve] MODEL ...``, ``bash -c "..."``
+    around it, ``docker run ... IMAGE trtllm-serve ...`` (NVIDIA's release image has no server of its own
+    as entrypoint), ``docker exec|start NAME``. trtllm-serve reads none of its options from the
+    environment: ``env`` is not used."""
+    command, args = _analyse_server(
+        argv,
+        run_args=lambda run: find_trtllm_serve(run.command),
+        find=find_trtllm_serve,
+        read=_trtllm_args,
+        port=lambda args, publish, host: trtllm_port(args, publish, host_network=host, unpublished=" with `-p`"),
+        program="trtllm-serve",
+        runs="`trtllm-serve`",
+        env=env,
+    )
+    return replace(command, trtllm=args)
+
+
+def analyse_nim_command(argv: Sequence[str], _env: Mapping[str, str] | None = None) -> CommandLine:
+    """Read one command line for a NIM: ``docker run ... nvcr.io/nim/ORG/MODEL:TAG`` (its entrypoint
+    starts the server: the port is ``-e NIM_SERVER_PORT``, else 8000, in the container), or ``docker
+    exec|start NAME`` (the container sets the port)."""
+    run = parse_docker_run(argv)
+    if run is None:
+        return _container_or_script(argv, "NIM")
+    found = read_container(run.image or "", run.env)
+    where = (
+        published_port(found.port, found.port_how(), run.publish, host_network=run.host_network)
+        if found is not None
+        else None
+    )
+    return replace(_docker_run_command(run, where, "NIM"), nim=found)

@@ -1,5 +1,5 @@
-"""The engine launches SSH found: the units and containers that start a vLLM, a llama-server or an
-SGLang, one launch each."""
+"""The engine launches SSH found: the units and containers that start a vLLM, a llama-server, an SGLang
+or a TensorRT-LLM trtllm-serve, one launch each."""
 
 from __future__ import annotations
 
@@ -12,29 +12,36 @@ from sparktui.discovery.commands import (
     Publish,
     analyse_command,
     analyse_llama_command,
+    analyse_nim_command,
     analyse_sglang_command,
+    analyse_trtllm_command,
     find_llama_server,
     find_sglang_server,
+    find_trtllm_serve,
     find_vllm_serve,
     llama_port,
     only_published,
     published_port,
     sglang_port,
+    trtllm_port,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, parse_server_args
+from sparktui.engines.nim.command import NimContainer, is_nim_image, read_container
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
+from sparktui.engines.trtllm import command as trtllm_command
+from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm import command as vllm_command
 from sparktui.engines.vllm.command import VllmArgs
 
-LaunchArgs = VllmArgs | ServerArgs | SglangArgs
+LaunchArgs = VllmArgs | ServerArgs | SglangArgs | TrtllmArgs | NimContainer
 
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """A server's start found over SSH (a vLLM's, or a llama-server's or an SGLang's when ``engine`` says
-    so): a systemd unit (which may run a container) or a container."""
+    """A server's start found over SSH (a vLLM's, or a llama-server's, an SGLang's or a trtllm-serve's when
+    ``engine`` says so): a systemd unit (which may run a container) or a container."""
 
     unit: str | None
     container: str | None  # a container run by the unit, or the container itself
@@ -48,6 +55,8 @@ class Launch:
     engine: str = "vllm"  # the config's engine = ...
     llama: ServerArgs | None = None  # a llama-server's options, when engine is "llamacpp"
     sglang: SglangArgs | None = None  # an SGLang's options, when engine is "sglang"
+    trtllm: TrtllmArgs | None = None  # a trtllm-serve's options, when engine is "trtllm"
+    nim: NimContainer | None = None  # a NIM container's image and environment, when engine is "nim"
 
     @property
     def label(self) -> str:
@@ -70,6 +79,14 @@ def _runs_sglang(unit: UnitInfo) -> bool:
     return any(analyse_sglang_command(argv).sglang is not None for argv in unit.exec_start)
 
 
+def _mentions_trtllm(*texts: str) -> bool:
+    return any(word in text.lower() for text in texts for word in ("trtllm", "tensorrt-llm", "tensorrt_llm"))
+
+
+def _runs_trtllm(unit: UnitInfo) -> bool:
+    return any(analyse_trtllm_command(argv).trtllm is not None for argv in unit.exec_start)
+
+
 def is_vllm_unit(unit: UnitInfo) -> bool:
     """A unit named for vLLM or whose ExecStart mentions it (``vllm serve``, a vllm image...)."""
     return _mentions_vllm(unit.name, *(" ".join(argv) for argv in unit.exec_start))
@@ -84,6 +101,8 @@ def is_llama_unit(unit: UnitInfo) -> bool:
     and not for vLLM (a script that starts it)."""
     if any(analyse_command(argv).vllm is not None for argv in unit.exec_start) or _runs_sglang(unit):
         return False
+    if _runs_trtllm(unit):
+        return False
     if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start):
         return True
     return not is_vllm_unit(unit) and _mentions_llama(unit.name, *(" ".join(argv) for argv in unit.exec_start))
@@ -91,6 +110,8 @@ def is_llama_unit(unit: UnitInfo) -> bool:
 
 def is_llama_container(container: ContainerInfo) -> bool:
     if find_vllm_serve(container.argv) is not None or find_sglang_server(container.argv) is not None:
+        return False
+    if find_trtllm_serve(container.argv) is not None:
         return False
     if find_llama_server(container.argv) is not None or is_server_image(container.image):
         return True
@@ -102,7 +123,7 @@ def is_sglang_unit(unit: UnitInfo) -> bool:
     running neither (a script that starts it)."""
     if any(analyse_command(argv).vllm is not None for argv in unit.exec_start):
         return False
-    if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start):
+    if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start) or _runs_trtllm(unit):
         return False
     return _runs_sglang(unit) or _mentions_sglang(unit.name, *(" ".join(argv) for argv in unit.exec_start))
 
@@ -112,25 +133,70 @@ def is_sglang_container(container: ContainerInfo) -> bool:
     ``vllm serve`` or llama-server)."""
     if find_vllm_serve(container.argv) is not None or find_llama_server(container.argv) is not None:
         return False
+    if find_trtllm_serve(container.argv) is not None:
+        return False
     if find_sglang_server(container.argv) is not None or sglang_command.is_server_image(container.image):
         return True
     return _mentions_sglang(container.name, container.image, *container.argv)
 
 
+def is_trtllm_unit(unit: UnitInfo) -> bool:
+    """A unit whose ExecStart runs trtllm-serve, or named for TensorRT-LLM and running no other engine's
+    server (a script that starts it)."""
+    if _runs_trtllm(unit):
+        return True
+    if any(analyse_command(argv).vllm is not None for argv in unit.exec_start) or _runs_sglang(unit):
+        return False
+    if any(analyse_llama_command(argv).llama is not None for argv in unit.exec_start):
+        return False
+    return _mentions_trtllm(unit.name, *(" ".join(argv) for argv in unit.exec_start))
+
+
+def is_trtllm_container(container: ContainerInfo) -> bool:
+    """A container that runs trtllm-serve, or of NVIDIA's TensorRT-LLM release image or named for it and
+    running no other engine's server."""
+    if find_trtllm_serve(container.argv) is not None:
+        return True
+    others = (find_vllm_serve, find_llama_server, find_sglang_server)
+    if any(find(container.argv) is not None for find in others):
+        return False
+    if trtllm_command.is_server_image(container.image):
+        return True
+    return _mentions_trtllm(container.name, container.image)
+
+
+def is_nim_unit(unit: UnitInfo) -> bool:
+    """A unit whose ExecStart runs a container of a NIM image (``docker run ... nvcr.io/nim/...``)."""
+    return any(analyse_nim_command(argv).nim is not None for argv in unit.exec_start)
+
+
+def is_nim_container(container: ContainerInfo) -> bool:
+    """A container of a NIM image (``nvcr.io/nim/ORG/MODEL:TAG``), whatever its name."""
+    return is_nim_image(container.image)
+
+
 def is_engine_unit(unit: UnitInfo) -> bool:
     """A unit that runs (or is named for) any engine init finds."""
-    return is_vllm_unit(unit) or is_llama_unit(unit) or is_sglang_unit(unit)
+    return any(
+        is_engine(unit) for is_engine in (is_vllm_unit, is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit)
+    )
 
 
 def is_engine_container(container: ContainerInfo) -> bool:
-    return is_vllm_container(container) or is_llama_container(container) or is_sglang_container(container)
+    return (
+        is_vllm_container(container)
+        or is_llama_container(container)
+        or is_sglang_container(container)
+        or is_trtllm_container(container)
+        or is_nim_container(container)
+    )
 
 
 def _publish(container: ContainerInfo) -> list[Publish]:
     return [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
 
 
-ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs)
+ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs, TrtllmArgs, NimContainer)
 
 
 def _in_container(
@@ -172,14 +238,31 @@ def _llama_container_launch(container: ContainerInfo) -> tuple[ServerArgs | None
     )
 
 
-def _sglang_container_launch(container: ContainerInfo) -> tuple[SglangArgs | None, int | None, str]:
-    server = find_sglang_server(container.argv)
-    return _in_container(
-        container,
-        sglang_command.parse_server_args(server) if server is not None else None,
-        lambda args, publish, host: sglang_port(args, publish, host_network=host),
-        "SGLang",
-    )
+def _from_container(
+    find: Callable[[Sequence[str]], list[str] | None],
+    read: Callable[[Sequence[str]], ArgsT],
+    port: Callable[..., tuple[int | None, str]],
+    program: str,
+) -> Callable[[ContainerInfo], tuple[ArgsT | None, int | None, str]]:
+    """How a container's launch is read for a server that reads nothing from the environment: ``find``
+    its arguments in the container's command, ``read`` them, and ``port`` says where it answers."""
+
+    def launch(container: ContainerInfo) -> tuple[ArgsT | None, int | None, str]:
+        server = find(container.argv)
+        return _in_container(
+            container,
+            read(server) if server is not None else None,
+            lambda args, publish, host: port(args, publish, host_network=host),
+            program,
+        )
+
+    return launch
+
+
+_sglang_container_launch = _from_container(find_sglang_server, sglang_command.parse_server_args, sglang_port, "SGLang")
+_trtllm_container_launch = _from_container(
+    find_trtllm_serve, trtllm_command.parse_server_args, trtllm_port, "trtllm-serve"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,14 +281,23 @@ class _Reader:
         vllm = args if isinstance(args, VllmArgs) else None
         llama = args if isinstance(args, ServerArgs) else None
         sglang = args if isinstance(args, SglangArgs) else None
-        return replace(where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang)
+        trtllm = args if isinstance(args, TrtllmArgs) else None
+        nim = args if isinstance(args, NimContainer) else None
+        return replace(where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang, trtllm=trtllm, nim=nim)
 
 
 _VLLM = _Reader(
     engine="vllm",
-    is_unit=lambda unit: is_vllm_unit(unit) and not is_llama_unit(unit) and not is_sglang_unit(unit),
+    is_unit=lambda unit: (
+        is_vllm_unit(unit)
+        and not any(other(unit) for other in (is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit))
+    ),
     is_container=lambda container: (
-        is_vllm_container(container) and not is_llama_container(container) and not is_sglang_container(container)
+        is_vllm_container(container)
+        and not any(
+            other(container)
+            for other in (is_llama_container, is_sglang_container, is_trtllm_container, is_nim_container)
+        )
     ),
     analyse=lambda argv, _env: analyse_command(argv),
     args_of=lambda command: command.vllm,
@@ -226,6 +318,14 @@ _SGLANG = _Reader(
     analyse=analyse_sglang_command,
     args_of=lambda command: command.sglang,
     from_container=_sglang_container_launch,
+)
+_TRTLLM = _Reader(
+    engine="trtllm",
+    is_unit=is_trtllm_unit,
+    is_container=is_trtllm_container,
+    analyse=analyse_trtllm_command,
+    args_of=lambda command: command.trtllm,
+    from_container=_trtllm_container_launch,
 )
 
 
@@ -317,6 +417,43 @@ def sglang_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInf
     return _launches(_SGLANG, units, containers)
 
 
+def _nim_container_launch(container: ContainerInfo) -> tuple[NimContainer | None, int | None, str]:
+    return _in_container(
+        container,
+        read_container(container.image, container.env),
+        lambda args, publish, host: published_port(args.port, args.port_how(), publish, host_network=host),
+        "NIM",
+    )
+
+
+_NIM = _Reader(
+    engine="nim",
+    is_unit=is_nim_unit,
+    is_container=is_nim_container,
+    analyse=analyse_nim_command,
+    args_of=lambda command: command.nim,
+    from_container=_nim_container_launch,
+)
+
+
+def nim_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """The units and containers that run a NIM (a container of an ``nvcr.io/nim/`` image), one launch
+    each; a unit that runs the container is written as the unit."""
+    return _launches(_NIM, units, containers)
+
+
+def trtllm_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """The units and containers that run a TensorRT-LLM trtllm-serve, one launch each, read as
+    ``vllm_launches`` reads vLLM's (a unit that runs a container is written as the unit)."""
+    return _launches(_TRTLLM, units, containers)
+
+
 def engine_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
-    """Every engine's launches: vLLM's, then llama-server's, then SGLang's."""
-    return [*vllm_launches(units, containers), *llama_launches(units, containers), *sglang_launches(units, containers)]
+    """Every engine's launches: vLLM's, then llama-server's, SGLang's and TensorRT-LLM's."""
+    return [
+        *vllm_launches(units, containers),
+        *llama_launches(units, containers),
+        *sglang_launches(units, containers),
+        *trtllm_launches(units, containers),
+        *nim_launches(units, containers),
+    ]

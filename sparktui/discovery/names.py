@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sparktui.discovery.plan import PlannedLlama, PlannedSglang, PlannedVllm
+from sparktui.discovery.plan import PlannedLlama, PlannedNim, PlannedSglang, PlannedTrtllm, PlannedVllm
 from sparktui.discovery.probes import LlamaAnswer
 from sparktui.model.specs import NAME_RE
 
@@ -131,3 +131,34 @@ def sglang_name(plan: PlannedSglang) -> tuple[str | None, str]:
         kind = "unit" if launch.unit else "container"
         return config_name(_strip_vllm(launch.unit or launch.container or "", "sglang")), f"from the {kind} name"
     return None, "rename it at will"
+
+
+TRTLLM_NAME = "trtllm"  # a TensorRT-LLM entry's name when it lists no model
+NIM_NAME = "nim"  # a NIM entry's name when it lists no model
+
+
+def served_model_name(plan: PlannedTrtllm | PlannedNim, fallback: str) -> tuple[str, str]:
+    """A TensorRT-LLM or NIM entry's name and where it came from: the last part of the first model its
+    ``/v1/models`` lists (``meta/llama-3.1-8b-instruct`` -> ``llama-3.1-8b-instruct``), else of a
+    trtllm-serve's MODEL on its command line, else of a NIM container's ``NIM_SERVED_MODEL_NAME`` or the model
+    its image is named for, else its unit or container (less ``trtllm-``), else ``fallback``."""
+    models = plan.http.models if plan.http is not None else ()
+    found = config_name(_model_tail(models[0])) if models else None
+    if found is not None:
+        return found, "from the model it serves (/v1/models)"
+    launch = plan.launch
+    args = launch.trtllm if launch is not None else None
+    found = config_name(_model_tail(args.model)) if args is not None else None
+    if found is not None:
+        return found, "from the MODEL of its command line"
+    nim = launch.nim if launch is not None else None
+    if nim is not None and (nim.served_model_name or nim.model):
+        found = config_name(_model_tail(nim.served_model_name or nim.model))
+        how = "NIM_SERVED_MODEL_NAME" if nim.served_model_name else "from the model its image is named for"
+        if found is not None:
+            return found, how
+    if launch is not None:
+        found = config_name(_strip_vllm(launch.unit or launch.container or "", "trtllm"))
+        if found is not None:
+            return found, f"from the {'unit' if launch.unit else 'container'} name"
+    return fallback, "rename it at will"

@@ -1,7 +1,7 @@
 """Matching the engines that answered over HTTP with the launches SSH found: the config's instances.
 
 vLLM's answers go with vLLM's launches, llama-server's with llama-server's, SGLang's with SGLang's,
-each by host port.
+each by host port; and TensorRT-LLM's and NIM's the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from sparktui.discovery.launches import Launch
-from sparktui.discovery.probes import LlamaAnswer, SglangAnswer, VllmAnswer
+from sparktui.discovery.probes import LlamaAnswer, NimAnswer, SglangAnswer, TrtllmAnswer, VllmAnswer
 
 
 class _Answer(Protocol):
@@ -35,6 +35,8 @@ class Planned(Generic[AnswerT]):
 PlannedVllm = Planned[VllmAnswer]
 PlannedLlama = Planned[LlamaAnswer]
 PlannedSglang = Planned[SglangAnswer]
+PlannedTrtllm = Planned[TrtllmAnswer]
+PlannedNim = Planned[NimAnswer]
 
 
 def _worker(launch: Launch) -> bool:

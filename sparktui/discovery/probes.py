@@ -1,11 +1,21 @@
 """What ``sparktui init`` asks each port over HTTP, and what the answers say is there.
 
-An SGLang (``/server_info`` with its server arguments, ``sglang:`` names on ``/metrics``, or
-``owned_by: "sglang"`` on ``/v1/models``), a vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp
+A NIM for LLMs (``/v1/version`` gives ``{"release": ...}``, or ``/v1/health/ready`` answers 200 or 503
+where ``/version`` gives no vLLM's version), a TensorRT-LLM ``trtllm-serve`` (``trtllm_`` names on
+``/prometheus/metrics``, or ``owned_by: "tensorrt_llm"`` on ``/v1/models``), an SGLang (``/server_info``
+with its server arguments, ``sglang:`` names on ``/metrics``, or ``owned_by: "sglang"`` on ``/v1/models``),
+a vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp
 llama-server (``/props`` with its ``build_info``; a router's says ``"role": "router"``), a GPU exporter or
 node_exporter (``/metrics``, kind by metric names), Ollama (``/api/tags``), a side service (``/health``), or
-nothing sparktui knows. They are told apart in that order: an SGLang answers ``/v1/models`` and Ollama's
-``/api/tags`` too, and a vLLM or an SGLang serving a Llama model is not a llama-server.
+nothing sparktui knows. They are told apart in that order: a NIM runs a vLLM (or a TensorRT-LLM) inside
+and its ``/v1/version`` is its own; a trtllm-serve answers ``/version`` with ``{"version": ...}`` as a vLLM
+does, so the metrics' prefix and ``owned_by`` decide, before ``/version`` is read as a vLLM's; an SGLang
+answers ``/v1/models`` and Ollama's ``/api/tags`` too, and a vLLM or an SGLang serving a Llama model is
+not a llama-server.
+
+The paths are asked in three rounds: ``FIRST_PATHS``, then ``METRICS_PATH`` (``/metrics``) only where
+something answered and no trtllm-serve did (its ``/metrics`` is a JSON list of iteration stats, and
+reading it drains the queue its own Prometheus gauges are fed from), then ``HEALTH_PATH``.
 """
 
 from __future__ import annotations
@@ -16,8 +26,14 @@ from dataclasses import dataclass
 
 from sparktui.engines.llamacpp import router as llamacpp_router
 from sparktui.engines.llamacpp.scrape import read_props
+from sparktui.engines.nim import INFO_PATH as NIM_INFO_PATH
+from sparktui.engines.nim import READING as NIM_READING
+from sparktui.engines.nim import READY_PATH as NIM_READY_PATH
 from sparktui.engines.sglang.info import ServerInfo, read_server_info
 from sparktui.engines.sglang.scrape import PREFIX as SGLANG_PREFIX
+from sparktui.engines.trtllm import INFO_PATH as TRTLLM_INFO_PATH
+from sparktui.engines.trtllm import METRICS_PATH as TRTLLM_METRICS_PATH
+from sparktui.engines.trtllm import READING as TRTLLM_READING
 from sparktui.engines.vllm import READING as VLLM_READING
 from sparktui.model import safe_json
 from sparktui.model.exporters import ExporterKind, detect
@@ -32,14 +48,29 @@ from sparktui.model.specs import check_host
 DEFAULT_VLLM_PORTS: tuple[int, ...] = (8000, 8001)
 DEFAULT_LLAMACPP_PORTS: tuple[int, ...] = (8080,)  # llama-server's own default for --port
 DEFAULT_SGLANG_PORTS: tuple[int, ...] = (30000,)  # SGLang's own default for --port
+DEFAULT_TRTLLM_PORTS: tuple[int, ...] = (8355, 8356)  # the DGX Spark playbook's trtllm-serve ports
+DEFAULT_NIM_PORTS: tuple[int, ...] = (8000,)  # NIM's NIM_SERVER_PORT default (vLLM's too: told apart by /v1/version)
 DEFAULT_EXPORTER_PORTS: tuple[int, ...] = (9835, 9400, 9100)  # DGX Spark / nvidia_gpu, DCGM, node_exporter
 DEFAULT_SERVICE_PORTS: tuple[tuple[str, int], ...] = (("asr", 8765), ("tts", 8882), ("ollama", 11434))
 SERVICE_KINDS = ("asr", "tts", "ollama", "http")
-# Every port is asked these (HEALTH_PATH last, and not of an SGLang); what answers tells what it is (the
-# port only says what was expected).
-PROBE_PATHS: tuple[str, ...] = ("/version", "/v1/models", "/metrics", "/server_info", "/api/tags", "/props", "/health")
+# Every port is asked these first; what answers tells what it is (the port only says what was expected).
+FIRST_PATHS: tuple[str, ...] = (
+    "/version",
+    "/v1/models",
+    TRTLLM_METRICS_PATH,
+    NIM_INFO_PATH,
+    NIM_READY_PATH,
+    "/server_info",
+    "/api/tags",
+    "/props",
+)
+TRTLLM_PREFIX = "trtllm_"
+# Asked second, only where something answered and no trtllm-serve did (its /metrics drains its stats).
+METRICS_PATH = "/metrics"
 # Asked after the others, and never of an SGLang: its /health runs a one-token generation.
 HEALTH_PATH = "/health"
+# Every path a port may be asked, in the order of the three rounds.
+PROBE_PATHS: tuple[str, ...] = (*FIRST_PATHS, METRICS_PATH, HEALTH_PATH)
 
 # Roles: what a port was probed for ("any" is a port added with --ports, LISTENING one that ``ss``
 # showed listening on the host).
@@ -48,6 +79,8 @@ ROLE_LABELS: Mapping[str, str] = {
     "vllm": "vLLM",
     "llamacpp": "llama-server",
     "sglang": "SGLang",
+    "trtllm": "TensorRT-LLM",
+    "nim": "NIM",
     "exporter": "exporter",
     "asr": "ASR",
     "tts": "TTS",
@@ -60,6 +93,8 @@ _PRIMARY_PATH: Mapping[str, str] = {
     "vllm": "/version",
     "llamacpp": "/props",
     "sglang": "/server_info",
+    "trtllm": TRTLLM_INFO_PATH,
+    "nim": NIM_INFO_PATH,
     "exporter": "/metrics",
     "ollama": "/api/tags",
     "any": "/version",
@@ -118,10 +153,13 @@ def port_roles(
     *,
     llamacpp: Sequence[int] = (),
     sglang: Sequence[int] = (),
+    trtllm: Sequence[int] = (),
+    nim: Sequence[int] = (),
 ) -> tuple[tuple[int, str], ...]:
-    """Each port to probe once, with what it is probed for (the first mention wins)."""
+    """Each port to probe once, with what it is probed for (the first mention wins: 8000 is vLLM's and
+    NIM's default, and stays a vLLM's port; what answers decides)."""
     roles: dict[int, str] = {}
-    for role, ports in (("vllm", vllm), ("llamacpp", llamacpp), ("sglang", sglang)):
+    for role, ports in (("vllm", vllm), ("llamacpp", llamacpp), ("sglang", sglang), ("trtllm", trtllm), ("nim", nim)):
         for port in ports:
             roles.setdefault(port, role)
     for kind, port in services:
@@ -176,6 +214,30 @@ class SglangAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class TrtllmAnswer:
+    """A TensorRT-LLM ``trtllm-serve``: its ``/version`` and ``/v1/models``, and whether its
+    ``/prometheus/metrics`` has ``trtllm_`` names (served only with ``return_perf_metrics``)."""
+
+    port: int
+    recognised_by: str  # /prometheus/metrics or /v1/models
+    version: str
+    models: tuple[str, ...]
+    metrics: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NimAnswer:
+    """A NIM for LLMs: its ``/v1/version`` release, ``/v1/models``, and whether ``/v1/health/ready`` said
+    the model is loaded (503 while it loads)."""
+
+    port: int
+    recognised_by: str  # /v1/version or /v1/health/ready
+    release: str
+    models: tuple[str, ...]
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ExporterAnswer:
     port: int
     kind: ExporterKind
@@ -199,7 +261,9 @@ class NoAnswer:
     reason: str
 
 
-PortFinding = SglangAnswer | VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
+PortFinding = (
+    NimAnswer | TrtllmAnswer | SglangAnswer | VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
+)
 
 
 def _json(result: HttpResult | None) -> object:
@@ -239,7 +303,7 @@ def exporter_kind(result: HttpResult | None) -> ExporterKind | None:
 def llama_answer(port: int, results: Mapping[str, HttpResult]) -> LlamaAnswer | None:
     """A llama-server, from its ``/props`` (and ``/v1/models``, ``/metrics``); None when ``/props`` is
     not one's."""
-    props, metrics = results.get("/props"), results.get("/metrics")
+    props, metrics = results.get("/props"), results.get(METRICS_PATH)
     if props is None or not props.ok or not llamacpp_router.is_llama_server(props.body):
         return None
     found = safe_json.loads(props.body)
@@ -265,21 +329,62 @@ def llama_answer(port: int, results: Mapping[str, HttpResult]) -> LlamaAnswer | 
     )
 
 
-def _sglang_metrics(result: HttpResult | None) -> bool:
-    """Whether a ``/metrics`` page has SGLang's names (``sglang:num_running_reqs``...)."""
+def _has_prefix(result: HttpResult | None, prefix: str) -> bool:
+    """Whether a Prometheus page has names with an engine's prefix (``sglang:``, ``trtllm_``)."""
     if result is None or not result.ok:
         return False
     try:
-        expo = parse(result.text(), keep=lambda name: name.startswith(SGLANG_PREFIX))
+        expo = parse(result.text(), keep=lambda name: name.startswith(prefix))
     except ParseError:
         return False
-    return any(name.startswith(SGLANG_PREFIX) for name in (*expo.samples, *expo.types))
+    return any(name.startswith(prefix) for name in (*expo.samples, *expo.types))
 
 
-def _owned_by_sglang(result: HttpResult | None) -> bool:
+def _owned_by(result: HttpResult | None, owner: str) -> bool:
     data = _json(result)
     cards = data.get("data") if isinstance(data, dict) else None
-    return isinstance(cards, list) and any(isinstance(c, dict) and c.get("owned_by") == "sglang" for c in cards)
+    return isinstance(cards, list) and any(isinstance(c, dict) and c.get("owned_by") == owner for c in cards)
+
+
+def nim_answer(port: int, results: Mapping[str, HttpResult]) -> NimAnswer | None:
+    """A NIM, from its ``/v1/version`` (``{"release": ...}``), else its ``/v1/health/ready`` (200 with
+    ``"object": "health.response"``, or 503 while its model loads) where ``/version`` is not a vLLM's;
+    None otherwise. A 200 alone is not enough: node_exporter answers every path with its landing page."""
+    release = NIM_READING.version(_json(results.get(NIM_INFO_PATH)))
+    ready = results.get(NIM_READY_PATH)
+    ready_status = ready.status if ready is not None and ready.answered else None
+    ready_body = _json(ready)
+    health_response = isinstance(ready_body, dict) and ready_body.get("object") == "health.response"
+    if release:
+        by = NIM_INFO_PATH
+    elif (ready_status == 503 or health_response) and vllm_version(results.get("/version")) is None:
+        by = NIM_READY_PATH
+    else:
+        return None
+    return NimAnswer(
+        port=port,
+        recognised_by=by,
+        release=release or "unknown",
+        models=model_ids(results.get("/v1/models")),
+        ready=ready_status == 200,
+    )
+
+
+def trtllm_answer(port: int, results: Mapping[str, HttpResult]) -> TrtllmAnswer | None:
+    """A trtllm-serve, from the ``trtllm_`` names of its ``/prometheus/metrics`` or ``owned_by:
+    "tensorrt_llm"`` on its ``/v1/models``; None when neither says so."""
+    models = results.get("/v1/models")
+    metrics = _has_prefix(results.get(TRTLLM_METRICS_PATH), TRTLLM_PREFIX)
+    by = TRTLLM_METRICS_PATH if metrics else "/v1/models" if _owned_by(models, "tensorrt_llm") else None
+    if by is None:
+        return None
+    return TrtllmAnswer(
+        port=port,
+        recognised_by=by,
+        version=TRTLLM_READING.version(_json(results.get(TRTLLM_INFO_PATH))) or "unknown",
+        models=model_ids(models),
+        metrics=metrics,
+    )
 
 
 def sglang_answer(port: int, results: Mapping[str, HttpResult]) -> SglangAnswer | None:
@@ -287,8 +392,8 @@ def sglang_answer(port: int, results: Mapping[str, HttpResult]) -> SglangAnswer 
     them is SGLang's."""
     server_info, models = results.get("/server_info"), results.get("/v1/models")
     info = read_server_info(server_info.body) if server_info is not None and server_info.ok else None
-    metrics = _sglang_metrics(results.get("/metrics"))
-    by = "/server_info" if info else "/metrics" if metrics else "/v1/models" if _owned_by_sglang(models) else None
+    metrics = _has_prefix(results.get(METRICS_PATH), SGLANG_PREFIX)
+    by = "/server_info" if info else "/metrics" if metrics else "/v1/models" if _owned_by(models, "sglang") else None
     if by is None:
         return None
     return SglangAnswer(
@@ -301,6 +406,13 @@ def sglang_answer(port: int, results: Mapping[str, HttpResult]) -> SglangAnswer 
     )
 
 
+def wants_metrics(results: Mapping[str, HttpResult]) -> bool:
+    """Whether ``METRICS_PATH`` is asked of a port, given the answers to ``PROBE_PATHS``: not where none
+    of them got an answer (a closed or silent port), nor of a trtllm-serve (its ``/metrics`` hands out
+    iteration stats once: reading them takes them from its own Prometheus gauges)."""
+    return any(result.answered for result in results.values()) and trtllm_answer(0, results) is None
+
+
 def wants_health(results: Mapping[str, HttpResult]) -> bool:
     """Whether ``HEALTH_PATH`` is asked of a port, given the answers to the other paths: not where none
     of them got an answer (a closed or silent port: no second wait), nor of an SGLang, whose ``/health``
@@ -311,6 +423,12 @@ def wants_health(results: Mapping[str, HttpResult]) -> bool:
 def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> PortFinding:
     """What answers on a port, from the answers to ``PROBE_PATHS`` (the role only names the kind of
     a ``/health`` service and the reason shown when nothing answered)."""
+    nim = nim_answer(port, results)
+    if nim is not None:
+        return nim
+    trtllm = trtllm_answer(port, results)
+    if trtllm is not None:
+        return trtllm
     sglang = sglang_answer(port, results)
     if sglang is not None:
         return sglang
@@ -322,7 +440,7 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
     llama = llama_answer(port, results)
     if llama is not None:
         return llama
-    kind = exporter_kind(results.get("/metrics"))
+    kind = exporter_kind(results.get(METRICS_PATH))
     if kind is not None:
         return ExporterAnswer(port=port, kind=kind)
     tags = _json(results.get("/api/tags"))
@@ -348,10 +466,10 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
         return NoAnswer(
             port,
             role,
-            "an OpenAI-compatible server without /version, /props or /server_info (not vLLM, llama-server or "
-            "SGLang); add it by hand",
+            "an OpenAI-compatible server without /version, /props, /server_info or /v1/version (not vLLM, "
+            "llama-server, SGLang, TensorRT-LLM or NIM); add it by hand",
         )
-    if role == "exporter" and results.get("/metrics") is not None and results["/metrics"].ok:
+    if role == "exporter" and results.get(METRICS_PATH) is not None and results[METRICS_PATH].ok:
         return NoAnswer(port, role, "/metrics is not a GPU exporter or node_exporter sparktui knows")
     if role == "llamacpp" and health is not None and health.ok:
         return NoAnswer(port, role, "answers /health but not /props: not a llama-server sparktui can read")
@@ -364,5 +482,6 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
     return NoAnswer(
         port,
         role,
-        f"something answered{status}, but not a vLLM, llama-server, SGLang, exporter or service sparktui knows",
+        f"something answered{status}, but not a vLLM, llama-server, SGLang, TensorRT-LLM, NIM, exporter or "
+        "service sparktui knows",
     )

@@ -15,28 +15,54 @@ from sparktui.discovery.launches import (
     Launch,
     is_llama_container,
     is_llama_unit,
+    is_nim_container,
+    is_nim_unit,
     is_sglang_container,
     is_sglang_unit,
+    is_trtllm_container,
+    is_trtllm_unit,
     llama_launches,
+    nim_launches,
     sglang_launches,
+    trtllm_launches,
     vllm_launches,
 )
 from sparktui.discovery.listeners import Listener
-from sparktui.discovery.names import SGLANG_NAME, planned_llama_name, sglang_name, unique, vllm_name
-from sparktui.discovery.plan import Planned, PlannedLlama, PlannedSglang, PlannedVllm, plan_instances
+from sparktui.discovery.names import (
+    NIM_NAME,
+    SGLANG_NAME,
+    TRTLLM_NAME,
+    planned_llama_name,
+    served_model_name,
+    sglang_name,
+    unique,
+    vllm_name,
+)
+from sparktui.discovery.plan import (
+    Planned,
+    PlannedLlama,
+    PlannedNim,
+    PlannedSglang,
+    PlannedTrtllm,
+    PlannedVllm,
+    plan_instances,
+)
 from sparktui.discovery.probes import (
     ROLE_LABELS,
     ExporterAnswer,
     LlamaAnswer,
+    NimAnswer,
     NoAnswer,
     PortFinding,
     ServiceAnswer,
     SglangAnswer,
+    TrtllmAnswer,
     VllmAnswer,
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs
 from sparktui.engines.sglang.command import SglangArgs
+from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm.command import VllmArgs
 from sparktui.model.exporters import ExporterKind
 from sparktui.model.units import fmt_count
@@ -213,6 +239,67 @@ def _sglang_section(plan: PlannedSglang, name: str, name_how: str, *, ssh_looked
     return lines
 
 
+_TRTLLM_NO_METRICS = (
+    "/prometheus/metrics has no trtllm_ names: start trtllm-serve with return_perf_metrics: true in its "
+    "--extra_llm_api_options YAML for numbers, or sparktui reads only its /health, /version and /v1/models "
+    "(never its /metrics, whose stats reading would drain)"
+)
+_NIM_LOADING = (
+    "/v1/health/ready did not answer 200 during init: its model was still loading (sparktui shows it loading "
+    "until it is ready)"
+)
+
+
+def _trtllm_nim_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str], *, ssh_looked: bool) -> list[str]:
+    """A TensorRT-LLM ``trtllm-serve`` (``engine = "trtllm"``) or a NIM (``engine = "nim"``), from what
+    answered on its port and the unit or container that runs it."""
+    answer, launch = plan.http, plan.launch
+    args = launch.trtllm if launch is not None else None
+    if isinstance(answer, NimAnswer) or (launch is not None and launch.engine == "nim"):
+        kind, label = "nim", "NIM"
+        version = answer.release if isinstance(answer, NimAnswer) else ""
+        note = None if not isinstance(answer, NimAnswer) or answer.ready else _NIM_LOADING
+    else:
+        kind, label = "trtllm", "TensorRT-LLM"
+        version = answer.version if answer is not None else ""
+        note = None if answer is None or answer.metrics else _TRTLLM_NO_METRICS
+    if answer is not None:
+        served = f"; serves {', '.join(answer.models)}" if answer.models else ""
+        port_how = f"{label} {version} answered {answer.recognised_by}{served}"
+    else:
+        port_how = f"did not answer during init; port from {launch.port_how}" if launch is not None else ""
+    engine = (kind, label, answer.recognised_by if answer is not None else "")
+    lines = _engine_head(plan, engine, name, port_how)
+    if note is not None:
+        lines += comment_block(note)
+    if args is not None and launch is not None:
+        lines += _trtllm_command_notes(args, launch)
+    if launch is not None and launch.nim is not None and launch.nim.model:
+        lines += comment_block(f"model: {launch.nim.model} (its image)")
+    if launch is None:
+        lines += _no_launch_lines(ssh_looked=ssh_looked, more="")
+    return lines
+
+
+def _trtllm_command_notes(args: TrtllmArgs, launch: Launch) -> list[str]:
+    """What the trtllm-serve command line says that the config cannot hold."""
+    lines: list[str] = []
+    facts = [
+        f"model: {args.model}" if args.model else "",
+        f"tensor parallel {args.tp_size}" if args.tp_size and args.tp_size > 1 else "",
+        f"the {args.backend} backend" if args.backend else "",
+    ]
+    if any(facts):
+        lines += comment_block(f"{'; '.join(f for f in facts if f)} ({launch.args_from}).")
+    lines += _local_only_lines(args.local_only, given=args.host is not None, program="trtllm-serve")
+    if args.extra_options:
+        lines += comment_block(
+            f"It reads more settings from --extra_llm_api_options {args.extra_options} (not read by init; "
+            "return_perf_metrics: true there serves /prometheus/metrics)"
+        )
+    return lines
+
+
 def _sglang_port_how(plan: PlannedSglang) -> str:
     answer, launch = plan.http, plan.launch
     if answer is None:
@@ -234,12 +321,7 @@ def _sglang_command_notes(args: SglangArgs, launch: Launch, *, answered: bool) -
             f"No --enable-metrics in {launch.args_from}: add it for numbers, or sparktui reads only its "
             "/ready, /server_info and /v1/models"
         )
-    if args.local_only is not None:
-        given = "--host" if args.host is not None else "SGLang's default --host"
-        lines += comment_block(
-            f"It listens on {args.local_only} only ({given}): sparktui must run on this node to reach it, "
-            "or start it with --host 0.0.0.0"
-        )
+    lines += _local_only_lines(args.local_only, given=args.host is not None, program="SGLang")
     if args.config_file:
         lines += comment_block(f"It reads more settings from --config {args.config_file} (not read by init)")
     if args.api_key:
@@ -247,12 +329,27 @@ def _sglang_command_notes(args: SglangArgs, launch: Launch, *, answered: bool) -
     return lines
 
 
+def _local_only_lines(local_only: str | None, *, given: bool, program: str) -> list[str]:
+    """Where a server listens on loopback only (``--host`` as given, else its default): it is reached
+    from its own node only."""
+    if local_only is None:
+        return []
+    how = "--host" if given else f"{program}'s default --host"
+    return comment_block(
+        f"It listens on {local_only} only ({how}): sparktui must run on this node to reach it, or start it "
+        "with --host 0.0.0.0"
+    )
+
+
 def _api_key_line(variable: str, why: str) -> str:
     return kv("api_key_env", variable, why, disabled=True)
 
 
 def _engine_head(
-    plan: PlannedLlama | PlannedSglang, engine: tuple[str, str, str], name: tuple[str, str], port_how: str
+    plan: PlannedLlama | PlannedSglang | PlannedTrtllm | PlannedNim,
+    engine: tuple[str, str, str],
+    name: tuple[str, str],
+    port_how: str,
 ) -> list[str]:
     """The first lines of an instance of another engine than vLLM: its name (and how it was chosen), its
     ``engine`` (its config name, its label, what answered as it), its port and the launch that runs it."""
@@ -349,7 +446,9 @@ def _port_how(plan: PlannedVllm) -> str:
 
 
 def _launch_lines(
-    plan: Planned[VllmAnswer] | Planned[LlamaAnswer] | Planned[SglangAnswer], launch: Launch, more: list[str]
+    plan: Planned[VllmAnswer] | Planned[LlamaAnswer] | Planned[SglangAnswer] | PlannedTrtllm | PlannedNim,
+    launch: Launch,
+    more: list[str],
 ) -> list[str]:
     """The unit or container that runs the server, ``more`` lines (vLLM's memory fraction), and how it
     was paired."""
@@ -471,17 +570,32 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     answers = [f for f in report.findings if isinstance(f, VllmAnswer)]
     llamas = [f for f in report.findings if isinstance(f, LlamaAnswer)]
     sglangs = [f for f in report.findings if isinstance(f, SglangAnswer)]
+    trtllm_answers = [f for f in report.findings if isinstance(f, TrtllmAnswer)]
+    nim_answers = [f for f in report.findings if isinstance(f, NimAnswer)]
     found = report.ssh
     units, containers = (found.units, found.containers) if found is not None else ((), ())
+    answered_elsewhere = [*(a.port for a in answers), *(a.port for a in llamas), *(a.port for a in sglangs)]
+    nims, nims_left_out, nim_notes = plan_instances(
+        nim_answers, nim_launches(units, containers), taken=[*answered_elsewhere, *(a.port for a in trtllm_answers)]
+    )
+    planned_trtllms, trtllms_left_out, trtllm_notes = plan_instances(
+        trtllm_answers,
+        trtllm_launches(units, containers),
+        taken=[*answered_elsewhere, *(n.port for n in nims if n.port is not None)],
+    )
+    # TensorRT-LLM's and NIM's ports: no launch of another engine takes them.
+    http_only = [*(p.port for p in planned_trtllms if p.port), *(n.port for n in nims if n.port)]
     # Each engine's answers and launches are matched by port; an answer's port is its engine's, and a
     # launch that answered nowhere takes a port no other entry has.
     planned_sglangs, sglangs_left_out, sglang_notes = plan_instances(
-        sglangs, sglang_launches(units, containers), taken=[*(a.port for a in answers), *(a.port for a in llamas)]
+        sglangs,
+        sglang_launches(units, containers),
+        taken=[*(a.port for a in answers), *(a.port for a in llamas), *http_only],
     )
     planned, left_out, notes = plan_instances(
         answers,
         vllm_launches(units, containers),
-        taken=[*(a.port for a in llamas), *(s.port for s in planned_sglangs if s.port is not None)],
+        taken=[*(a.port for a in llamas), *(s.port for s in planned_sglangs if s.port is not None), *http_only],
     )
     planned_llamas, llamas_left_out, llama_notes = plan_instances(
         llamas,
@@ -489,6 +603,7 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         taken=[
             *(p.port for p in planned if p.port is not None),
             *(s.port for s in planned_sglangs if s.port is not None),
+            *http_only,
         ],
     )
     taken: set[str] = set()
@@ -505,10 +620,22 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
             found_name, how = SGLANG_NAME, "rename it at will"
         name = unique(found_name, taken, str(sglang.port) if sglang.port else None)
         lines += [*_sglang_section(sglang, name, how, ssh_looked=found is not None), ""]
+    more_found: list[tuple[PlannedTrtllm | PlannedNim, str]] = [
+        *((trtllm, TRTLLM_NAME) for trtllm in planned_trtllms),
+        *((nim, NIM_NAME) for nim in nims),
+    ]
+    for plan_found, fallback in more_found:
+        found_name, how = served_model_name(plan_found, fallback)
+        name = unique(found_name, taken, str(plan_found.port) if plan_found.port else None)
+        lines += [*_trtllm_nim_section(plan_found, (name, how), ssh_looked=found is not None), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
-    lines += _ssh_notes(report, [*notes, *llama_notes, *sglang_notes], [*left_out, *llamas_left_out, *sglangs_left_out])
+    lines += _ssh_notes(
+        report,
+        [*notes, *llama_notes, *sglang_notes, *trtllm_notes, *nim_notes],
+        [*left_out, *llamas_left_out, *sglangs_left_out, *trtllms_left_out, *nims_left_out],
+    )
     lines.append("")
     return lines
 
@@ -607,14 +734,23 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
     llama_containers = [c for c in report.ssh.containers if is_llama_container(c)]
     sglang_units = [u for u in report.ssh.units if is_sglang_unit(u)]
     sglang_containers = [c for c in report.ssh.containers if is_sglang_container(c)]
-    vllm_units = len(report.ssh.units) - len(llama_units) - len(sglang_units)
-    vllm_containers = len(report.ssh.containers) - len(llama_containers) - len(sglang_containers)
+    trtllm_units = [u for u in report.ssh.units if is_trtllm_unit(u)]
+    trtllm_containers = [c for c in report.ssh.containers if is_trtllm_container(c)]
+    nim_units = [u for u in report.ssh.units if is_nim_unit(u)]
+    nim_containers = [c for c in report.ssh.containers if is_nim_container(c)]
+    others = (llama_units, sglang_units, trtllm_units, nim_units)
+    vllm_units = len(report.ssh.units) - sum(len(u) for u in others)
+    vllm_containers = len(report.ssh.containers) - sum(
+        len(c) for c in (llama_containers, sglang_containers, trtllm_containers, nim_containers)
+    )
     found = (
         f"{fmt_count(vllm_units, 'vLLM unit', zero='no')} and {fmt_count(vllm_containers, 'vLLM container', zero='no')}"
     )
     for label, engine_units, engine_containers in (
         ("llama-server", llama_units, llama_containers),
         ("SGLang", sglang_units, sglang_containers),
+        ("TensorRT-LLM", trtllm_units, trtllm_containers),
+        ("NIM", nim_units, nim_containers),
     ):
         if engine_units or engine_containers:
             found += (
@@ -640,10 +776,10 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         f"# sparktui fleet config, written by `sparktui init {' '.join(hosts)}` on {written_at}.",
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
-        "# /v1/models, llama-server /props, SGLang /server_info, exporters' /metrics, services' /health) and,",
-        "# over SSH, reading the systemd units and docker containers that run vLLM, llama-server or SGLang and",
-        "# their command lines, and the ports the host listens on (probed too). What was probed and not found",
-        "# is listed under each node.",
+        "# /v1/models, llama-server /props, SGLang /server_info, TensorRT-LLM /prometheus/metrics, NIM",
+        "# /v1/version, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
+        "# docker containers that run vLLM, llama-server, SGLang or TensorRT-LLM and their command lines, and",
+        "# the ports the host listens on (probed too). What was probed and not found is listed under each node.",
         "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",
         "# [thresholds]) keep their defaults unless added here, above the first [[nodes]].",

@@ -1,8 +1,9 @@
 """``sparktui init HOST [HOST ...]``: probe hosts and write a commented config.
 
-``sparktui.sources.probe`` asks each host, at once, over HTTP (every usual port) and SSH (the systemd
-units and docker containers that run vLLM, llama-server or SGLang); ``sparktui.discovery`` reads the answers and
-renders the TOML; the text is validated with ``parse_config`` before it is written, and an existing file is
+``sparktui.sources.probe`` asks each host, at once, over HTTP (every usual port: vLLM, llama-server,
+SGLang, TensorRT-LLM, NIM, exporters, services) and SSH (the systemd units and docker containers that run
+vLLM, llama-server, SGLang, trtllm-serve or NIM); ``sparktui.discovery`` reads the answers and renders the
+TOML; the text is validated with ``parse_config`` before it is written, and an existing file is
 never replaced without ``--force``. An SSH problem skips SSH discovery for that host only: one line on
 stderr names the host and the fix, and the config still has what HTTP found. ``docs/init.md`` shows an example.
 """
@@ -24,14 +25,18 @@ from sparktui.discovery.names import node_names
 from sparktui.discovery.probes import (
     DEFAULT_EXPORTER_PORTS,
     DEFAULT_LLAMACPP_PORTS,
+    DEFAULT_NIM_PORTS,
     DEFAULT_SERVICE_PORTS,
     DEFAULT_SGLANG_PORTS,
+    DEFAULT_TRTLLM_PORTS,
     DEFAULT_VLLM_PORTS,
     ExporterAnswer,
     LlamaAnswer,
+    NimAnswer,
     PortFinding,
     ServiceAnswer,
     SglangAnswer,
+    TrtllmAnswer,
     VllmAnswer,
     parse_port_list,
     parse_service_ports,
@@ -80,6 +85,8 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
         vllm = DEFAULT_VLLM_PORTS if args.vllm_ports is None else parse_port_list(args.vllm_ports)
         llamacpp = DEFAULT_LLAMACPP_PORTS if args.llamacpp_ports is None else parse_port_list(args.llamacpp_ports)
         sglang = DEFAULT_SGLANG_PORTS if args.sglang_ports is None else parse_port_list(args.sglang_ports)
+        trtllm = DEFAULT_TRTLLM_PORTS if args.trtllm_ports is None else parse_port_list(args.trtllm_ports)
+        nim = DEFAULT_NIM_PORTS if args.nim_ports is None else parse_port_list(args.nim_ports)
         exporters = DEFAULT_EXPORTER_PORTS if args.exporter_ports is None else parse_port_list(args.exporter_ports)
         services = DEFAULT_SERVICE_PORTS if args.service_ports is None else parse_service_ports(args.service_ports)
         extra = parse_port_list(args.ports) if args.ports else ()
@@ -104,7 +111,7 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
             known_hosts=_absolute(args.known_hosts),
         ),
         use_ssh=not args.no_ssh,
-        ports=port_roles(vllm, services, exporters, extra, llamacpp=llamacpp, sglang=sglang),
+        ports=port_roles(vllm, services, exporters, extra, llamacpp=llamacpp, sglang=sglang, trtllm=trtllm, nim=nim),
         timeout_s=args.timeout,
         ssh_timeout_s=max(args.timeout, 5.0),
     )
@@ -155,11 +162,10 @@ def build_reports(
 
 
 def found_anything(report: HostReport) -> bool:
-    """Whether a host answered anything init can use: a vLLM, a llama-server, an SGLang, an exporter or a
-    service over HTTP, or an engine's unit or container over SSH."""
-    answered = any(
-        isinstance(f, SglangAnswer | VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer) for f in report.findings
-    )
+    """Whether a host answered anything init can use: a vLLM, a llama-server, an SGLang, a TensorRT-LLM, a
+    NIM, an exporter or a service over HTTP, or an engine's unit or container over SSH."""
+    engines = NimAnswer | TrtllmAnswer | SglangAnswer | VllmAnswer | LlamaAnswer
+    answered = any(isinstance(f, engines | ExporterAnswer | ServiceAnswer) for f in report.findings)
     return answered or (report.ssh is not None and bool(report.ssh.units or report.ssh.containers))
 
 
@@ -170,6 +176,10 @@ def _summary(report: HostReport) -> str:
             parts.append(f"vLLM :{finding.port}")
         elif isinstance(finding, SglangAnswer):
             parts.append(f"SGLang :{finding.port}")
+        elif isinstance(finding, TrtllmAnswer):
+            parts.append(f"TensorRT-LLM :{finding.port}")
+        elif isinstance(finding, NimAnswer):
+            parts.append(f"NIM :{finding.port}")
         elif isinstance(finding, LlamaAnswer):
             parts.append(f"llama-server{' router' if finding.router else ''} :{finding.port}")
         elif isinstance(finding, ExporterAnswer):
@@ -245,9 +255,10 @@ def run(request: InitRequest, stdout: TextIO, stderr: TextIO) -> int:
         print(_summary(report), file=stderr)
     if not any(found_anything(report) for report in reports):
         print(
-            "sparktui init: found nothing to watch: no vLLM, llama-server, SGLang, exporter or service answered on "
-            "the ports probed, and SSH found no vLLM, llama-server or SGLang unit or container; check the hosts, the "
-            "ports (--vllm-ports, --llamacpp-ports, --sglang-ports, --ports) and the SSH options. Nothing written.",
+            "sparktui init: found nothing to watch: no vLLM, llama-server, SGLang, TensorRT-LLM, NIM, exporter or "
+            "service answered on the ports probed, and SSH found no vLLM, llama-server, SGLang, TensorRT-LLM or "
+            "NIM unit or container; check the hosts, the ports (--vllm-ports, --llamacpp-ports, --sglang-ports, "
+            "--trtllm-ports, --nim-ports, --ports) and the SSH options. Nothing written.",
             file=stderr,
         )
         return EXIT_NOTHING

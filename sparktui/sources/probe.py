@@ -1,10 +1,12 @@
 """What ``sparktui init`` asks the hosts: HTTP probes of the usual ports and SSH discovery.
 
-For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/metrics``, ``/server_info``,
-``/api/tags`` and ``/props`` (short timeouts, all concurrently), then ``/health`` where something answered
-and it is not an SGLang (whose ``/health`` runs a generation); and over SSH the systemd units and docker
-containers that run vLLM, llama.cpp's llama-server or SGLang are read (``systemctl list-units`` and
-``show``, ``docker ps`` and ``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
+For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/prometheus/metrics``,
+``/v1/version``, ``/v1/health/ready``, ``/server_info``, ``/api/tags`` and ``/props`` (short timeouts, all
+concurrently), then ``/metrics`` where something answered and it is not a trtllm-serve (whose ``/metrics``
+drains its stats), then ``/health`` where something answered and it is not an SGLang (whose ``/health``
+runs a generation); and over SSH the systemd units and docker containers that run vLLM, llama.cpp's
+llama-server, SGLang, trtllm-serve or NIM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
+``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
 round asks the ports SSH found: the launches' host ports, and the listening ports that could be HTTP (what
 answers is kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
 reads the answers; ``sparktui.headless.init`` renders, validates and writes the config.
@@ -22,19 +24,23 @@ from sparktui.discovery.launches import (
     is_engine_container,
     is_engine_unit,
     llama_launches,
+    nim_launches,
     sglang_launches,
+    trtllm_launches,
     vllm_launches,
 )
 from sparktui.discovery.listeners import SS_LISTENERS, Listener, is_loopback, parse_ss_listeners, probed_listeners
 from sparktui.discovery.names import config_name
 from sparktui.discovery.probes import (
+    FIRST_PATHS,
     HEALTH_PATH,
     LISTENING,
-    PROBE_PATHS,
+    METRICS_PATH,
     NoAnswer,
     PortFinding,
     classify_port,
     wants_health,
+    wants_metrics,
 )
 from sparktui.discovery.render import SshFindings, SshSettings, one_line
 from sparktui.discovery.units import (
@@ -69,14 +75,17 @@ class SshOutcome:
 
 
 async def probe_port(client: FetchClient, host: str, port: int, role: str, timeout_s: float) -> PortFinding:
-    """What answers on one port: every path of ``PROBE_PATHS`` at once, then ``/health`` unless an SGLang
-    answered (its ``/health`` runs a generation)."""
+    """What answers on one port: every path of ``FIRST_PATHS`` at once, then ``/metrics`` unless a
+    trtllm-serve answered (its ``/metrics`` drains the stats its Prometheus gauges are fed from), then
+    ``/health`` unless an SGLang answered (its ``/health`` runs a generation); neither where nothing
+    answered."""
     base = f"http://{url_host(host)}:{port}"
-    first = [path for path in PROBE_PATHS if path != HEALTH_PATH]
     answers: list[HttpResult] = await asyncio.gather(
-        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in first)
+        *(fetch(client, base + path, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES) for path in FIRST_PATHS)
     )
-    results = dict(zip(first, answers, strict=True))
+    results = dict(zip(FIRST_PATHS, answers, strict=True))
+    if wants_metrics(results):
+        results[METRICS_PATH] = await fetch(client, base + METRICS_PATH, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES)
     if wants_health(results):
         results[HEALTH_PATH] = await fetch(client, base + HEALTH_PATH, timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES)
     return classify_port(port, role, results)
@@ -235,6 +244,8 @@ def _second_round(
         ("vllm", vllm_launches(units, containers)),
         ("llamacpp", llama_launches(units, containers)),
         ("sglang", sglang_launches(units, containers)),
+        ("trtllm", trtllm_launches(units, containers)),
+        ("nim", nim_launches(units, containers)),
     ):
         ports = {launch.host_port for launch in launches if launch.host_port} - done
         wanted += [(port, role) for port in sorted(ports - {port for port, _role in wanted})]

@@ -43,6 +43,10 @@ def other_ports_unused() -> list[str]:
         f"asr={free_port()}",
         "--exporter-ports",
         str(free_port()),
+        "--trtllm-ports",
+        str(free_port()),
+        "--nim-ports",
+        str(free_port()),
     ]
 
 

@@ -20,9 +20,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sparktui.model.numbers import is_digits
+from sparktui.engines.command_line import bounded_whole, loopback_only, port_option_how
 
 MODULE = "sglang.launch_server"
+PROGRAM_LABEL = "SGLang"  # as the config's comments name it
 DEFAULT_PORT = 30000  # fields/serving.py: port = 30000
 DEFAULT_HOST = "127.0.0.1"  # fields/serving.py: host = "127.0.0.1", so it is reached from this node only
 
@@ -89,21 +90,11 @@ class SglangArgs:
     @property
     def local_only(self) -> str | None:
         """The loopback address it listens on when that is all (SGLang's default host), else None."""
-        host = self.host if self.host is not None else DEFAULT_HOST
-        return host if host in ("127.0.0.1", "localhost", "::1") else None
+        return loopback_only(self.host, DEFAULT_HOST)
 
     def port_how(self) -> str:
         """How the port was given, for the comment that says where the config's port came from."""
-        if self.port is None:
-            return f"`--port {self.port_raw}`, which init cannot read"
-        return f"`--port {self.port}`" if self.port_given else f"SGLang's default port {self.port}"
-
-
-def _whole(raw: str | None, most: int) -> int | None:
-    if raw is None or not is_digits(raw) or len(raw) > len(str(most)):
-        return None
-    number = int(raw)
-    return number if 1 <= number <= most else None
+        return port_option_how(self.port, self.port_raw, given=self.port_given, program=PROGRAM_LABEL)
 
 
 def parse_server_args(args: Sequence[str]) -> SglangArgs:
@@ -133,15 +124,15 @@ def parse_server_args(args: Sequence[str]) -> SglangArgs:
             index += 1
     port_raw = values.get("--port")
     return SglangArgs(
-        port=DEFAULT_PORT if port_raw is None else _whole(port_raw, 65535),
+        port=DEFAULT_PORT if port_raw is None else bounded_whole(port_raw, 65535),
         port_given=port_raw is not None,
         port_raw=port_raw,
         host=values.get("--host"),
         model_path=values.get("--model-path"),
         served_model_name=values.get("--served-model-name"),
         enable_metrics="--enable-metrics" in flags,
-        tp_size=_whole(values.get("--tp-size"), 4096),
-        dp_size=_whole(values.get("--dp-size"), 4096),
+        tp_size=bounded_whole(values.get("--tp-size"), 4096),
+        dp_size=bounded_whole(values.get("--dp-size"), 4096),
         api_key="--api-key" in values,
         config_file=values.get("--config"),
     )
