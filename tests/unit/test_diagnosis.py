@@ -90,6 +90,13 @@ LLAMACPP_RULES = (
     "llamacpp-batch-too-small",
     "llamacpp-context-full",
 )
+# SGLang's own (sparktui/engines/sglang/failures.toml).
+SGLANG_RULES = (
+    "sglang-not-enough-memory",
+    "sglang-kv-pool-below-context",
+    "sglang-kv-cache-full-retract",
+    "sglang-health-check-failed",
+)
 
 SERVING = """
 poll_interval_s = 1.0
@@ -130,6 +137,18 @@ name = "gemma"
 engine = "llamacpp"
 port = 8080
 unit = "llama-gemma.service"
+"""
+
+SGLANG = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "qwen"
+engine = "sglang"
+port = 30000
+unit = "sglang-qwen.service"
 """
 
 STALE = """
@@ -286,8 +305,9 @@ def healthy(rig: Rig, until: int = 3) -> None:
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
     assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(
         GPU_DETECTORS
-    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES)
+    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES) | set(SGLANG_RULES)
     assert {rule.id for rule in CATALOGUE.rules if rule.engine == "llamacpp"} == set(LLAMACPP_RULES)
+    assert {rule.id for rule in CATALOGUE.rules if rule.engine == "sglang"} == set(SGLANG_RULES)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -336,10 +356,10 @@ def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
     kernel = rule.log.stream == "kernel"
     assert kernel == (case["format"] == "kernel"), "a kernel-log rule's evidence is kernel-log lines"
     # An engine's own rule is tried on an instance of that engine (on another it opens nothing).
-    llama = rule.engine == "llamacpp"
-    instance = "gemma" if llama else "gptoss"
-    rig = Rig(LLAMA) if llama else Rig()
-    if llama:
+    own = {"llamacpp": ("gemma", LLAMA), "sglang": ("qwen", SGLANG)}.get(rule.engine or "")
+    instance = own[0] if own else "gptoss"
+    rig = Rig(own[1]) if own else Rig()
+    if own:
         for t in range(3):
             rig.step(float(t), ok())
     else:

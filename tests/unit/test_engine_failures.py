@@ -5,7 +5,8 @@ too: the main file holds only the rules that judge every engine.
 
 The lines a CPU build of llama-server cannot print (CUDA) are matched here as the source's format
 string renders them (``SOURCE_FORMATS``); the others are the real server's
-(tests/integration/test_real_llamacpp_failures.py).
+(tests/integration/test_real_llamacpp_failures.py). SGLang's lines are all the source's, each rendered
+with its logger's prefix (``SGLANG_FORMATS``): SGLang does not run without CUDA.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ MAIN_FILE = ROOT / "sparktui" / "data" / "failures.toml"
 VLLM_FILE = ROOT / "sparktui" / "engines" / "vllm" / "failures.toml"
 WALL0 = 1780137000.0
 
-# A vLLM instance and a llama.cpp instance on one node.
+# A vLLM instance, a llama.cpp instance and an SGLang instance on one node.
 MIXED = """
 poll_interval_s = 1.0
 [[nodes]]
@@ -51,6 +52,11 @@ name = "gemma"
 engine = "llamacpp"
 port = 8080
 unit = "llama-gemma.service"
+[[nodes.vllm]]
+name = "qwen"
+engine = "sglang"
+port = 30000
+unit = "sglang-qwen.service"
 """
 
 LLAMA_LOAD_FAILED = (
@@ -90,6 +96,61 @@ SOURCE_FORMATS = (
 )
 
 
+# SGLang's lines, as SGLang 0.5.23's source writes them (python/sglang/srt/): the format string verbatim
+# (a %-format with its arguments, or an f-string's text with its names), then the prefix its logger
+# gives the line ("[%(asctime)s{prefix}] %(message)s", utils/common.py configure_logger; " TP0" in a
+# scheduler of a tensor-parallel server), then journald's. No machine without CUDA runs SGLang.
+SGLANG_JOURNAL = "2026-05-30T08:34:02+0000 spark1 python[5120]: "
+SGLANG_FORMATS: tuple[tuple[str, str, str, str, tuple[object, ...] | dict[str, object]], ...] = (
+    (
+        "sglang-kv-pool-below-context",
+        "managers/tp_worker.py, TpModelWorker.get_worker_info",
+        "[2026-05-30 08:34:02 TP0] ",
+        "KV pool holds %d tokens, fewer than --context-length %d. One "
+        "full-length request cannot fit, so long requests will be "
+        "refused or truncated at serving time. Lower --context-length, "
+        "raise --mem-fraction-static, or free memory taken before the "
+        "pool is sized.",
+        (65536, 131072),
+    ),
+    (
+        # Raised, so it is the last line of the traceback the scheduler logs ("Scheduler hit an exception").
+        "sglang-not-enough-memory",
+        "model_executor/pool_configurator.py, MemoryPoolConfig.__post_init__",
+        "RuntimeError: ",
+        "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+        "mem_fraction_static={mem_fraction_static}",
+        {"mem_fraction_static": 0.5},
+    ),
+    (
+        "sglang-kv-cache-full-retract",
+        "managers/scheduler.py, Scheduler.update_running_batch",
+        "[2026-05-30 08:34:02 TP0] ",
+        "KV cache pool is full. Retract requests. #retracted_reqs: {n}, #new_tokens_gained: {gained}"
+        ", #new_token_ratio: {old_ratio:.4f} -> {new_token_ratio:.4f}",
+        {"n": 3, "gained": 24576, "old_ratio": 0.4, "new_token_ratio": 0.5},
+    ),
+    (
+        "sglang-health-check-failed",
+        "entrypoints/http_server.py, health_generate",
+        "[2026-05-30 08:34:02] ",
+        "Health check failed. Server couldn't get a response from detokenizer for last "
+        "{HEALTH_CHECK_TIMEOUT} seconds. tic start time: {tic_time}. "
+        "last_heartbeat time: {last_receive_time}",
+        {"HEALTH_CHECK_TIMEOUT": 20, "tic_time": "08:33:42", "last_receive_time": "08:31:05"},
+    ),
+)
+
+
+def _sglang_line(prefix: str, fmt: str, args: tuple[object, ...] | dict[str, object]) -> str:
+    """One SGLang line as journald keeps it: the source's format rendered, after its logger's prefix."""
+    message = fmt.format(**args) if isinstance(args, dict) else fmt % args
+    return f"{SGLANG_JOURNAL}{prefix}{message}"
+
+
+SGLANG_START = "[2026-05-30 08:33:10] server_args={'model_path': 'Qwen/Qwen3-8B', 'port': 30000}"
+
+
 class Node:
     """One node of ``MIXED`` in a real FleetState, its logs, and the engine judging it."""
 
@@ -104,7 +165,7 @@ class Node:
     def evaluate(self, t: float) -> dict[str, set[str]]:
         """Poll both instances (/health 200), evaluate; the open findings' ids by instance."""
         health = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.OK, status=200, body=b"")
-        observed = tuple(ServerObservation(name, health, None) for name in ("gptoss", "gemma"))
+        observed = tuple(ServerObservation(name, health, None) for name in ("gptoss", "gemma", "qwen"))
         self.fleet.apply(NodeObservation(node="spark1", t=t, wall=WALL0 + t, vllm=observed))
         (view,) = self.fleet.view(t, window_s=60.0)
         lines = {name: unread(buf, self.engine.cursor("spark1", name)) for name, buf in self.logs.items()}
@@ -117,7 +178,7 @@ class Node:
 # --- the merge ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp", "sglang"])
 def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines(kind: str) -> None:
     where, text = engine_catalogue(kind)
     assert where == f"sparktui/engines/{kind}/failures.toml"
@@ -129,7 +190,7 @@ def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines(kind
 
 
 def test_every_rule_for_one_engine_lives_beside_that_engine() -> None:
-    assert set(engine_catalogues()) == {"vllm", "llamacpp"}
+    assert set(engine_catalogues()) == {"vllm", "llamacpp", "sglang"}
     own = {
         kind: {rule.id for rule in parse_catalogue(engine_catalogue(kind)[1], engine=kind).rules}
         for kind in engine_catalogues()
@@ -145,12 +206,14 @@ def test_every_rule_for_one_engine_lives_beside_that_engine() -> None:
     for rule_id in ("engine-wedged", "exec-not-found", "crash-loop", "drop-caches-denied", "nvrm-out-of-memory"):
         assert CATALOGUE.rule(rule_id).engine is None
     # llama.cpp's rules say where its source prints each line; vLLM's cite the write-up, where one is.
-    assert all(CATALOGUE.rule(rule_id).source for rule_id in own["llamacpp"])
+    assert all(CATALOGUE.rule(rule_id).source for rule_id in (*own["llamacpp"], *own["sglang"]))
     assert CATALOGUE.rule("page-cache-blocks-start").source == "write-up 002"
     # Each engine's [log] is kept for its instances; the main file's is for an engine with none.
     assert CATALOGUE.marks("llamacpp").attempt_start.search("0.00.006.088 I srv  llama_server: initializing ...")
     vllm_start = "INFO 05-30 08:34:01 [api_server.py:1] vLLM API server version 0.20.1"
     assert CATALOGUE.marks("vllm").attempt_start.search(vllm_start)
+    assert CATALOGUE.marks("sglang").attempt_start.search(SGLANG_START)
+    assert not CATALOGUE.marks("sglang").attempt_start.search(vllm_start)
     assert not CATALOGUE.marks("toy").attempt_start.search(vllm_start)
     assert CATALOGUE.marks("toy").attempt_start.search("systemd[1]: Started toy.service - Toy.")
 
@@ -332,3 +395,64 @@ def test_a_rule_matches_the_line_its_source_prints(
     assert rule.log is not None and rule.source is not None
     assert where.split(",", maxsplit=1)[0] in rule.source, f"{rule_id}'s source should name {where}"
     assert any(p.search(line) for p in rule.log.any), f"{rule_id} does not match {line!r} ({where})"
+
+
+@pytest.mark.parametrize(("rule_id", "where", "prefix", "fmt", "args"), SGLANG_FORMATS, ids=lambda v: str(v)[:40])
+def test_an_sglang_rule_matches_the_line_sglang_logs(
+    rule_id: str, where: str, prefix: str, fmt: str, args: tuple[object, ...] | dict[str, object]
+) -> None:
+    line = parse_log_line("journal", _sglang_line(prefix, fmt, args))[1]
+    rule = CATALOGUE.rule(rule_id)
+    assert rule.engine == "sglang" and rule.log is not None and rule.source is not None
+    assert where.split(",", maxsplit=1)[0] in rule.source, f"{rule_id}'s source should name {where}"
+    assert any(p.search(line) for p in rule.log.any), f"{rule_id} does not match {line!r} ({where})"
+
+
+@pytest.mark.parametrize(("rule_id", "where", "prefix", "fmt", "args"), SGLANG_FORMATS, ids=lambda v: str(v)[:40])
+def test_an_sglang_line_opens_its_rule_only_on_an_sglang_instance(
+    rule_id: str, where: str, prefix: str, fmt: str, args: tuple[object, ...] | dict[str, object]
+) -> None:
+    raw = _sglang_line(prefix, fmt, args)
+    node = Node()
+    node.evaluate(0.0)
+    node.log("gptoss", raw)
+    node.log("gemma", raw)
+    assert node.evaluate(1.0) == {}
+    node.log("qwen", raw)
+    assert node.evaluate(2.0) == {"qwen": {rule_id}}
+    (finding,) = node.engine.active("spark1")
+    assert finding.instance == "qwen"
+    assert [line.text for line in finding.lines] == [parse_log_line("journal", raw)[1]]
+
+
+def test_the_sglang_rules_titles_carry_what_the_line_says() -> None:
+    node = Node()
+    node.evaluate(0.0)
+    node.log("qwen", _sglang_line(*SGLANG_FORMATS[0][2:]))
+    node.evaluate(1.0)
+    (finding,) = node.engine.active("spark1")
+    assert finding.title == "SGLang's KV pool (65536 tokens) is smaller than its context length (131072)"
+
+
+def test_vllm_and_llama_lines_open_nothing_on_an_sglang_instance() -> None:
+    node = Node()
+    node.evaluate(0.0)
+    node.log("qwen", VLLM_PAGE_CACHE, LLAMA_LOAD_FAILED)
+    assert node.evaluate(1.0) == {}
+    node.log("qwen", DROP_CACHES_DENIED)  # a neutral rule opens on every engine's instance
+    assert node.evaluate(2.0) == {"qwen": {"drop-caches-denied"}}
+
+
+def test_an_sglang_instance_log_is_read_with_sglangs_start_and_error_lines() -> None:
+    start = SGLANG_JOURNAL + SGLANG_START
+    error = _sglang_line(*SGLANG_FORMATS[1][2:])
+    node = Node()
+    node.evaluate(0.0)
+    node.log("qwen", start, error)
+    node.log("gemma", start, error)
+    node.evaluate(1.0)
+    memory = node.engine._nodes["spark1"].instances
+    qwen, gemma = memory["qwen"], memory["gemma"]
+    assert qwen.starts == 1 and qwen.first_error is not None
+    assert qwen.first_error.text == parse_log_line("journal", error)[1]
+    assert gemma.starts == 0 and gemma.first_error is None  # neither line is llama-server's start or error

@@ -9,6 +9,8 @@ server is up and not paused, and 503 while it starts, shuts down or is paused, a
 filter. ``/server_info`` (``version``, the server's arguments and each data-parallel engine's state)
 is asked at the start and now and then: it asks every scheduler for its state.
 
+Its own failure lines are in ``failures.toml`` beside this file (the diagnosis).
+
 ``info`` tells ``/server_info`` from other engines' JSON and reads it, and ``command`` reads an SGLang
 command line, both for ``sparktui init`` (which unit or container runs it, and on which port).
 """
@@ -34,5 +36,6 @@ READING = EngineReading(
 ENGINE = Engine(
     READING,
     PollPlan(info_path=INFO_PATH, health_path=READY_PATH, metrics_filter=SERIES),
+    failures=__name__,
     series=SERIES,
 )
