@@ -16,6 +16,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         "serve the fleet until Ctrl-C.",
     )
     demo.add_argument("--nodes", type=int, help="N single-model nodes instead of the default fleet of four")
+    demo.add_argument(
+        "--fleet",
+        choices=("default", "mixed"),
+        help="which fleet: default (four vLLM nodes, a llama.cpp beside spark1's), or mixed (every engine a Spark "
+        "runs, vLLM, SGLang, TensorRT-LLM, NIM, llama.cpp and Ollama, each at its default port on a loopback "
+        "address of its node's own); a scenario written for one fleet picks it",
+    )
     demo.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
     demo.add_argument(
         "--scenario",
@@ -65,17 +72,28 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes is not None and scenario.events and not scenario.any_fleet:
         print("sparktui demo: scenarios script the default four-node fleet; drop --nodes", file=sys.stderr)
         return 2
+    fleet = args.fleet or scenario.fleet
+    if args.nodes is not None and fleet != "default":
+        print("sparktui demo: --nodes makes a fleet of vLLM nodes; drop --fleet", file=sys.stderr)
+        return 2
+    if fleet != scenario.fleet and scenario.events and not scenario.any_fleet:
+        print(
+            f"sparktui demo: scenario {scenario.name} scripts the {scenario.fleet} fleet; drop --fleet {fleet}",
+            file=sys.stderr,
+        )
+        return 2
     command = [c for c in args.run if c != "--"]
     if command or args.serve_only:
         from sparktui.demo import run as demo_run
 
-        return demo_run.main(args.nodes, args.seed, command, args.write_config, scenario)
+        return demo_run.main(args.nodes, args.seed, command, args.write_config, scenario, fleet=fleet)
     from sparktui.ui.run import run_demo_dashboard
 
     return run_demo_dashboard(
         nodes=args.nodes,
         seed=args.seed,
         scenario=args.scenario,
+        fleet=fleet,
         fault_every_s=args.fault_every,
         read_only=args.read_only,
         kiosk=args.kiosk,

@@ -28,16 +28,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from sparktui.demo.exposition import (
-    GpuState,
-    VllmExposition,
-    dgx_spark_exporter_page,
-    nvidia_gpu_exporter_page,
-)
+from sparktui.demo.exposition import GpuState, dgx_spark_exporter_page, nvidia_gpu_exporter_page
 from sparktui.demo.fabric import SimNic
+from sparktui.demo.faces import FACES, DemoEngineKind
 from sparktui.demo.host import GIB, MEM_TOTAL, BaseUsage, SimClock, SimHost, SimProcess
-from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.demo.httpserver import LOOPBACK, HttpServer, Request, Response
 from sparktui.demo.llamaserver import DemoLlamaServer, LlamaSpec
+from sparktui.demo.ollama import GEMMA3_27B, LLAMA33_70B, QWEN3_8B, DemoOllama, OllamaSpec
 from sparktui.demo.scenarios import Scenario
 from sparktui.demo.service import Manager, TeeSink, VllmService
 from sparktui.demo.sim import PROFILES, Engine, EngineState, ModelProfile
@@ -50,6 +47,8 @@ METRICS_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 WARMUP_S = 90.0  # simulated seconds before serving, so counters and histograms look lived-in
 SERVICE_ANON = {"asr": 2.6 * GIB, "tts": 2.2 * GIB, "ollama": 0.25 * GIB}  # side services' memory
 EVENTS_KEPT = 1000  # lines of ``DemoFleet.events_log`` (a soak logs events forever)
+# What ``ss`` names the process of each other engine's server (a NIM's is its container's vLLM).
+FACE_PROCESS = {"sglang": "python3", "trtllm": "trtllm-serve", "nim": "python3"}
 ENGINE_CORE_PORT = 29550  # what ``ss`` shows an engine core listening on (its ZMQ socket; nothing answers)
 
 # A broken /metrics body (the soak's malformed scrape): "garbage" is half the exposition, then bytes
@@ -101,6 +100,8 @@ class InstanceSpec:
     job: str | None = None
     api_key: str | None = None
     mfu_metrics: bool = True  # started with --enable-mfu-metrics (the roofline's counters count)
+    engine: DemoEngineKind = "vllm"  # which server it is: what it serves, at which paths (``faces``)
+    port: int = 0  # the port it asks for first (its engine's default); 0: any port
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,8 @@ class NodeSpec:
     gpu_exporter: str  # "nvidia" | "dgx-spark"
     services: tuple[tuple[str, str], ...] = ()  # (name, kind)
     llamacpp: tuple[LlamaSpec, ...] = ()  # llama.cpp servers beside the vLLM instances
+    ollama: OllamaSpec | None = None  # an Ollama beside them
+    address: str = LOOPBACK  # where its servers listen (another loopback address: ports of their own)
 
 
 DEFAULT_NODES: tuple[NodeSpec, ...] = (
@@ -141,6 +144,41 @@ DEFAULT_NODES: tuple[NodeSpec, ...] = (
 )
 
 
+# The mixed fleet (``sparktui demo --fleet mixed``): every engine a Spark runs, each at its Spark default
+# port, each node on a loopback address of its own (127.0.0.11...) so that two engines' defaults (vLLM's
+# and NIM's 8000) do not collide; where an address or port cannot be had, any port on 127.0.0.1.
+MIXED_NODES: tuple[NodeSpec, ...] = (
+    NodeSpec(
+        "spark1",
+        (InstanceSpec("qwen36", "qwen36", unit="vllm-qwen36.service", port=8000),),
+        "nvidia",
+        # Write-up 000's spark1: Ollama idle beside vLLM, its small model loaded for ever (keep_alive -1).
+        ollama=OllamaSpec("ollama", (QWEN3_8B, LLAMA33_70B, GEMMA3_27B), loaded=((QWEN3_8B.name, -1.0),)),
+        address="127.0.0.11",
+    ),
+    NodeSpec(
+        "spark2",
+        (InstanceSpec("qwen3-30b", "qwen3-30b-sglang", engine="sglang", port=30000),),
+        "dgx-spark",
+        address="127.0.0.12",
+    ),
+    NodeSpec(
+        "spark3",
+        (InstanceSpec("llama31-fp4", "llama31-8b-fp4", engine="trtllm", port=8355),),
+        "nvidia",
+        address="127.0.0.13",
+    ),
+    NodeSpec(
+        "spark4",
+        (InstanceSpec("llama31-nim", "llama31-8b-nim", engine="nim", port=8000),),
+        "dgx-spark",
+        llamacpp=(LlamaSpec("qwen3-8b", "qwen3-8b", port=8080),),
+        address="127.0.0.14",
+    ),
+)
+FLEETS: dict[str, tuple[NodeSpec, ...]] = {"default": DEFAULT_NODES, "mixed": MIXED_NODES}
+
+
 def scaled_nodes(count: int) -> tuple[NodeSpec, ...]:
     """``count`` single-model nodes alternating the two Spark profiles (for load tests)."""
     out = []
@@ -169,13 +207,19 @@ class DemoInstance:
         clock: SimClock | None = None,
         *,
         service_rng: random.Random | None = None,
+        address: str = LOOPBACK,
     ) -> None:
         self.node = node
         self.spec = spec
         self.profile: ModelProfile = PROFILES[spec.profile]
-        self.exposition = VllmExposition(self.profile)
+        self.face = FACES[spec.engine]
+        self.exposition = self.face.exposition(self.profile)
         self.engine = Engine(self.profile, self.exposition, rng, mfu_metrics=spec.mfu_metrics)
-        self.http = HttpServer(self.handle, on_served=self._count) if spec.role != "worker" else None
+        self.http = (
+            HttpServer(self.handle, host=address, port=spec.port, on_served=self._count)
+            if spec.role != "worker"
+            else None
+        )
         self.metrics_fault: MetricsFault | None = None  # /metrics serves a broken body while set
         self.started_wall = time.time()
         clock = clock or SimClock(time.time())
@@ -196,6 +240,7 @@ class DemoInstance:
             rng=service_rng or random.Random(f"{node}:{spec.name}:service"),
             on_process_start=self._process_started,
         )
+        self.service.uses_shm = self.face.kind == "vllm"
         self.engine.sink = TeeSink(self.exposition, self.service.stats)
 
     @property
@@ -203,8 +248,8 @@ class DemoInstance:
         return self.http is not None
 
     def _process_started(self) -> None:
-        """A new vLLM process: fresh counters (``process_start_time_seconds`` too)."""
-        self.exposition = VllmExposition(self.profile)
+        """A new server process: fresh counters (``process_start_time_seconds`` too)."""
+        self.exposition = self.face.exposition(self.profile)
         self.engine.sink = TeeSink(self.exposition, self.service.stats)
         self.started_wall = time.time()
 
@@ -216,7 +261,9 @@ class DemoInstance:
         """Listen exactly when a real server would: not while loading or stopped."""
         if self.http is None:
             return
-        should = self.engine.state not in (EngineState.LOADING, EngineState.STOPPED)
+        # A NIM's front answers while its model loads (live, not ready); the others refuse until served.
+        refused = (EngineState.STOPPED,) if self.face.kind == "nim" else (EngineState.LOADING, EngineState.STOPPED)
+        should = self.engine.state not in refused
         if should and not self.http.listening:
             await self.http.start()
             self.service.published_port = self.http.port  # fixed from the first start on
@@ -231,36 +278,40 @@ class DemoInstance:
         return key is None or request.headers.get("authorization") == f"Bearer {key}"
 
     async def handle(self, request: Request) -> Response:
+        """``request`` at the paths of the instance's engine (``faces``): each engine's own routes, and the
+        OpenAI-compatible ones every engine serves."""
+        own = self.face.route(self, request)
+        if own is not None:
+            return own
         path = request.path
-        state = self.engine.state
-        if path == "/health":
-            return Response(status=503 if state is EngineState.DEAD else 200, body=b"")
-        if path == "/metrics":
-            body = self.exposition.render(request.query.get("name[]"))
-            if self.metrics_fault is not None:
-                body = broken_metrics(body, self.metrics_fault)
-            return Response(body=body, content_type=METRICS_TYPE)
-        if path == "/version":
-            return Response.of_json({"version": VLLM_VERSION})
         if path.startswith("/v1/") and not self._authorised(request):
             return Response.of_json({"error": "Unauthorized"}, status=401)
         if path == "/v1/models":
-            card = {
-                "id": self.profile.served_name,
-                "object": "model",
-                "created": int(self.started_wall),
-                "owned_by": "vllm",
-                "root": self.profile.served_name,
-                "parent": None,
-                "max_model_len": self.profile.max_model_len,
-                "permission": [{"object": "model_permission", "allow_sampling": True}],
-            }
-            return Response.of_json({"object": "list", "data": [card]})
+            return Response.of_json({"object": "list", "data": [self.face.model_card(self)]})
         if path in ("/v1/chat/completions", "/v1/completions"):
             if request.method != "POST":
                 return Response.of_json({"error": "Method Not Allowed"}, status=405)
             return await self._complete(request)
         return Response.of_json({"detail": "Not Found"}, status=404)
+
+    def metrics_response(self, request: Request) -> Response:
+        """The exposition (``name[]`` honoured), broken while a fault says so."""
+        body = self.exposition.render(request.query.get("name[]"))
+        if self.metrics_fault is not None:
+            body = broken_metrics(body, self.metrics_fault)
+        return Response(body=body, content_type=METRICS_TYPE)
+
+    def vllm_route(self, request: Request) -> Response | None:
+        """vLLM's own paths: ``/health``, ``/metrics``, ``/version``."""
+        path = request.path
+        state = self.engine.state
+        if path == "/health":
+            return Response(status=503 if state is EngineState.DEAD else 200, body=b"")
+        if path == "/metrics":
+            return self.metrics_response(request)
+        if path == "/version":
+            return Response.of_json({"version": VLLM_VERSION})
+        return None
 
     async def _complete(self, request: Request) -> Response:
         try:
@@ -392,10 +443,16 @@ class DemoNode:
     gpu_scraped_at: float | None = None  # the simulated time the GPU exporter last answered (``run_clock``)
     nic: SimNic | None = None  # the ConnectX-7 port of a rank of a multi-node job
     llamacpp: list[DemoLlamaServer] = field(default_factory=list)  # beside the vLLM instances
+    ollama: DemoOllama | None = None
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def address(self) -> str:
+        """Where its servers listen (127.0.0.1, or a loopback address of its own)."""
+        return self.ssh.address if self.ssh is not None else self.spec.address
 
     def gpu_served(self, request: Request, response: Response, seconds: float) -> None:
         self.gpu_scraped_at = self.clock.now
@@ -403,6 +460,8 @@ class DemoNode:
     def advance(self, dt: float) -> None:
         for server in self.llamacpp:  # a trickle on a small model: the GPU picture is the vLLM's
             server.engine.advance(dt)
+        if self.ollama is not None and self.powered:
+            self.ollama.advance()
         if not self.powered:
             for instance in self.instances:
                 instance.engine.advance(dt)  # keeps the engine's clock with the fleet's
@@ -445,6 +504,8 @@ class DemoNode:
         host = self.host
         processes = self.vllm_processes()
         host.device_alloc = sum(i.service.device_alloc() for i in self.instances)
+        if self.ollama is not None:  # its loaded models: unified memory, the host's too
+            host.device_alloc += self.ollama.held_bytes()
         host.processes_anon = sum(p.anon for p in processes)
         host.processes_rss = sum(p.rss for p in processes)
 
@@ -462,10 +523,11 @@ class DemoNode:
         return None
 
     def vllm_services(self) -> list[VllmService]:
-        return [i.service for i in self.instances]
+        """The vLLM services SSH shows (the other engines' servers are seen over HTTP only)."""
+        return [i.service for i in self.instances if i.face.kind == "vllm"]
 
     def vllm_processes(self) -> list[SimProcess]:
-        return [p for i in self.instances for p in i.service.processes()]
+        return [p for service in self.vllm_services() for p in service.processes()]
 
     def kill(self, pid: int) -> bool:
         return any(i.service.kill(pid) for i in self.instances)
@@ -479,10 +541,18 @@ class DemoNode:
             service = instance.service
             if instance.http is None or not instance.http.listening or service.main_pid == 0:
                 continue
+            if instance.face.kind != "vllm":  # seen over HTTP only: its process, not vLLM's
+                out.append((instance.http.port, FACE_PROCESS[instance.face.kind], 2100 + index))
+                continue
             docker = service.manager == "docker"
             out.append((instance.http.port, None if docker else "python3", None if docker else service.main_pid))
             if service.core_pid:
                 out.append((ENGINE_CORE_PORT + index, "VLLM::EngineCor", service.core_pid))
+        for offset, llama in enumerate(self.llamacpp):
+            if llama.http.listening:
+                out.append((llama.http.port, "llama-server", 2200 + offset))
+        if self.ollama is not None and self.ollama.http.listening:
+            out.append((self.ollama.http.port, "ollama", 2300))
         if self.gpu_http is not None and self.gpu_http.listening:
             exporter = "nvidia_gpu_expo" if self.spec.gpu_exporter != "dgx-spark" else "python3"
             out.append((self.gpu_http.port, exporter, 1203))
@@ -559,20 +629,32 @@ class DemoFleet:
             base = BaseUsage(services_anon=sum(SERVICE_ANON.get(kind, 0.5 * GIB) for _, kind in spec.services))
             host = SimHost(spec.name, self.clock, host_rng, self.clock.epoch - up_for, base)
             host.last_pid = 1800 + int(up_for / 40)
+            address = spec.address
             instances = [
-                DemoInstance(spec.name, i, rng, host, self.clock, service_rng=random.Random(f"{seed}:{index}:{i.name}"))
+                DemoInstance(
+                    spec.name,
+                    i,
+                    rng,
+                    host,
+                    self.clock,
+                    service_rng=random.Random(f"{seed}:{index}:{i.name}"),
+                    address=address,
+                )
                 for i in spec.instances
             ]
             node = DemoNode(spec, instances, host, self.clock, rng=rng)
             # Each llama-server draws from a random stream of its own: the node's numbers stay the seed's.
             node.llamacpp = [
-                DemoLlamaServer(spec.name, s, random.Random(f"{seed}:{index}:{s.name}:llamacpp")) for s in spec.llamacpp
+                DemoLlamaServer(spec.name, s, random.Random(f"{seed}:{index}:{s.name}:llamacpp"), address)
+                for s in spec.llamacpp
             ]
+            if spec.ollama is not None:
+                node.ollama = DemoOllama(spec.name, spec.ollama, self.clock, address)
             if any(i.job for i in spec.instances):
                 node.nic = SimNic()
-            node.gpu_http = HttpServer(node.gpu_page, on_served=node.gpu_served)
+            node.gpu_http = HttpServer(node.gpu_page, host=address, on_served=node.gpu_served)
             for name, kind in spec.services:
-                node.services[name] = HttpServer(_service_handler(kind, rng))  # type: ignore[arg-type]
+                node.services[name] = HttpServer(_service_handler(kind, rng), host=address)  # type: ignore[arg-type]
             for instance in instances:
                 # Up since boot: the model was loaded then (its weights are in the page cache).
                 instance.service.adopt(host.boot_epoch + 35.0 + instance.profile.load_s)
@@ -638,6 +720,8 @@ class DemoFleet:
         for node in self.nodes:
             out.extend(i.http for i in node.instances if i.http is not None)
             out.extend(server.http for server in node.llamacpp)
+            if node.ollama is not None:
+                out.append(node.ollama.http)
             if node.gpu_http is not None:
                 out.append(node.gpu_http)
             out.extend(node.services.values())
@@ -655,6 +739,8 @@ class DemoFleet:
                 await instance.sync_listening()
             for llama in node.llamacpp:
                 await llama.sync_listening()
+            if node.ollama is not None:
+                await node.ollama.http.start()
         await self._start_ssh(state_dir)
 
     async def _start_ssh(self, state_dir: Path | None) -> None:
@@ -735,6 +821,8 @@ class DemoFleet:
             instance.service.power_loss()
         for server in node.llamacpp:
             server.engine.power_loss()
+        if node.ollama is not None:
+            node.ollama.restart()
         node.refresh_host()
         stops = [s.stop() for s in self._node_servers(node)]
         if node.ssh is not None:
@@ -768,6 +856,8 @@ class DemoFleet:
     def _node_servers(node: DemoNode) -> list[HttpServer]:
         servers = [i.http for i in node.instances if i.http is not None]
         servers += [server.http for server in node.llamacpp]
+        if node.ollama is not None:
+            servers.append(node.ollama.http)
         if node.gpu_http is not None:
             servers.append(node.gpu_http)
         servers.extend(node.services.values())
@@ -782,7 +872,7 @@ class DemoFleet:
             "",
         ]
         for node in self.nodes:
-            lines += ["[[nodes]]", f'name = "{node.name}"', 'host = "127.0.0.1"', ""]
+            lines += ["[[nodes]]", f'name = "{node.name}"', f"host = {_toml_string(node.address)}", ""]
             if node.ssh is not None and node.ssh.port and self.client_key_file and self.known_hosts_file:
                 lines += [
                     "[nodes.ssh]",
@@ -798,6 +888,11 @@ class DemoFleet:
             for instance in node.instances:
                 spec = instance.spec
                 lines += ["[[nodes.vllm]]", f'name = "{spec.name}"']
+                if spec.engine != "vllm":  # seen over HTTP only
+                    lines += (
+                        [f'engine = "{spec.engine}"', f'url = "{instance.http.url}"', ""] if instance.http else [""]
+                    )
+                    continue
                 if instance.http is not None:
                     lines.append(f'url = "{instance.http.url}"')
                 if spec.unit:
@@ -811,6 +906,9 @@ class DemoFleet:
             for llama in node.llamacpp:
                 lines += ["[[nodes.vllm]]", f'name = "{llama.spec.name}"', 'engine = "llamacpp"']
                 lines += [f'url = "{llama.http.url}"', ""]
+            if node.ollama is not None:
+                lines += ["[[nodes.vllm]]", f'name = "{node.ollama.spec.name}"', 'engine = "ollama"']
+                lines += [f'url = "{node.ollama.http.url}"', ""]
             if node.gpu_http is not None:
                 lines += ["[nodes.gpu_exporter]", f'url = "{node.gpu_http.url}/metrics"', ""]
             for name, server in node.services.items():
@@ -828,7 +926,7 @@ class DemoFleet:
     def init_command(self) -> str | None:
         """``sparktui init`` for the demo's nodes, as for one's own Sparks: each node's SSH is on a port of
         its own on 127.0.0.1 (``HOST:PORT``). None before the SSH servers listen."""
-        targets = [f"127.0.0.1:{n.ssh.port}" for n in self.nodes if n.ssh is not None and n.ssh.port]
+        targets = [f"{n.address}:{n.ssh.port}" for n in self.nodes if n.ssh is not None and n.ssh.port]
         if not targets or self.client_key_file is None or self.known_hosts_file is None:
             return None
         return (
@@ -842,10 +940,14 @@ class DemoFleet:
         for node in self.nodes:
             for instance in node.instances:
                 where = instance.http.url if instance.http is not None else "(tensor-parallel worker, no HTTP)"
-                out.append(f"{node.name:8} vLLM {instance.spec.name:10} {instance.profile.served_name:36} {where}")
+                label = instance.face.label
+                out.append(f"{node.name:8} {label} {instance.spec.name:10} {instance.profile.served_name:36} {where}")
             for llama in node.llamacpp:
                 model = f"{llama.card.alias} ({llama.card.path.rsplit('/', 1)[-1]})"
                 out.append(f"{node.name:8} llama.cpp {llama.spec.name:10} {model:31} {llama.http.url}")
+            if node.ollama is not None:
+                held = ", ".join(node.ollama.loaded) or "no model loaded"
+                out.append(f"{node.name:8} Ollama {node.ollama.spec.name:10} {held:34} {node.ollama.http.url}")
             if node.gpu_http is not None:
                 out.append(f"{node.name:8} GPU exporter ({node.spec.gpu_exporter})  {node.gpu_http.url}/metrics")
             for name, server in node.services.items():
@@ -853,7 +955,7 @@ class DemoFleet:
             if node.ssh is not None and node.ssh.port and self.client_key_file is not None:
                 out.append(
                     f"{node.name:8} SSH          ssh -p {node.ssh.port} -i {self.client_key_file} "
-                    f"-o UserKnownHostsFile={self.known_hosts_file} {USER}@127.0.0.1"
+                    f"-o UserKnownHostsFile={self.known_hosts_file} {USER}@{node.address}"
                 )
         return out
 

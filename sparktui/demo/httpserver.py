@@ -58,13 +58,21 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+LOOPBACK = "127.0.0.1"
+
+
 class HttpServer:
-    """Serves ``handler`` on 127.0.0.1; ``port`` is fixed after the first ``start()``."""
+    """Serves ``handler`` on ``host`` (127.0.0.1 unless told); ``port`` is fixed after the first ``start()``.
+
+    A ``host`` and ``port`` asked for (an engine's default port on a loopback address of the node's
+    own) are where the first start tries; where that cannot be bound (the port is taken, or the address
+    is not this machine's), it takes any port there, then any port on 127.0.0.1: the demo still runs,
+    and its config says where each server is."""
 
     def __init__(
         self,
         handler: Handler,
-        host: str = "127.0.0.1",
+        host: str = LOOPBACK,
         port: int = 0,
         on_served: Callable[[Request, Response, float], None] | None = None,
     ) -> None:
@@ -74,6 +82,7 @@ class HttpServer:
         self.on_served = on_served
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
+        self._fixed = False  # bound once: later starts take the same host and port
 
     @property
     def url(self) -> str:
@@ -86,10 +95,25 @@ class HttpServer:
     async def start(self) -> None:
         if self._server is not None:
             return
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=MAX_HEADER_BYTES
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        if self._fixed:
+            self._server = await self._bind(self.host, self.port)
+        else:
+            self._server = await self._first_bind()
+            self._fixed = True
+        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+
+    async def _bind(self, host: str, port: int) -> asyncio.Server:
+        return await asyncio.start_server(self._serve, host, port, reuse_address=True, limit=MAX_HEADER_BYTES)
+
+    async def _first_bind(self) -> asyncio.Server:
+        tries = [(self.host, self.port), (self.host, 0), (LOOPBACK, 0)]
+        tries = [t for i, t in enumerate(tries) if t not in tries[:i]]
+        for host, port in tries[:-1]:
+            try:
+                return await self._bind(host, port)
+            except OSError:
+                continue
+        return await self._bind(*tries[-1])
 
     async def stop(self) -> None:
         """Close the listening socket and every open connection (clients see a refusal)."""

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from sparktui.demo.httpserver import HttpServer, Request, Response
+from sparktui.demo.httpserver import LOOPBACK, HttpServer, Request, Response
 from sparktui.engines.llamacpp.demo import (
     BUILD_INFO,
     JSON_CONTENT_TYPE,
@@ -314,18 +314,19 @@ class LlamaSpec:
 
     name: str
     profile: str
+    port: int = 0  # the port it asks for first (8080, llama-server's default); 0: any port
 
 
 class DemoLlamaServer:
     """One simulated llama-server: its engine and its HTTP server (listening while the process runs,
     the model loading or not)."""
 
-    def __init__(self, node: str, spec: LlamaSpec, rng: random.Random) -> None:
+    def __init__(self, node: str, spec: LlamaSpec, rng: random.Random, address: str = LOOPBACK) -> None:
         self.node = node
         self.spec = spec
         self.profile = PROFILES[spec.profile]
         self.engine = LlamaEngine(self.profile, rng)
-        self.http = HttpServer(self.handle)
+        self.http = HttpServer(self.handle, host=address, port=spec.port)
 
     @property
     def card(self) -> ModelCard:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from sparktui.demo.fleet import DEFAULT_NODES, DemoFleet, scaled_nodes
+from sparktui.demo.fleet import FLEETS, DemoFleet, scaled_nodes
 from sparktui.demo.scenarios import Scenario
 
 
@@ -26,10 +26,11 @@ async def serve(
     config_out: Path | None,
     scenario: Scenario | None = None,
     quiet: bool = False,
+    fleet_name: str = "default",
 ) -> int:
     events = events_file(command, sys.stdout)
     fleet = DemoFleet(
-        scaled_nodes(nodes) if nodes else DEFAULT_NODES,
+        scaled_nodes(nodes) if nodes else FLEETS[fleet_name],
         seed=seed,
         scenario=scenario,
         on_event=None if quiet else _print_event if events is None else _event_writer(events),
@@ -48,7 +49,8 @@ async def serve(
             config = config_out or Path(tmp) / "demo.toml"
             config.write_text(fleet.config_toml())
             if not quiet:
-                print(f"sparktui demo: {len(fleet.nodes)} simulated DGX Sparks on 127.0.0.1 (seed {seed})")
+                where = ", ".join(sorted({node.address for node in fleet.nodes}))
+                print(f"sparktui demo: {len(fleet.nodes)} simulated DGX Sparks on {where} (seed {seed})")
                 for line in fleet.endpoints():
                     print("  " + line)
                 print(f"config: {config}   SSH key and known_hosts: {tmp}")
@@ -125,9 +127,13 @@ def main(
     command: Sequence[str],
     config_out: Path | None,
     scenario: Scenario | None = None,
+    *,
+    fleet: str = "default",
 ) -> int:
     try:
-        return asyncio.run(serve(nodes=nodes, seed=seed, command=command, config_out=config_out, scenario=scenario))
+        return asyncio.run(
+            serve(nodes=nodes, seed=seed, command=command, config_out=config_out, scenario=scenario, fleet_name=fleet)
+        )
     except KeyboardInterrupt:
         return 0
     except OSError as exc:

@@ -37,6 +37,7 @@ class Scenario:
     events: tuple[Event, ...]
     every_s: float | None = None  # the timeline starts again every this many seconds, forever
     any_fleet: bool = False  # picks its nodes by position: runs on a fleet of any size
+    fleet: str = "default"  # the fleet its events script (``fleet.FLEETS``)
 
 
 async def _wedge_spark1(fleet: DemoFleet) -> None:
@@ -107,6 +108,28 @@ async def _load_checkpoints_spark1(fleet: DemoFleet) -> None:
 
 async def _start_spark1(fleet: DemoFleet) -> None:
     fleet.node("spark1").instances[0].service.start()
+
+
+# --- ollama-overdue (the mixed fleet): Ollama keeps models past their keep-alive beside spark1's vLLM ----
+
+OVERDUE_MODELS = ("llama3.3:70b", "gemma3:27b")  # 46.5 + 19.8 GiB, asked for with keep_alive 30 s
+OVERDUE_KEEP_ALIVE_S = 30.0
+
+
+async def _ollama_holds_on(fleet: DemoFleet) -> None:
+    ollama = fleet.node("spark1").ollama
+    assert ollama is not None, "ollama-overdue scripts the mixed fleet"
+    for name in OVERDUE_MODELS:
+        ollama.load(name, OVERDUE_KEEP_ALIVE_S)
+    ollama.stuck = True  # its scheduler will not unload them when their keep-alive ends
+    fleet.node("spark1").refresh_host()
+
+
+async def _restart_ollama_spark1(fleet: DemoFleet) -> None:
+    ollama = fleet.node("spark1").ollama
+    assert ollama is not None
+    ollama.restart()
+    fleet.node("spark1").refresh_host()
 
 
 # --- ssh-drop: spark2's sshd goes away and comes back; HTTP is not affected ----------------------
@@ -438,6 +461,27 @@ SCENARIOS: dict[str, Scenario] = {
                 Event(FABRIC_TIMES[1][1], "qwen235-tp2: the collective completes", _collective_runs),
                 Event(FABRIC_TIMES[2][0], "spark4 vLLM restarted on the pip NCCL", _nccl_spark4(PIP_NCCL)),
             ),
+        ),
+        Scenario(
+            "mixed",
+            "every engine a Spark runs on one fleet, serving its normal workload: vLLM and an idle Ollama on "
+            "spark1, SGLang on spark2, TensorRT-LLM on spark3, a NIM and llama.cpp on spark4",
+            (),
+            fleet="mixed",
+        ),
+        Scenario(
+            "ollama-overdue",
+            "the mixed fleet; at 10 s spark1's vLLM is stopped for a config change; at 20 s someone uses the "
+            "free memory: llama3.3:70b and gemma3:27b on spark1's Ollama with a 30 s keep-alive, and Ollama "
+            "keeps them loaded past it (66 GiB); at 110 s vLLM is started and crash-loops on 'Free memory on "
+            "device'; at 240 s Ollama is restarted, lets them go, and vLLM starts",
+            (
+                Event(10.0, "spark1: vllm-qwen36.service stopped for a config change", _stop_spark1_for_tests),
+                Event(20.0, "spark1 Ollama: llama3.3:70b and gemma3:27b loaded, keep-alive 30 s", _ollama_holds_on),
+                Event(110.0, "spark1: vllm-qwen36.service started", _start_spark1),
+                Event(240.0, "spark1: ollama.service restarted, its models let go", _restart_ollama_spark1),
+            ),
+            fleet="mixed",
         ),
         soak_scenario(),
     )

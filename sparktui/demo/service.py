@@ -142,6 +142,7 @@ class VllmService:
         self.worker_pid = 0
         self.shim_pid = host.spawn_pid() if manager == "docker" else 1
         self.shm_names: list[str] = []
+        self.uses_shm = True  # vLLM's segments in /dev/shm (the demo's other engines' servers make none)
         self.engine_dead_logged = False
         self.dead_since: float | None = None  # when the engine core died (the API server exits soon after)
         self.last_log_at = 0.0
@@ -535,6 +536,8 @@ class VllmService:
         self.core_pid = 0 if self.headless else self.host.spawn_pid()
         self.worker_pid = self.host.spawn_pid() if self.role in ("head", "worker") else 0
         semaphore = "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz0123456789_") for _ in range(8))
+        if not self.uses_shm:
+            return
         self.shm_names = [f"psm_{self.rng.getrandbits(32):08x}", f"sem.mp-{semaphore}"]
         self.host.add_shm(self.shm_names[0], RING_BUFFER_BYTES)
         self.host.add_shm(self.shm_names[1], 32, 4096)

@@ -17,7 +17,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
@@ -121,6 +121,38 @@ PROFILES: dict[str, ModelProfile] = {
         active_params_b=11.0,
     ),
 }
+# The mixed demo fleet's other engines (``fleet.MIXED_NODES``): the models NVIDIA's Spark playbooks serve
+# with them, run at the pace of the profiles above.
+PROFILES["qwen3-30b-sglang"] = replace(
+    PROFILES["qwen36"],
+    served_name="Qwen/Qwen3-30B-A3B-FP8",
+    num_speculative_tokens=3,  # EAGLE: SGLang reports only its acceptance length and rate
+    conditional_acceptance=(0.84, 0.66, 0.48),
+    gpu_memory_utilization=0.80,  # --mem-fraction-static
+    weights_gib=29.0,
+)
+PROFILES["llama31-8b-fp4"] = replace(
+    PROFILES["gemma4"],
+    served_name="nvidia/Llama-3.1-8B-Instruct-FP4",
+    num_speculative_tokens=0,
+    conditional_acceptance=(),
+    step_s=0.014,
+    max_num_seqs=64,
+    gpu_memory_utilization=0.85,  # trtllm-serve's KV cache share of what the weights leave
+    weights_gib=5.6,
+    load_s=40.0,
+)
+PROFILES["llama31-8b-nim"] = replace(
+    PROFILES["gemma4"],
+    served_name="meta/llama-3.1-8b-instruct",
+    num_speculative_tokens=0,
+    conditional_acceptance=(),
+    step_s=0.022,
+    max_num_seqs=64,
+    gpu_memory_utilization=0.5,
+    weights_gib=15.0,
+    load_s=70.0,
+)
 
 
 class MetricsSink(Protocol):

@@ -50,6 +50,7 @@ import asyncssh
 
 from sparktui.demo.fabric import SimNic
 from sparktui.demo.host import SimClock, SimHost, SimProcess
+from sparktui.demo.httpserver import LOOPBACK
 from sparktui.demo.service import IMAGE, VllmService
 from sparktui.demo.vllmlog import InstanceLog, LogFollower, LogFormat
 from sparktui.model.commands import (
@@ -303,6 +304,9 @@ class SshNode(Protocol):
     @property
     def clock(self) -> SimClock: ...
 
+    @property
+    def address(self) -> str: ...
+
     def vllm_service(self, manager: str, name: str) -> VllmService | None: ...
 
     def vllm_services(self) -> list[VllmService]: ...
@@ -337,7 +341,7 @@ def answer_discovery(node: SshNode, command: DiscoveryCommand) -> tuple[str, str
         sockets = []
         for port, process, pid in sorted(node.listeners(), key=lambda row: row[0]):
             users = f'users:(("{process}",pid={pid},fd=7))' if process is not None else ""
-            sockets.append(f"LISTEN 0      4096       127.0.0.1:{port:<5} 0.0.0.0:*    {users}".rstrip())
+            sockets.append(f"LISTEN 0      4096       {node.address}:{port:<5} 0.0.0.0:*    {users}".rstrip())
         return "".join(line + "\n" for line in sockets), "", 0
     if command.what == "list-units":
         rows = [(name, *unit.systemd_state(), unit.description) for name, unit in units.items()]
@@ -546,6 +550,7 @@ class DemoSshServer:
         self.user = user
         self.after_command = after_command
         self.port = 0
+        self.address = node.address  # where it listens: the node's loopback address, else 127.0.0.1
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.samplers: set[_SamplerSession] = set()
         # Frames rendered for the sessions since the last start (tests wait until their client has them
@@ -561,14 +566,24 @@ class DemoSshServer:
 
     def known_hosts_line(self) -> str:
         key = self.host_key.export_public_key("openssh").decode().split()
-        return f"[127.0.0.1]:{self.port} {key[0]} {key[1]}"
+        return f"[{self.address}]:{self.port} {key[0]} {key[1]}"
 
     async def start(self) -> None:
         if self._acceptor is not None:
             return
         self.frames_emitted = 0
-        self._acceptor = await asyncssh.listen(
-            "127.0.0.1",
+        try:
+            self._acceptor = await self._listen(self.address)
+        except OSError:
+            if self.port or self.address == LOOPBACK:
+                raise
+            self.address = LOOPBACK  # not this machine's address: the demo still runs, on 127.0.0.1
+            self._acceptor = await self._listen(self.address)
+        self.port = self._acceptor.get_port()
+
+    async def _listen(self, address: str) -> asyncssh.SSHAcceptor:
+        return await asyncssh.listen(
+            address,
             self.port,
             server_host_keys=[self.host_key],
             server_factory=lambda: _Server(self),
@@ -581,7 +596,6 @@ class DemoSshServer:
             x11_forwarding=False,
             server_version="OpenSSH_9.6p1",
         )
-        self.port = self._acceptor.get_port()
 
     async def stop(self) -> None:
         """Stop accepting and drop every connection (clients see the connection lost, then refused)."""

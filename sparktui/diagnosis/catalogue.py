@@ -96,6 +96,7 @@ class DetectorSignature:
 
 DETECTOR_SIGNATURES: Mapping[str, DetectorSignature] = {
     "launch-not-ready": DetectorSignature(),
+    "held-models-block-start": DetectorSignature(),
     "shm-leftovers": DetectorSignature(params=("min_entries",)),
     "stale-workers": DetectorSignature(params=("min_workers",)),
     "exec-not-found": DetectorSignature(params=("exit_status",)),

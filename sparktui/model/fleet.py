@@ -298,7 +298,8 @@ class InstanceState:
         self.wall: float | None = None  # the unix time of the poll being applied
         self.max_model_len: int | None = None
         self.last_progress_t: float | None = None
-        self._preread: tuple[bytes, tuple[EngineScrape | None, str | None]] | None = None
+        # A body read ahead (``preread``): the body, what it was read with, and what the reading made of it.
+        self._preread: tuple[bytes, ReadWith, tuple[EngineScrape | None, str | None]] | None = None
         self.service: ServiceState | None = None  # from the host sampler, when known
         self.service_age_s: float | None = None  # how long the service has been in its state
         wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None and reading.canary
@@ -346,7 +347,20 @@ class InstanceState:
         parse never holds the event loop. Not thread-safe with ``apply`` of the same instance: the
         node's polls never overlap, and its observation is applied after its preread returned."""
         if result.ok and self.reading.preread:
-            self._preread = (result.body, read_metrics(self.parser, result, self.reading))
+            answers = self._answers()
+            self._preread = (result.body, _read_with(answers), read_metrics(self.parser, result, self.reading, answers))
+
+    def _answers(self, detail: bytes | None = None) -> Answers:
+        """What the reading is given besides the body: the model ``/v1/models`` serves (a trtllm-serve's
+        labels do not name it), the server's description of itself, the last scrape..."""
+        return Answers(
+            model_name=self.served_models[0] if self.served_models else None,
+            info=self.info,
+            detail=detail,
+            previous=self.tracker.latest,
+            models=self.models_body,
+            wall=self.wall,
+        )
 
     def _apply_metrics(self, result: HttpResult, t: float, detail: bytes | None = None) -> None:
         if not result.ok:
@@ -355,18 +369,12 @@ class InstanceState:
             self.metrics_error = f"{safe_text(where, LABEL_LIMIT)}: {result.problem()}"
             return
         pre, self._preread = self._preread, None
-        if pre is not None and pre[0] is result.body:
-            scrape, problem = pre[1]
+        answers = self._answers(detail)
+        # Read ahead with what this poll's other answers (/v1/models, the description) have changed since:
+        # read again, as a read on arrival would.
+        if pre is not None and pre[0] is result.body and pre[1] == _read_with(answers):
+            scrape, problem = pre[2]
         else:
-            model = self.served_models[0] if self.served_models else None
-            answers = Answers(
-                model_name=model,
-                info=self.info,
-                detail=detail,
-                previous=self.tracker.latest,
-                models=self.models_body,
-                wall=self.wall,
-            )
             scrape, problem = read_metrics(self.parser, result, self.reading, answers)
         if scrape is None:
             self.metrics_error = problem
@@ -721,6 +729,15 @@ def _on_demand_words(models: tuple[ServedModel, ...]) -> str:
     shown = f" ({', '.join(loaded[:4])}{', …' if len(loaded) > 4 else ''})" if loaded else ""
     rest = f"; {', '.join(others[:4])}{', …' if len(others) > 4 else ''}" if others else ""
     return f"loads models on demand: {len(loaded)} of {len(models)} loaded{shown}{rest}"
+
+
+ReadWith = tuple[str | None, bytes | None, bytes | None, bytes | None]
+
+
+def _read_with(answers: Answers) -> ReadWith:
+    """What of the answers a metrics body is read with can change between its read ahead and the poll's
+    arrival (``/v1/models``, the description, the detail): a read ahead with other ones is not used."""
+    return (answers.model_name, answers.info, answers.models, answers.detail)
 
 
 def _models_held(instances: Iterable[InstanceView]) -> float | None:

@@ -170,12 +170,18 @@ class NodeCollector:
     """Everything HTTP about one node. ``poll()`` never raises and ends within about ``timeout_s``."""
 
     def __init__(
-        self, node: NodeSpec, fleet: FleetSpec, clock: Clock = time.monotonic, canaries: CanarySender | None = None
+        self,
+        node: NodeSpec,
+        fleet: FleetSpec,
+        clock: Clock = time.monotonic,
+        canaries: CanarySender | None = None,
+        wall_clock: Clock = time.time,
     ) -> None:
         """``canaries``: where the node's canary results wait for the next poll (None: no canaries)."""
         self.node = node
         self.fleet = fleet
         self.clock = clock
+        self.wall_clock = wall_clock  # the unix time each observation carries (a stepped demo's own)
         self._instances = [_InstancePoller(spec, fleet, clock, node.name, canaries) for spec in node.vllm]
         interval = fleet.poll_interval_s
         self._backoffs: dict[str, Backoff] = {}
@@ -221,7 +227,7 @@ class NodeCollector:
         return NodeObservation(
             node=node.name,
             t=self.clock(),
-            wall=time.time(),
+            wall=self.wall_clock(),
             vllm=tuple(vllm_results),
             gpu_exporter=gpu_result,
             node_exporter=host_result,

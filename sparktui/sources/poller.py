@@ -42,18 +42,21 @@ class FleetPoller:
         *,
         schedule_clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        wall_clock: Clock = time.time,
     ) -> None:
         """``clock`` stamps observations (monotonic seconds); the demo's step mode passes its own.
         ``canaries``: sends the canaries a planner orders (``run``'s ``planner``) and hands their
         results to the next polls. ``schedule_clock`` and ``sleep`` time ``run``'s loops; they stay
         apart from ``clock`` because a stepped demo stamps simulated time while the polls go out in
-        real time (a test passes virtual ones to check the schedule without waiting)."""
+        real time (a test passes virtual ones to check the schedule without waiting). ``wall_clock``: the
+        unix time each observation carries (what a server's own times, as Ollama's expiries, are judged
+        against); a stepped demo passes its simulated one."""
         self.fleet = fleet
         self.client = client
         self.canaries = canaries
         self.schedule_clock = schedule_clock
         self.sleep = sleep
-        self.collectors = [NodeCollector(node, fleet, clock, canaries) for node in fleet.nodes]
+        self.collectors = [NodeCollector(node, fleet, clock, canaries, wall_clock) for node in fleet.nodes]
 
     async def poll_all(self) -> list[NodeObservation]:
         """One poll of every node, concurrently (for the headless commands)."""

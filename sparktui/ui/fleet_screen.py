@@ -70,15 +70,18 @@ class Column:
     width: int
     min_screen: int  # the column is shown from this terminal width up
     grow: int = 0  # cells it may take beyond ``width`` when the terminal is wider than everything shown
+    mixed_only: bool = False  # shown only for a fleet that runs more than one engine kind
 
 
 # Widths are content widths; the table adds 2 cells of padding per column. From 160 columns up
 # everything but the bandwidth share shows (151 cells), from 166 that too (157); narrower terminals
 # drop the columns with the highest min_screen, and wider ones give the spare cells to the model's
-# name first (full names at 200), then to the trend.
+# name first (full names at 200), then to the trend. A fleet of several engine kinds (vLLM beside SGLang,
+# an Ollama...) shows which engine each row is, in the place of the prompt rate below 172 columns.
 COLUMNS: tuple[Column, ...] = (
     Column("node", "Node", 9, 0),
     Column("status", "Status", 10, 0),
+    Column("engine", "Engine", 9, 0, mixed_only=True),
     Column("model", "Model", 20, 118, grow=20),
     Column("gen", "Gen t/s", 7, 0),
     Column("trend", "Gen trend", 10, 136, grow=20),
@@ -98,10 +101,17 @@ MEM_BAR = 9  # cells of the memory cell's bar; the available GiB follows it
 CHARTS_MIN_HEIGHT = 30  # below this many rows the fleet charts give their room to the table
 
 
-def fit_columns(width: int) -> tuple[Column, ...]:
+MIXED_PROMPT_MIN_SCREEN = 172  # with the engine column, the prompt rate shows from this width up
+
+
+def fit_columns(width: int, mixed: bool = False) -> tuple[Column, ...]:
     """The columns shown at a terminal ``width``, with the spare cells given to the growing ones in
-    order (each up to its ``grow``)."""
-    shown = [c for c in COLUMNS if width >= c.min_screen]
+    order (each up to its ``grow``); ``mixed``: the fleet runs several engine kinds (the engine column
+    shows, and takes the prompt rate's cells at widths below ``MIXED_PROMPT_MIN_SCREEN``)."""
+    columns = [c for c in COLUMNS if mixed or not c.mixed_only]
+    if mixed:
+        columns = [replace(c, min_screen=MIXED_PROMPT_MIN_SCREEN) if c.key == "prompt" else c for c in columns]
+    shown = [c for c in columns if width >= c.min_screen]
     spare = width - sum(c.width + 2 for c in shown) - 2  # a margin for the scroll bar
     fitted: list[Column] = []
     for column in shown:
@@ -203,7 +213,7 @@ class FleetScreen(SparkScreen[None]):
         self.update_views(self.spark.views)
 
     def on_resize(self, event: events.Resize) -> None:
-        wanted = fit_columns(self.size.width)
+        wanted = fit_columns(self.size.width, self._mixed())
         if wanted != self._columns:
             self._rebuild_columns(self.size.width)
         self._fit_panels()
@@ -215,8 +225,13 @@ class FleetScreen(SparkScreen[None]):
         self.query_one("#charts").set_class(height >= CHARTS_MIN_HEIGHT, "shown")
         self.query_one("#lists").set_class(height < 20, "hidden")
 
+    def _mixed(self) -> bool:
+        """Whether the fleet runs more than one engine kind (its rows then say which)."""
+        spec = self.spark.fleet
+        return len({server.engine for node in spec.nodes for server in node.vllm}) > 1
+
     def _rebuild_columns(self, width: int) -> None:
-        self._columns = fit_columns(width)
+        self._columns = fit_columns(width, self._mixed())
         self.query_one("#fleet", RowTable).set_columns([TableColumn(c.key, c.label, c.width) for c in self._columns])
         self._order = []
         self._row_cells = {}
@@ -296,6 +311,7 @@ class FleetScreen(SparkScreen[None]):
         cells: dict[str, Text | str] = {
             "node": Text(label, style="bold"),
             "status": status_text(state, colours),
+            "engine": instance.engine if instance is not None else NO_DATA,
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
             "gen": NO_DATA if is_worker else _generation(instance, gen, colours),
             "trend": NO_DATA if is_worker else spark_text(trend, width, trend_colour, high=self._trend_high),

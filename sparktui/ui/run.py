@@ -40,6 +40,7 @@ def run_demo_dashboard(
     nodes: int | None,
     seed: int,
     scenario: str,
+    fleet: str = "default",
     fault_every_s: float | None = None,
     read_only: bool = False,
     kiosk: bool = False,
@@ -60,6 +61,8 @@ def run_demo_dashboard(
             str(seed),
             "--scenario",
             scenario,
+            "--fleet",
+            fleet,
         ]
         if nodes is not None:
             command += ["--nodes", str(nodes)]
@@ -82,11 +85,11 @@ def run_demo_dashboard(
                 time.sleep(0.05)
             time.sleep(0.1)  # the file is written in one go, but let the servers settle
             try:
-                fleet = load_config(config)
+                spec = load_config(config)
             except ConfigError as exc:
                 print(str(exc), file=sys.stderr)
                 return 1
-            return run_dashboard(fleet, read_only=read_only, kiosk=kiosk, theme=theme)
+            return run_dashboard(spec, read_only=read_only, kiosk=kiosk, theme=theme)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

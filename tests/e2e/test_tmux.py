@@ -174,3 +174,29 @@ def test_a_nodes_second_engine_opens_on_its_own_row_and_i_steps_through_them(tmu
     tmux.keys("w")
     tmux.wait_for("llama.cpp qwen3-8b at", timeout_s=10)
     tmux.keys("n")
+
+
+def test_the_mixed_fleet_shows_every_engine_on_one_screen_with_dashes_for_what_each_lacks(tmux: Tmux) -> None:
+    # sparktui demo --fleet mixed: vLLM, Ollama, SGLang, TensorRT-LLM, NIM and llama.cpp at 160x48.
+    tmux.start(f"{sys.executable} -m sparktui demo --fleet mixed")
+    tmux.wait_for("Engine", timeout_s=30)  # the engine column: the fleet runs several kinds
+    tmux.wait_for("Llama-3.1-8B-Instru", timeout_s=20)  # TensorRT-LLM's model, named by its /v1/models
+    rows = {}
+    for line in tmux.screen().splitlines():
+        cells = line.split()
+        for label in ("vLLM", "Ollama", "SGLang", "TensorRT…", "NIM", "llama.cpp"):
+            if len(cells) > 3 and cells[3] == label:
+                rows[label] = cells
+    assert set(rows) == {"vLLM", "Ollama", "SGLang", "TensorRT…", "NIM", "llama.cpp"}, tmux.screen()
+    # Ollama counts no tokens: its generation, requests and KV are "–", what it holds is its model cell.
+    ollama = " ".join(rows["Ollama"])
+    assert "1/3 models loaded – – –/– –" in ollama, ollama
+    # Each on its node: two engines share spark1 and spark4, one row each.
+    assert [rows[label][0] for label in ("vLLM", "Ollama", "SGLang", "TensorRT…", "NIM", "llama.cpp")] == [
+        "spark1",
+        "spark1",
+        "spark2",
+        "spark3",
+        "spark4",
+        "spark4",
+    ]

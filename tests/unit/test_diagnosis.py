@@ -9,6 +9,7 @@ does. Times: ``t`` is the poll loop's clock in seconds; the wall clock is ``WALL
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogFormat, parse_log_line
+from sparktui.model.memory import GIB
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.status import State
 from sparktui.model.units import fmt_clock
@@ -79,6 +81,7 @@ ISSUE_DETECTORS = ("decode-stall", "kv-pressure")  # the diagnosis issue's extra
 KERNEL_RULES = ("nvrm-out-of-memory", "gpu-xid", "pcie-aer-fatal", "mlx5-slot-reset", "thermal-event")
 GPU_DETECTORS = ("gpu-thermal-slowdown", "gpu-clock-low", "gpu-power-low")  # and its clocks, power, throttling
 FABRIC_DETECTORS = ("link-degraded", "rank-spinning", "nccl-mismatch")  # the link between the ranks of a job
+ENGINE_DETECTORS = ("held-models-block-start",)  # issue 35: another engine's models hold the memory
 # llama.cpp's own lines (sparktui/engines/llamacpp/failures.toml), judged on its instances only.
 LLAMACPP_RULES = (
     "llamacpp-model-load-failed",
@@ -305,7 +308,7 @@ def healthy(rig: Rig, until: int = 3) -> None:
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
     assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(
         GPU_DETECTORS
-    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES) | set(SGLANG_RULES)
+    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES) | set(SGLANG_RULES) | set(ENGINE_DETECTORS)
     assert {rule.id for rule in CATALOGUE.rules if rule.engine == "llamacpp"} == set(LLAMACPP_RULES)
     assert {rule.id for rule in CATALOGUE.rules if rule.engine == "sglang"} == set(SGLANG_RULES)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
@@ -433,6 +436,64 @@ def launch_readiness_just_fits() -> None:
     for t in range(3):  # 0.24 × 121.7 GiB = 29.2 GiB ≤ 30.0 GiB available
         rig.step(float(t), refused(), sample=incident_sample())
     assert "launch-readiness" not in rig.ids()
+
+
+# A vLLM stopped beside an Ollama (write-up 000's spark1), read with tests/data/host/frame-incident.txt:
+# MemAvailable 30.0 GiB; 0.5 × 121.7 GiB needs 60.8 GiB, short by 30.8 GiB.
+BESIDE_OLLAMA = (
+    SERVING.replace("gpu_memory_utilization = 0.9", "gpu_memory_utilization = 0.5")
+    + """
+[[nodes.vllm]]
+name = "ollama"
+engine = "ollama"
+port = 11434
+"""
+)
+LLAMA70B = 46.5 * GIB  # more than the shortfall
+QWEN8B = 6.2 * GIB  # less
+
+
+def ollama_ps(sizes: Mapping[str, float], expired_s_before: float) -> str:
+    """``/api/ps`` holding models of these sizes, each due to unload ``expired_s_before`` seconds before
+    the poll at WALL0 (negative: after it)."""
+    expires = datetime.fromtimestamp(WALL0 - expired_s_before, UTC).isoformat().replace("+00:00", "Z")
+    models = [
+        {"name": name, "model": name, "size": int(size), "size_vram": int(size), "expires_at": expires}
+        for name, size in sizes.items()
+    ]
+    return json.dumps({"models": models})
+
+
+def beside_ollama(rig: Rig, t: float, ps: str) -> tuple[Finding, ...]:
+    rig.poll(t, refused(), instance="gptoss")
+    rig.poll(t, ok("Ollama is running"), ps, instance="ollama")
+    rig.host(t, incident_sample())
+    return rig.evaluate(t)
+
+
+@detector_case("held-models-block-start", True)
+def held_models_cover_the_shortfall() -> None:
+    rig = Rig(BESIDE_OLLAMA)
+    ps = ollama_ps({"llama3.3:70b": LLAMA70B, "qwen3:8b": QWEN8B}, expired_s_before=600.0)
+    assert "held-models-block-start" not in {f.id for f in beside_ollama(rig, 0.0, ps)}  # opens after 2 polls
+    beside_ollama(rig, 1.0, ps)
+    finding = rig.get("held-models-block-start", "gptoss")
+    text = text_of(finding)
+    assert "short by 30.8 GiB" in text
+    assert "Ollama ollama holds 52.7 GiB in loaded models, more than the 30.8 GiB it is short of" in text
+    # The overdue one first, with its size and how long past its keep-alive.
+    assert "Ollama ollama: llama3.3:70b loaded (46.5 GiB, 100% in GPU memory; overdue: 10m" in text
+    assert finding.action is None  # the page cache is not what to drop
+    assert "launch-readiness" not in rig.ids()  # suppressed: its fix (drop the page cache) would not do
+
+
+@detector_case("held-models-block-start", False)
+def held_models_short_of_the_shortfall() -> None:
+    rig = Rig(BESIDE_OLLAMA)
+    for t in range(3):  # 6.2 GiB held, 30.8 GiB short: letting it go would not be enough
+        beside_ollama(rig, float(t), ollama_ps({"qwen3:8b": QWEN8B}, expired_s_before=-300.0))
+    assert "held-models-block-start" not in rig.ids()
+    assert "launch-readiness" in rig.ids()  # the start would still fail: that finding says so
 
 
 @detector_case("shm-leftovers", True)

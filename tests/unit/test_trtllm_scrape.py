@@ -123,3 +123,35 @@ def test_a_number_that_cannot_be_is_one_line_naming_it(text: str, reason: str) -
     with pytest.raises(ScrapeProblem) as caught:
         normalise(parse(text), MODEL)
     assert reason in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_scrape_read_ahead_names_the_model_its_models_answer_serves() -> None:
+    """The live source reads each /prometheus/metrics body ahead, in a worker thread
+    (``FleetState.preread``): it is given what a read on arrival is, so the model a trtllm-serve's
+    labels call "undefined" is named by its /v1/models there too."""
+    from sparktui.config import parse_config
+    from sparktui.engines import readings
+    from sparktui.model.fleet import FleetState
+    from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
+
+    config = (
+        '[[nodes]]\nname = "spark3"\nhost = "10.0.0.3"\n[[nodes.vllm]]\nname = "fp4"\nengine = "trtllm"\nport = 8355\n'
+    )
+    spec = parse_config(config, source="test.toml")
+    models = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "tensorrt_llm"}]})
+
+    def answer(body: str) -> HttpResult:
+        return HttpResult(url="http://10.0.0.3:8355", kind=FetchKind.OK, status=200, body=body.encode())
+
+    ahead, on_arrival = FleetState(spec, readings()), FleetState(spec, readings())
+    for t, phase in enumerate(("plain-t0",) * 2):
+        server = ServerObservation(
+            "fp4", answer(""), answer((DATA / f"{phase}.txt").read_text()), models=answer(models) if t == 0 else None
+        )
+        observation = NodeObservation(node="spark3", t=float(t), wall=1e9 + t, vllm=(server,))
+        ahead.preread(observation)
+        ahead.apply(observation)
+        on_arrival.apply(observation)
+    (view,) = ahead.view(1.0, window_s=None)
+    assert view.instances[0].model_name == MODEL
+    assert ahead.view(1.0, window_s=None) == on_arrival.view(1.0, window_s=None)

@@ -17,6 +17,7 @@ from sparktui.diagnosis.detectors.fabric import link_degraded, nccl_mismatch, ra
 from sparktui.diagnosis.detectors.gpu import gpu_clock_low, gpu_power_low, gpu_thermal
 from sparktui.diagnosis.detectors.host import (
     exec_not_found,
+    held_models_block_start,
     launch_not_ready,
     restarts_rising,
     shm_leftovers,
@@ -49,6 +50,7 @@ class Detector:
 # One implementation per signature of the catalogue (catalogue.DETECTOR_SIGNATURES): a test keeps them equal.
 DETECTORS: Mapping[str, Detector] = {
     "launch-not-ready": Detector(instance=launch_not_ready),
+    "held-models-block-start": Detector(instance=held_models_block_start),
     "shm-leftovers": Detector(node=shm_leftovers),
     "stale-workers": Detector(node=stale_workers),
     "exec-not-found": Detector(instance=exec_not_found),

@@ -8,7 +8,10 @@ from sparktui.diagnosis.catalogue import Rule
 from sparktui.diagnosis.state import NO, SERVING, Check, Ctx, InstanceMemory, gib, log_line, service_state, size
 from sparktui.model.fleet import InstanceView
 from sparktui.model.memory import GIB
+from sparktui.model.scrape import ModelLoad
 from sparktui.model.status import State
+
+MAX_HELD_SHOWN = 4  # models named in the memory evidence
 
 
 def launch_not_ready(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemory) -> Check | None:
@@ -29,6 +32,36 @@ def launch_not_ready(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemor
     if launch.ready:
         return NO
     return Check(True, (f"{inst.name} would not start now: {launch.reason} (at {ctx.at()})",))
+
+
+def held_models_block_start(ctx: Ctx, rule: Rule, inst: InstanceView, im: InstanceMemory) -> Check | None:
+    """The instance would not start now (``launch_not_ready``), and the models the node's other servers
+    keep loaded (an Ollama's ``/api/ps``) hold at least what it is short of: letting them go would let
+    it start. The page cache is not what to drop then (``page-cache-blocks-start``'s fix does not help)."""
+    not_ready = launch_not_ready(ctx, rule, inst, im)
+    if not_ready is None or not not_ready.holds:
+        return not_ready
+    launch = inst.launch
+    assert launch is not None  # launch_not_ready matched on it
+    held = [
+        (other, model)
+        for other in ctx.node.instances
+        if other.name != inst.name and other.status.state in SERVING
+        for model in other.models
+        if model.load is ModelLoad.LOADED and model.size_bytes is not None
+    ]
+    total = sum(float(model.size_bytes or 0) for _, model in held)
+    if launch.shortfall_bytes is None or not held or total < launch.shortfall_bytes:
+        return NO
+    held.sort(key=lambda pair: (pair[1].overdue_s is None, -(pair[1].size_bytes or 0)))
+    holders = sorted({f"{other.engine} {other.name}" for other, _ in held})
+    lines = [
+        f"{inst.name} would not start now: {launch.reason} (at {ctx.at()})",
+        f"{' and '.join(holders)} hold{'s' if len(holders) == 1 else ''} {gib(total)} in loaded models, "
+        f"more than the {gib(launch.shortfall_bytes)} it is short of",
+        *(f"{other.engine} {other.name}: {model.words}" for other, model in held[:MAX_HELD_SHOWN]),
+    ]
+    return Check(True, tuple(lines))
 
 
 def shm_leftovers(ctx: Ctx, rule: Rule) -> Check | None:
@@ -165,6 +198,7 @@ def memory_evidence(ctx: Ctx) -> list[str]:
     if ledger is not None and ledger.shm_leftovers:
         whose = "leftovers" if ledger.vllm_running is False else "segments of the running vLLM"
         out.append(f"/dev/shm {whose} hold {size(ledger.shm_leftovers)}")
+    out += held_models_evidence(ctx)
     trend = ctx.memory.available
     if trend:
         t_max, peak = max(trend, key=lambda sample: sample[1])
@@ -172,3 +206,17 @@ def memory_evidence(ctx: Ctx) -> list[str]:
         if fell >= GIB and t_max < ctx.now:
             out.append(f"MemAvailable fell {gib(fell)} in {ctx.now - t_max:.0f} s (from {gib(peak)})")
     return out
+
+
+def held_models_evidence(ctx: Ctx) -> list[str]:
+    """What the node's servers that load models on demand (an Ollama) hold of its memory, model by model,
+    the overdue ones first: memory another engine's start may need (an Ollama model kept past its
+    keep-alive, beside a vLLM that cannot start)."""
+    held = [
+        (inst, model)
+        for inst in ctx.node.instances
+        for model in inst.models
+        if model.load is ModelLoad.LOADED and model.size_bytes is not None
+    ]
+    held.sort(key=lambda pair: (pair[1].overdue_s is None, -(pair[1].size_bytes or 0)))
+    return [f"{inst.engine} {inst.name} holds {model.words}" for inst, model in held[:MAX_HELD_SHOWN]]
