@@ -114,6 +114,14 @@ class InstanceView:
     # Numbers its engine computes itself over its own recent work and serves as gauges (SGLang's
     # "spec_accept_length", "spec_accept_rate"; ``ModelScrape.reported``), as the engine reports them.
     reported: Mapping[str, float] = field(default_factory=dict)
+    # The path its health is asked at (its engine's: vLLM's /health, SGLang's /ready, NIM's
+    # /v1/health/ready, Ollama's /), as its last health answer was asked; None before one.
+    health_path: str | None = None
+
+    @property
+    def health_check(self) -> str:
+        """Its health check for people: "/ready", or "its health check" before one was asked."""
+        return self.health_path or "its health check"
 
     @property
     def acceptance_length(self) -> float | None:
@@ -630,6 +638,7 @@ class InstanceState:
             lacks=gauges.lacks if gauges else {},
             models=self.on_demand,
             reported=gauges.reported if gauges else {},
+            health_path=safe_text(urlsplit(self.health.url).path, LABEL_LIMIT) or None if self.health else None,
             model_numbers=numbers,
         )
 

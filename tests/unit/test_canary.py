@@ -3,8 +3,11 @@ in the instance's status, its view and the engine-wedged finding."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+
+import pytest
 
 from sparktui.config import load_catalogue, parse_config
 from sparktui.diagnosis.engine import ACTION_SETTLE_S, DiagnosisEngine
@@ -53,15 +56,25 @@ def timed_out(after: float = 10.0) -> HttpResult:
     )
 
 
-def observe(state: FleetState, t: float, scrape: str, *, health: int = 200, canary: HttpResult | None = None) -> None:
-    state.apply(_observation(t, scrape, health=health, canary=canary))
+def observe(
+    state: FleetState,
+    t: float,
+    scrape: str,
+    *,
+    health: int = 200,
+    canary: HttpResult | None = None,
+    health_path: str = "/health",
+) -> None:
+    state.apply(_observation(t, scrape, health=health, canary=canary, health_path=health_path))
 
 
-def _observation(t: float, scrape: str, *, health: int = 200, canary: HttpResult | None = None) -> NodeObservation:
+def _observation(
+    t: float, scrape: str, *, health: int = 200, canary: HttpResult | None = None, health_path: str = "/health"
+) -> NodeObservation:
     vllm = tuple(
         ServerObservation(
             name=name,
-            health=ok(status=health),
+            health=dataclasses.replace(ok(status=health), url=f"http://10.0.0.1:8001{health_path}"),
             metrics=ok(scrape),
             models=ok(MODELS),
             canary=canary if name == "qwen" else None,
@@ -218,3 +231,20 @@ def test_no_canary_to_an_instance_an_action_runs_on_until_it_has_settled() -> No
     monitor.action_ended(["spark1"], "qwen", 40.0)
     assert monitor.canaries_due("spark1", 40.0 + ACTION_SETTLE_S - 1) == ()  # settling
     assert monitor.canaries_due("spark1", 40.0 + ACTION_SETTLE_S) == (CanaryOrder("qwen", "qwen3.6"),)
+
+
+@pytest.mark.parametrize("health_path", ["/health", "/ready", "/v1/health/ready"])
+def test_the_wedge_evidence_names_the_health_check_its_engine_is_asked_at(health_path: str) -> None:
+    # vLLM's /health, SGLang's /ready, NIM's /v1/health/ready: the evidence quotes the one that said 200.
+    state = FleetState(FLEET, readings())
+    engine = DiagnosisEngine(load_catalogue())
+    for t in range(0, 31):
+        observe(state, float(t), IDLE, health_path=health_path)
+    state.canaries_due("spark1", 30.0)
+    evidence: tuple[str, ...] = ()
+    for t in range(41, 47):
+        observe(state, float(t), IDLE, canary=timed_out() if t == 41 else None, health_path=health_path)
+        (node,) = state.view(float(t), window_s=None)
+        found = [f for f in engine.evaluate(node, None, float(t)) if f.id == "engine-wedged" and f.instance == "qwen"]
+        evidence = found[0].evidence if found else evidence
+    assert f"{health_path} answers 200 (degraded)" in evidence  # degraded: the canary went unanswered

@@ -25,7 +25,7 @@ def requests_without_tokens(ctx: Ctx, rule: Rule, inst: InstanceView, im: Instan
             (
                 f"a canary (1-token completion) sent at {ctx.at(canary.last.sent_t)}: {canary.last.problem}",
                 "no token generated since",
-                f"/health answers 200 ({inst.status.state.value})",
+                f"{inst.health_check} answers 200 ({inst.status.state.value})",
             ),
         )
     if inst.running is None and inst.waiting is None:
@@ -44,7 +44,7 @@ def requests_without_tokens(ctx: Ctx, rule: Rule, inst: InstanceView, im: Instan
         (
             f"{running:.0f} running, {waiting:.0f} waiting at {ctx.at()}",
             f"0 tokens generated over the last {rates.seconds:.1f} s",
-            f"/health answers 200 ({inst.status.state.value})",
+            f"{inst.health_check} answers 200 ({inst.status.state.value})",
         ),
     )
 
