@@ -10,21 +10,23 @@ INIT_DESCRIPTION = """\
 Probe each HOST and write a commented config for it: one [[nodes]] per host, named from its hostname.
 
 Over HTTP (all at once, short timeouts), every port below is asked /version, /v1/models,
-/prometheus/metrics, /v1/version, /v1/health/ready, /server_info, /api/tags and /props, then /metrics
-(never of a trtllm-serve: reading its /metrics drains its stats), then /health (never of an SGLang: its
-/health runs a generation); what answers says what it is: a NIM ({"release": ...} on /v1/version, or
-/v1/health/ready; engine = "nim"), a TensorRT-LLM trtllm-serve (trtllm_ names on /prometheus/metrics
-or owned_by "tensorrt_llm" on /v1/models; engine = "trtllm"), an SGLang (/server_info with its server
-arguments, sglang: names on /metrics or owned_by "sglang" on /v1/models; engine = "sglang"), a vLLM
-({"version": ...} on /version), a llama.cpp llama-server (/props with its build_info; written with
-engine = "llamacpp"), a GPU exporter or node_exporter (/metrics, told apart by metric names), Ollama
-(/api/tags) or a side service (/health). Over SSH (with --user, --port, --key, --known-hosts), the
+/prometheus/metrics, /v1/version, /v1/health/ready, /server_info, /api/version, /api/tags and /props,
+then /metrics (never of a trtllm-serve: reading its /metrics drains its stats), then /health (never of
+an SGLang: its /health runs a generation); what answers says what it is: an Ollama ({"version": ...} on
+/api/version and the models on its disk on /api/tags; engine = "ollama"), a NIM ({"release": ...} on
+/v1/version, or /v1/health/ready; engine = "nim"), a TensorRT-LLM trtllm-serve (trtllm_ names on
+/prometheus/metrics or owned_by "tensorrt_llm" on /v1/models; engine = "trtllm"), an SGLang
+(/server_info with its server arguments, sglang: names on /metrics or owned_by "sglang" on /v1/models;
+engine = "sglang"), a vLLM ({"version": ...} on /version), a llama.cpp llama-server (/props with its
+build_info; written with engine = "llamacpp"), a GPU exporter or node_exporter (/metrics, told apart by
+metric names) or a side service (/health). Over SSH (with --user, --port, --key, --known-hosts), the
 systemd units and docker containers that run vLLM, llama-server, SGLang or trtllm-serve are read, with
 their command lines: --port (and docker's -p HOST:CONTAINER), vLLM's --gpu-memory-utilization and
 --served-model-name, llama-server's -m, --alias and --models-dir, SGLang's --model-path,
---served-model-name and --enable-metrics, trtllm-serve's MODEL, --host and --extra_llm_api_options;
-and NIM containers by their nvcr.io/nim image and NIM_SERVER_PORT; each is matched with the server
-answering on its host port.
+--served-model-name and --enable-metrics, trtllm-serve's MODEL, --host and --extra_llm_api_options; NIM
+containers by their nvcr.io/nim image and NIM_SERVER_PORT; and Ollama's `ollama serve` units and
+ollama/ollama containers with their OLLAMA_HOST (by default Ollama listens on 127.0.0.1 only: then
+sparktui must run on its node); each is matched with the server answering on its host port.
 
 Every value in the file has a comment saying how it was found; what was probed and not found is
 listed in comments. The file is validated before it is written, and an existing file is only
@@ -38,7 +40,8 @@ ports probed by default:
   SGLang         30000                           (--sglang-ports replaces it)
   TensorRT-LLM   8355, 8356                      (--trtllm-ports replaces them)
   NIM            8000 (vLLM's too: what answers decides) (--nim-ports replaces it)
-  services       asr=8765, tts=8882, ollama=11434 (--service-ports replaces them)
+  Ollama         11434                           (--ollama-ports replaces it)
+  services       asr=8765, tts=8882              (--service-ports replaces them)
   exporters      9835, 9400, 9100                (--exporter-ports replaces them)
   --ports adds ports to the list, each recognised by what it answers.
 
@@ -88,10 +91,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     probe.add_argument("--sglang-ports", metavar="PORTS", help="SGLang ports instead of 30000")
     probe.add_argument("--trtllm-ports", metavar="PORTS", help="TensorRT-LLM ports instead of 8355,8356")
     probe.add_argument("--nim-ports", metavar="PORTS", help="NIM ports instead of 8000")
+    probe.add_argument("--ollama-ports", metavar="PORTS", help="Ollama ports instead of 11434")
     probe.add_argument(
         "--service-ports",
         metavar="KIND=PORT,...",
-        help="side services instead of asr=8765,tts=8882,ollama=11434 (KIND: asr, tts, ollama, http)",
+        help=(
+            "side services instead of asr=8765,tts=8882 (KIND: asr, tts, http; ollama=PORT is probed too, "
+            "and an Ollama that answers is written as an engine)"
+        ),
     )
     probe.add_argument("--exporter-ports", metavar="PORTS", help="exporter ports instead of 9835,9400,9100")
     probe.add_argument(

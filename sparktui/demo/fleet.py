@@ -591,13 +591,33 @@ class DemoNode:
         return Response(body=text.encode(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+DEMO_OLLAMA_VERSION = "0.12.6"
+_OLLAMA_MODEL = "qwen3:8b"
+
+
+def _idle_ollama(path: str) -> Response:
+    """An idle Ollama's answers (docs.ollama.com/api): ``/`` "Ollama is running", ``/api/version``, the one
+    model on its disk at ``/api/tags`` and ``/v1/models``, none loaded at ``/api/ps``; any other path its
+    plain 404. ``sparktui init`` finds it as an engine; the demo's own config keeps it a side service."""
+    if path == "/":
+        return Response(body=b"Ollama is running", content_type="text/plain; charset=utf-8")
+    if path == "/api/version":
+        return Response.of_json({"version": DEMO_OLLAMA_VERSION})
+    if path == "/api/tags":
+        return Response.of_json({"models": [{"name": _OLLAMA_MODEL, "model": _OLLAMA_MODEL, "size": 5225388164}]})
+    if path == "/api/ps":
+        return Response.of_json({"models": []})
+    if path == "/v1/models":
+        card = {"id": _OLLAMA_MODEL, "object": "model", "created": 1759559643, "owned_by": "library"}
+        return Response.of_json({"object": "list", "data": [card]})
+    return Response(body=b"404 page not found", status=404, content_type="text/plain")
+
+
 def _service_handler(kind: str, rng: random.Random) -> Callable[[Request], object]:
     async def handle(request: Request) -> Response:
         await asyncio.sleep(rng.uniform(0.003, 0.02))
         if kind == "ollama":
-            if request.path == "/api/tags":
-                return Response.of_json({"models": [{"name": "qwen3:8b", "size": 5225388164}]})
-            return Response(body=b"Ollama is running", content_type="text/plain")
+            return _idle_ollama(request.path)
         if request.path == "/health":
             return Response.of_json({"status": "ok"})
         return Response.of_json({"detail": "Not Found"}, status=404)

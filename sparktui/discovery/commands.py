@@ -5,7 +5,7 @@ string; where the server in it is found and where its port is published on the h
 HOST:CONTAINER``, ``--network host``) is read here. What the server's own arguments say (vLLM's
 ``--port``, ``--gpu-memory-utilization``, ``--served-model-name``...) is read by its engine's reader
 (``engines.vllm.command``, ``engines.llamacpp.command``, ``engines.sglang.command``,
-``engines.trtllm.command``), which also says
+``engines.trtllm.command``; Ollama's environment by ``engines.ollama.command``), which also says
 how its start is recognised. Pure: the words are untrusted text from a host.
 """
 
@@ -19,6 +19,8 @@ from typing import TypeVar
 
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, is_server_program, parse_server_args
 from sparktui.engines.nim.command import NimContainer, read_container
+from sparktui.engines.ollama import command as ollama_command
+from sparktui.engines.ollama.command import OllamaHost
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
 from sparktui.engines.trtllm import command as trtllm_command
@@ -269,6 +271,7 @@ class CommandLine:
     sglang: SglangArgs | None = None  # an SGLang's options (``analyse_sglang_command``)
     trtllm: TrtllmArgs | None = None  # a trtllm-serve's options (``analyse_trtllm_command``)
     nim: NimContainer | None = None  # a NIM container's image and environment (``analyse_nim_command``)
+    ollama: OllamaHost | None = None  # where an ``ollama serve`` listens (``analyse_ollama_command``)
 
 
 def published_port(
@@ -385,6 +388,12 @@ def find_trtllm_serve(argv: Sequence[str]) -> list[str] | None:
     """The arguments after ``trtllm-serve [serve]`` (under any path), looking inside ``bash -c "..."``
     strings too; None when the command line runs no trtllm-serve server."""
     return _find_server(argv, trtllm_command.server_start, "trtllm-serve")
+
+
+def find_ollama_serve(argv: Sequence[str]) -> list[str] | None:
+    """The words after ``ollama serve`` (under any path), looking inside ``bash -c "..."`` strings too; None
+    when the command line runs no Ollama server."""
+    return _find_server(argv, ollama_command.server_start, "ollama")
 
 
 def llama_port(
@@ -576,3 +585,26 @@ def analyse_nim_command(argv: Sequence[str], _env: Mapping[str, str] | None = No
         else None
     )
     return replace(_docker_run_command(run, where, "NIM"), nim=found)
+
+
+def analyse_ollama_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> CommandLine:
+    """Read one command line for an Ollama: ``ollama serve`` (``bash -c "..."`` around it), where
+    ``OLLAMA_HOST`` in ``env`` (a unit's environment) says where it listens; ``docker run ... ollama/ollama``
+    (its ``-e OLLAMA_HOST``, else the image's ``0.0.0.0:11434``) or ``docker run ... IMAGE ollama serve``;
+    or ``docker exec|start NAME`` (the container sets the port)."""
+    run = parse_docker_run(argv)
+    if run is not None:
+        found = ollama_command.read_container(run.image or "", run.env)
+        if found is None and find_ollama_serve(run.command) is not None:
+            found = ollama_command.read_environment(run.env)
+        where = (
+            published_port(found.port, found.port_how(), run.publish, host_network=run.host_network)
+            if found is not None
+            else None
+        )
+        return replace(_docker_run_command(run, where, "ollama serve"), ollama=found)
+    other = _container_or_script(argv, "ollama serve")
+    if other.container is not None or find_ollama_serve(argv) is None:
+        return other
+    host = ollama_command.read_environment(env or {})
+    return replace(other, host_port=host.port, port_how=host.port_how(), runs="`ollama serve`", ollama=host)

@@ -1,5 +1,5 @@
-"""The engine launches SSH found: the units and containers that start a vLLM, a llama-server, an SGLang
-or a TensorRT-LLM trtllm-serve, one launch each."""
+"""The engine launches SSH found: the units and containers that start a vLLM, a llama-server, an SGLang,
+a TensorRT-LLM trtllm-serve, a NIM or an Ollama, one launch each."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from sparktui.discovery.commands import (
     analyse_command,
     analyse_llama_command,
     analyse_nim_command,
+    analyse_ollama_command,
     analyse_sglang_command,
     analyse_trtllm_command,
     find_llama_server,
+    find_ollama_serve,
     find_sglang_server,
     find_trtllm_serve,
     find_vllm_serve,
@@ -28,6 +30,8 @@ from sparktui.discovery.commands import (
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs, is_server_image, parse_server_args
 from sparktui.engines.nim.command import NimContainer, is_nim_image, read_container
+from sparktui.engines.ollama import command as ollama_command
+from sparktui.engines.ollama.command import OllamaHost
 from sparktui.engines.sglang import command as sglang_command
 from sparktui.engines.sglang.command import SglangArgs
 from sparktui.engines.trtllm import command as trtllm_command
@@ -35,7 +39,7 @@ from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm import command as vllm_command
 from sparktui.engines.vllm.command import VllmArgs
 
-LaunchArgs = VllmArgs | ServerArgs | SglangArgs | TrtllmArgs | NimContainer
+LaunchArgs = VllmArgs | ServerArgs | SglangArgs | TrtllmArgs | NimContainer | OllamaHost
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class Launch:
     sglang: SglangArgs | None = None  # an SGLang's options, when engine is "sglang"
     trtllm: TrtllmArgs | None = None  # a trtllm-serve's options, when engine is "trtllm"
     nim: NimContainer | None = None  # a NIM container's image and environment, when engine is "nim"
+    ollama: OllamaHost | None = None  # where an Ollama listens (OLLAMA_HOST), when engine is "ollama"
 
     @property
     def label(self) -> str:
@@ -175,10 +180,22 @@ def is_nim_container(container: ContainerInfo) -> bool:
     return is_nim_image(container.image)
 
 
+def is_ollama_unit(unit: UnitInfo) -> bool:
+    """A unit whose ExecStart runs ``ollama serve`` (the install's ``ollama.service``), or a container of
+    the ``ollama/ollama`` image (``docker run ... ollama/ollama``)."""
+    return any(analyse_ollama_command(argv, unit.environment).ollama is not None for argv in unit.exec_start)
+
+
+def is_ollama_container(container: ContainerInfo) -> bool:
+    """A container of the ``ollama/ollama`` image, or one whose command runs ``ollama serve``."""
+    return ollama_command.is_server_image(container.image) or find_ollama_serve(container.argv) is not None
+
+
 def is_engine_unit(unit: UnitInfo) -> bool:
     """A unit that runs (or is named for) any engine init finds."""
     return any(
-        is_engine(unit) for is_engine in (is_vllm_unit, is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit)
+        is_engine(unit)
+        for is_engine in (is_vllm_unit, is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit, is_ollama_unit)
     )
 
 
@@ -189,6 +206,7 @@ def is_engine_container(container: ContainerInfo) -> bool:
         or is_sglang_container(container)
         or is_trtllm_container(container)
         or is_nim_container(container)
+        or is_ollama_container(container)
     )
 
 
@@ -196,7 +214,7 @@ def _publish(container: ContainerInfo) -> list[Publish]:
     return [Publish(inside, host, f"port mapping `{host}->{inside}`") for inside, host in container.ports.items()]
 
 
-ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs, TrtllmArgs, NimContainer)
+ArgsT = TypeVar("ArgsT", VllmArgs, ServerArgs, SglangArgs, TrtllmArgs, NimContainer, OllamaHost)
 
 
 def _in_container(
@@ -275,6 +293,8 @@ class _Reader:
     analyse: Callable[[Sequence[str], Mapping[str, str]], CommandLine]  # a command line, the unit's environment
     args_of: Callable[[CommandLine], LaunchArgs | None]
     from_container: Callable[[ContainerInfo], tuple[LaunchArgs | None, int | None, str]]
+    # where a unit's command line gave the port it read (an Ollama's is in the unit's environment)
+    port_given: Callable[[CommandLine], str] = lambda _command: " in the unit's ExecStart"
 
     def launch(self, args: LaunchArgs | None, where: Launch) -> Launch:
         """``where`` (found with no arguments) given this engine and the arguments read."""
@@ -283,20 +303,31 @@ class _Reader:
         sglang = args if isinstance(args, SglangArgs) else None
         trtllm = args if isinstance(args, TrtllmArgs) else None
         nim = args if isinstance(args, NimContainer) else None
-        return replace(where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang, trtllm=trtllm, nim=nim)
+        ollama = args if isinstance(args, OllamaHost) else None
+        return replace(
+            where, engine=self.engine, vllm=vllm, llama=llama, sglang=sglang, trtllm=trtllm, nim=nim, ollama=ollama
+        )
 
 
 _VLLM = _Reader(
     engine="vllm",
     is_unit=lambda unit: (
         is_vllm_unit(unit)
-        and not any(other(unit) for other in (is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit))
+        and not any(
+            other(unit) for other in (is_llama_unit, is_sglang_unit, is_trtllm_unit, is_nim_unit, is_ollama_unit)
+        )
     ),
     is_container=lambda container: (
         is_vllm_container(container)
         and not any(
             other(container)
-            for other in (is_llama_container, is_sglang_container, is_trtllm_container, is_nim_container)
+            for other in (
+                is_llama_container,
+                is_sglang_container,
+                is_trtllm_container,
+                is_nim_container,
+                is_ollama_container,
+            )
         )
     ),
     analyse=lambda argv, _env: analyse_command(argv),
@@ -347,7 +378,7 @@ def _launches(reader: _Reader, units: Sequence[UnitInfo], containers: Sequence[C
         args, args_from = reader.args_of(command), f"the ExecStart of {unit.name}"
         host_port, port_how = command.host_port, command.port_how
         if host_port is not None:
-            port_how += " in the unit's ExecStart"
+            port_how += reader.port_given(command)
         if inside is not None:
             claimed.add(inside.name)
             c_args, c_port, c_how = reader.from_container(inside)
@@ -442,6 +473,44 @@ def nim_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo])
     return _launches(_NIM, units, containers)
 
 
+def _ollama_container_launch(container: ContainerInfo) -> tuple[OllamaHost | None, int | None, str]:
+    found = ollama_command.read_container(container.image, container.env)
+    if found is None and find_ollama_serve(container.argv) is not None:
+        found = ollama_command.read_environment(container.env)
+    return _in_container(
+        container,
+        found,
+        lambda args, publish, host: published_port(args.port, args.port_how(), publish, host_network=host),
+        "ollama serve",
+    )
+
+
+def _ollama_port_given(command: CommandLine) -> str:
+    """Where a unit's ``ollama serve`` got its port: ``OLLAMA_HOST`` in the unit's environment, Ollama's
+    default where it has none, or a ``docker run``'s options in its ExecStart."""
+    if command.image is not None or command.container is not None:
+        return " in the unit's ExecStart"
+    return "" if command.ollama is None or command.ollama.raw is None else " in the unit's Environment"
+
+
+_OLLAMA = _Reader(
+    engine="ollama",
+    is_unit=is_ollama_unit,
+    is_container=is_ollama_container,
+    analyse=analyse_ollama_command,
+    args_of=lambda command: command.ollama,
+    from_container=_ollama_container_launch,
+    port_given=_ollama_port_given,
+)
+
+
+def ollama_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
+    """The units and containers that run an Ollama (``ollama serve``, the ``ollama/ollama`` image), one
+    launch each; where it listens is read from ``OLLAMA_HOST`` in the unit's or container's environment.
+    A unit that runs the container is written as the unit."""
+    return _launches(_OLLAMA, units, containers)
+
+
 def trtllm_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
     """The units and containers that run a TensorRT-LLM trtllm-serve, one launch each, read as
     ``vllm_launches`` reads vLLM's (a unit that runs a container is written as the unit)."""
@@ -449,11 +518,12 @@ def trtllm_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInf
 
 
 def engine_launches(units: Sequence[UnitInfo], containers: Sequence[ContainerInfo]) -> list[Launch]:
-    """Every engine's launches: vLLM's, then llama-server's, SGLang's and TensorRT-LLM's."""
+    """Every engine's launches: vLLM's, then llama-server's, SGLang's, TensorRT-LLM's, NIM's and Ollama's."""
     return [
         *vllm_launches(units, containers),
         *llama_launches(units, containers),
         *sglang_launches(units, containers),
         *trtllm_launches(units, containers),
         *nim_launches(units, containers),
+        *ollama_launches(units, containers),
     ]

@@ -135,6 +135,7 @@ def sglang_name(plan: PlannedSglang) -> tuple[str | None, str]:
 
 TRTLLM_NAME = "trtllm"  # a TensorRT-LLM entry's name when it lists no model
 NIM_NAME = "nim"  # a NIM entry's name when it lists no model
+OLLAMA_NAME = "ollama"  # an Ollama entry's name: it serves every model on its disk, none names it
 
 
 def served_model_name(plan: PlannedTrtllm | PlannedNim, fallback: str) -> tuple[str, str]:

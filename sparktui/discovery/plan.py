@@ -1,7 +1,7 @@
 """Matching the engines that answered over HTTP with the launches SSH found: the config's instances.
 
 vLLM's answers go with vLLM's launches, llama-server's with llama-server's, SGLang's with SGLang's,
-each by host port; and TensorRT-LLM's and NIM's the same way.
+each by host port; and TensorRT-LLM's, NIM's and Ollama's the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from sparktui.discovery.launches import Launch
-from sparktui.discovery.probes import LlamaAnswer, NimAnswer, SglangAnswer, TrtllmAnswer, VllmAnswer
+from sparktui.discovery.probes import LlamaAnswer, NimAnswer, OllamaAnswer, SglangAnswer, TrtllmAnswer, VllmAnswer
 
 
 class _Answer(Protocol):
@@ -37,6 +37,7 @@ PlannedLlama = Planned[LlamaAnswer]
 PlannedSglang = Planned[SglangAnswer]
 PlannedTrtllm = Planned[TrtllmAnswer]
 PlannedNim = Planned[NimAnswer]
+PlannedOllama = Planned[OllamaAnswer]
 
 
 def _worker(launch: Launch) -> bool:

@@ -1,17 +1,21 @@
 """What ``sparktui init`` asks each port over HTTP, and what the answers say is there.
 
-A NIM for LLMs (``/v1/version`` gives ``{"release": ...}``, or ``/v1/health/ready`` answers 200 or 503
-where ``/version`` gives no vLLM's version), a TensorRT-LLM ``trtllm-serve`` (``trtllm_`` names on
+An Ollama (``/api/version`` gives ``{"version": ...}`` and ``/api/tags`` ``{"models": [...]}``), a NIM for
+LLMs (``/v1/version`` gives ``{"release": ...}``, or ``/v1/health/ready`` answers 200 or 503 where
+``/version`` gives no vLLM's version), a TensorRT-LLM ``trtllm-serve`` (``trtllm_`` names on
 ``/prometheus/metrics``, or ``owned_by: "tensorrt_llm"`` on ``/v1/models``), an SGLang (``/server_info``
-with its server arguments, ``sglang:`` names on ``/metrics``, or ``owned_by: "sglang"`` on ``/v1/models``),
-a vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp
-llama-server (``/props`` with its ``build_info``; a router's says ``"role": "router"``), a GPU exporter or
-node_exporter (``/metrics``, kind by metric names), Ollama (``/api/tags``), a side service (``/health``), or
-nothing sparktui knows. They are told apart in that order: a NIM runs a vLLM (or a TensorRT-LLM) inside
-and its ``/v1/version`` is its own; a trtllm-serve answers ``/version`` with ``{"version": ...}`` as a vLLM
-does, so the metrics' prefix and ``owned_by`` decide, before ``/version`` is read as a vLLM's; an SGLang
-answers ``/v1/models`` and Ollama's ``/api/tags`` too, and a vLLM or an SGLang serving a Llama model is
-not a llama-server.
+with its server arguments, ``sglang:`` names on ``/metrics``, or ``owned_by: "sglang"`` on
+``/v1/models``), a vLLM (``/version`` gives ``{"version": ...}``), a llama.cpp llama-server (``/props``
+with its ``build_info``; a router's says ``"role": "router"``), a GPU exporter or node_exporter
+(``/metrics``, kind by metric names), a side service (``/health``), or nothing sparktui knows.
+
+They are told apart in that order. The two paths together are Ollama's own (it answers ``/v1/models``
+too); many a web app has an ``/api/version``, and an SGLang an Ollama-compatible ``/api/tags``, so a
+``/api/tags`` alone is read as Ollama's only after every engine's paths (as it was when an Ollama was a
+side service). A NIM runs a vLLM (or a TensorRT-LLM) inside and its ``/v1/version`` is its own; a
+trtllm-serve answers ``/version`` with ``{"version": ...}`` as a vLLM does, so the metrics' prefix and
+``owned_by`` decide, before ``/version`` is read as a vLLM's; an SGLang answers ``/v1/models`` too, and a
+vLLM or an SGLang serving a Llama model is not a llama-server.
 
 The paths are asked in three rounds: ``FIRST_PATHS``, then ``METRICS_PATH`` (``/metrics``) only where
 something answered and no trtllm-serve did (its ``/metrics`` is a JSON list of iteration stats, and
@@ -29,6 +33,9 @@ from sparktui.engines.llamacpp.scrape import read_props
 from sparktui.engines.nim import INFO_PATH as NIM_INFO_PATH
 from sparktui.engines.nim import READING as NIM_READING
 from sparktui.engines.nim import READY_PATH as NIM_READY_PATH
+from sparktui.engines.ollama import INFO_PATH as OLLAMA_INFO_PATH
+from sparktui.engines.ollama import READING as OLLAMA_READING
+from sparktui.engines.ollama.command import DEFAULT_PORT as OLLAMA_DEFAULT_PORT
 from sparktui.engines.sglang.info import ServerInfo, read_server_info
 from sparktui.engines.sglang.scrape import PREFIX as SGLANG_PREFIX
 from sparktui.engines.trtllm import INFO_PATH as TRTLLM_INFO_PATH
@@ -41,6 +48,7 @@ from sparktui.model.numbers import is_digits
 from sparktui.model.observations import HttpResult
 from sparktui.model.promtext import ParseError, parse
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
+from sparktui.model.scrape import MAX_MODELS
 from sparktui.model.specs import check_host
 
 # --- what is probed -----------------------------------------------------------------------------------
@@ -50,9 +58,13 @@ DEFAULT_LLAMACPP_PORTS: tuple[int, ...] = (8080,)  # llama-server's own default 
 DEFAULT_SGLANG_PORTS: tuple[int, ...] = (30000,)  # SGLang's own default for --port
 DEFAULT_TRTLLM_PORTS: tuple[int, ...] = (8355, 8356)  # the DGX Spark playbook's trtllm-serve ports
 DEFAULT_NIM_PORTS: tuple[int, ...] = (8000,)  # NIM's NIM_SERVER_PORT default (vLLM's too: told apart by /v1/version)
+DEFAULT_OLLAMA_PORTS: tuple[int, ...] = (OLLAMA_DEFAULT_PORT,)  # 11434, Ollama's own default (OLLAMA_HOST)
 DEFAULT_EXPORTER_PORTS: tuple[int, ...] = (9835, 9400, 9100)  # DGX Spark / nvidia_gpu, DCGM, node_exporter
-DEFAULT_SERVICE_PORTS: tuple[tuple[str, int], ...] = (("asr", 8765), ("tts", 8882), ("ollama", 11434))
+DEFAULT_SERVICE_PORTS: tuple[tuple[str, int], ...] = (("asr", 8765), ("tts", 8882))
+# "ollama" stays a kind of --service-ports (it was one): its port is probed, and an Ollama that answers is
+# written as an engine.
 SERVICE_KINDS = ("asr", "tts", "ollama", "http")
+OLLAMA_TAGS_PATH = "/api/tags"
 # Every port is asked these first; what answers tells what it is (the port only says what was expected).
 FIRST_PATHS: tuple[str, ...] = (
     "/version",
@@ -61,7 +73,8 @@ FIRST_PATHS: tuple[str, ...] = (
     NIM_INFO_PATH,
     NIM_READY_PATH,
     "/server_info",
-    "/api/tags",
+    OLLAMA_INFO_PATH,
+    OLLAMA_TAGS_PATH,
     "/props",
 )
 TRTLLM_PREFIX = "trtllm_"
@@ -96,7 +109,7 @@ _PRIMARY_PATH: Mapping[str, str] = {
     "trtllm": TRTLLM_INFO_PATH,
     "nim": NIM_INFO_PATH,
     "exporter": "/metrics",
-    "ollama": "/api/tags",
+    "ollama": OLLAMA_INFO_PATH,
     "any": "/version",
     LISTENING: "/version",
 }
@@ -155,11 +168,20 @@ def port_roles(
     sglang: Sequence[int] = (),
     trtllm: Sequence[int] = (),
     nim: Sequence[int] = (),
+    ollama: Sequence[int] = (),
 ) -> tuple[tuple[int, str], ...]:
     """Each port to probe once, with what it is probed for (the first mention wins: 8000 is vLLM's and
     NIM's default, and stays a vLLM's port; what answers decides)."""
     roles: dict[int, str] = {}
-    for role, ports in (("vllm", vllm), ("llamacpp", llamacpp), ("sglang", sglang), ("trtllm", trtllm), ("nim", nim)):
+    engines = (
+        ("vllm", vllm),
+        ("llamacpp", llamacpp),
+        ("sglang", sglang),
+        ("trtllm", trtllm),
+        ("nim", nim),
+        ("ollama", ollama),
+    )
+    for role, ports in engines:
         for port in ports:
             roles.setdefault(port, role)
     for kind, port in services:
@@ -238,6 +260,17 @@ class NimAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class OllamaAnswer:
+    """An Ollama: its ``/api/version`` and the models on its disk (``/api/tags``; remote text made safe)."""
+
+    port: int
+    recognised_by: str  # /api/version (with /api/tags), or /api/tags alone
+    version: str
+    models: tuple[str, ...]  # the names /api/tags lists, at most MAX_MODELS
+    model_count: int  # how many /api/tags lists (more than ``models`` holds when it lists more than MAX_MODELS)
+
+
+@dataclass(frozen=True, slots=True)
 class ExporterAnswer:
     port: int
     kind: ExporterKind
@@ -246,7 +279,7 @@ class ExporterAnswer:
 @dataclass(frozen=True, slots=True)
 class ServiceAnswer:
     port: int
-    kind: str  # asr, tts, ollama, http
+    kind: str  # asr, tts, http (an Ollama is an OllamaAnswer)
     path: str
     status: int
     elapsed_s: float
@@ -262,7 +295,15 @@ class NoAnswer:
 
 
 PortFinding = (
-    NimAnswer | TrtllmAnswer | SglangAnswer | VllmAnswer | LlamaAnswer | ExporterAnswer | ServiceAnswer | NoAnswer
+    OllamaAnswer
+    | NimAnswer
+    | TrtllmAnswer
+    | SglangAnswer
+    | VllmAnswer
+    | LlamaAnswer
+    | ExporterAnswer
+    | ServiceAnswer
+    | NoAnswer
 )
 
 
@@ -346,6 +387,27 @@ def _owned_by(result: HttpResult | None, owner: str) -> bool:
     return isinstance(cards, list) and any(isinstance(c, dict) and c.get("owned_by") == owner for c in cards)
 
 
+def ollama_answer(port: int, results: Mapping[str, HttpResult]) -> OllamaAnswer | None:
+    """An Ollama, from its ``/api/tags`` (``{"models": [...]}``, each with a ``name``;
+    docs.ollama.com/api/tags) with its ``/api/version`` (``{"version": ...}``; ``recognised_by`` says
+    whether it answered); None without the list. A 200 alone is not enough: node_exporter answers every
+    path with its landing page."""
+    tags = _json(results.get(OLLAMA_TAGS_PATH))
+    cards = tags.get("models") if isinstance(tags, dict) else None
+    if not isinstance(cards, list):
+        return None
+    version = OLLAMA_READING.version(_json(results.get(OLLAMA_INFO_PATH)))
+    by = OLLAMA_INFO_PATH if version else OLLAMA_TAGS_PATH
+    names = [c["name"] for c in cards if isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"]]
+    return OllamaAnswer(
+        port=port,
+        recognised_by=by,
+        version=version or "unknown",
+        models=tuple(safe_text(name, LABEL_LIMIT) for name in names[:MAX_MODELS]),
+        model_count=len(names),
+    )
+
+
 def nim_answer(port: int, results: Mapping[str, HttpResult]) -> NimAnswer | None:
     """A NIM, from its ``/v1/version`` (``{"release": ...}``), else its ``/v1/health/ready`` (200 with
     ``"object": "health.response"``, or 503 while its model loads) where ``/version`` is not a vLLM's;
@@ -423,6 +485,9 @@ def wants_health(results: Mapping[str, HttpResult]) -> bool:
 def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> PortFinding:
     """What answers on a port, from the answers to ``PROBE_PATHS`` (the role only names the kind of
     a ``/health`` service and the reason shown when nothing answered)."""
+    ollama = ollama_answer(port, results)
+    if ollama is not None and ollama.recognised_by == OLLAMA_INFO_PATH:
+        return ollama
     nim = nim_answer(port, results)
     if nim is not None:
         return nim
@@ -443,10 +508,8 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
     kind = exporter_kind(results.get(METRICS_PATH))
     if kind is not None:
         return ExporterAnswer(port=port, kind=kind)
-    tags = _json(results.get("/api/tags"))
-    if isinstance(tags, dict) and isinstance(tags.get("models"), list):
-        answer = results["/api/tags"]
-        return ServiceAnswer(port, "ollama", "/api/tags", answer.status or 200, answer.elapsed_s)
+    if ollama is not None:  # /api/tags without /api/version: no engine's paths answered, so Ollama's list
+        return ollama
     health = results.get("/health")
     if (
         role in ("asr", "tts", "http", "any", "ollama", LISTENING)
@@ -466,8 +529,8 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
         return NoAnswer(
             port,
             role,
-            "an OpenAI-compatible server without /version, /props, /server_info or /v1/version (not vLLM, "
-            "llama-server, SGLang, TensorRT-LLM or NIM); add it by hand",
+            "an OpenAI-compatible server without /version, /props, /server_info, /v1/version or /api/version "
+            "(not vLLM, llama-server, SGLang, TensorRT-LLM, NIM or Ollama); add it by hand",
         )
     if role == "exporter" and results.get(METRICS_PATH) is not None and results[METRICS_PATH].ok:
         return NoAnswer(port, role, "/metrics is not a GPU exporter or node_exporter sparktui knows")
@@ -482,6 +545,6 @@ def classify_port(port: int, role: str, results: Mapping[str, HttpResult]) -> Po
     return NoAnswer(
         port,
         role,
-        f"something answered{status}, but not a vLLM, llama-server, SGLang, TensorRT-LLM, NIM, exporter or "
-        "service sparktui knows",
+        f"something answered{status}, but not a vLLM, llama-server, SGLang, TensorRT-LLM, NIM, Ollama, exporter "
+        "or service sparktui knows",
     )

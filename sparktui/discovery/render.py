@@ -17,12 +17,15 @@ from sparktui.discovery.launches import (
     is_llama_unit,
     is_nim_container,
     is_nim_unit,
+    is_ollama_container,
+    is_ollama_unit,
     is_sglang_container,
     is_sglang_unit,
     is_trtllm_container,
     is_trtllm_unit,
     llama_launches,
     nim_launches,
+    ollama_launches,
     sglang_launches,
     trtllm_launches,
     vllm_launches,
@@ -30,6 +33,7 @@ from sparktui.discovery.launches import (
 from sparktui.discovery.listeners import Listener
 from sparktui.discovery.names import (
     NIM_NAME,
+    OLLAMA_NAME,
     SGLANG_NAME,
     TRTLLM_NAME,
     planned_llama_name,
@@ -42,6 +46,7 @@ from sparktui.discovery.plan import (
     Planned,
     PlannedLlama,
     PlannedNim,
+    PlannedOllama,
     PlannedSglang,
     PlannedTrtllm,
     PlannedVllm,
@@ -53,6 +58,7 @@ from sparktui.discovery.probes import (
     LlamaAnswer,
     NimAnswer,
     NoAnswer,
+    OllamaAnswer,
     PortFinding,
     ServiceAnswer,
     SglangAnswer,
@@ -61,6 +67,8 @@ from sparktui.discovery.probes import (
 )
 from sparktui.discovery.units import ContainerInfo, UnitInfo
 from sparktui.engines.llamacpp.command import ServerArgs
+from sparktui.engines.ollama.command import DEFAULT_PORT as OLLAMA_DEFAULT_PORT
+from sparktui.engines.ollama.command import HOST_VARIABLE as OLLAMA_HOST_VARIABLE
 from sparktui.engines.sglang.command import SglangArgs
 from sparktui.engines.trtllm.command import TrtllmArgs
 from sparktui.engines.vllm.command import VllmArgs
@@ -281,6 +289,33 @@ def _trtllm_nim_section(plan: PlannedTrtllm | PlannedNim, name: tuple[str, str],
     return lines
 
 
+def _ollama_section(plan: PlannedOllama, name: str, *, ssh_looked: bool) -> list[str]:
+    """An Ollama: an instance with ``engine = "ollama"``, from what answered on its port (``/api/version``,
+    ``/api/tags``) and the unit or container that runs it (where it listens: ``OLLAMA_HOST``)."""
+    answer, launch = plan.http, plan.launch
+    if answer is not None:
+        port_how = f"Ollama {answer.version} answered {answer.recognised_by}"
+    else:
+        port_how = f"did not answer during init; port from {launch.port_how}" if launch is not None else ""
+    engine = ("ollama", "Ollama", answer.recognised_by if answer is not None else "")
+    lines = _engine_head(plan, engine, (name, "rename it at will"), port_how)
+    if answer is not None and answer.models:
+        more = f" ({answer.model_count} in all)" if answer.model_count > len(answer.models) else ""
+        lines += comment_block(f"Models on its disk (/api/tags): {', '.join(answer.models)}{more}.")
+    elif answer is not None:
+        lines += comment_block("No models on its disk yet (/api/tags lists none).")
+    host = launch.ollama if launch is not None else None
+    if host is not None and host.local_only is not None:
+        lines += comment_block(
+            f"It listens on {host.local_only} only, by {host.port_how()}: sparktui must run on this node to reach "
+            f'it, or set Environment="{OLLAMA_HOST_VARIABLE}=0.0.0.0:{host.port or OLLAMA_DEFAULT_PORT}" in its unit '
+            "(systemctl edit) or -e in its docker run"
+        )
+    if launch is None:
+        lines += _no_launch_lines(ssh_looked=ssh_looked, more="")
+    return lines
+
+
 def _trtllm_command_notes(args: TrtllmArgs, launch: Launch) -> list[str]:
     """What the trtllm-serve command line says that the config cannot hold."""
     lines: list[str] = []
@@ -346,7 +381,7 @@ def _api_key_line(variable: str, why: str) -> str:
 
 
 def _engine_head(
-    plan: PlannedLlama | PlannedSglang | PlannedTrtllm | PlannedNim,
+    plan: PlannedLlama | PlannedSglang | PlannedTrtllm | PlannedNim | PlannedOllama,
     engine: tuple[str, str, str],
     name: tuple[str, str],
     port_how: str,
@@ -446,7 +481,12 @@ def _port_how(plan: PlannedVllm) -> str:
 
 
 def _launch_lines(
-    plan: Planned[VllmAnswer] | Planned[LlamaAnswer] | Planned[SglangAnswer] | PlannedTrtllm | PlannedNim,
+    plan: Planned[VllmAnswer]
+    | Planned[LlamaAnswer]
+    | Planned[SglangAnswer]
+    | PlannedTrtllm
+    | PlannedNim
+    | PlannedOllama,
     launch: Launch,
     more: list[str],
 ) -> list[str]:
@@ -572,9 +612,17 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
     sglangs = [f for f in report.findings if isinstance(f, SglangAnswer)]
     trtllm_answers = [f for f in report.findings if isinstance(f, TrtllmAnswer)]
     nim_answers = [f for f in report.findings if isinstance(f, NimAnswer)]
+    ollama_answers = [f for f in report.findings if isinstance(f, OllamaAnswer)]
     found = report.ssh
     units, containers = (found.units, found.containers) if found is not None else ((), ())
     answered_elsewhere = [*(a.port for a in answers), *(a.port for a in llamas), *(a.port for a in sglangs)]
+    ollamas, ollamas_left_out, ollama_notes = plan_instances(
+        ollama_answers,
+        ollama_launches(units, containers),
+        taken=[*answered_elsewhere, *(a.port for a in trtllm_answers), *(a.port for a in nim_answers)],
+    )
+    # Ollama's ports: no launch of another engine takes them.
+    answered_elsewhere += [o.port for o in ollamas if o.port is not None]
     nims, nims_left_out, nim_notes = plan_instances(
         nim_answers, nim_launches(units, containers), taken=[*answered_elsewhere, *(a.port for a in trtllm_answers)]
     )
@@ -583,8 +631,12 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         trtllm_launches(units, containers),
         taken=[*answered_elsewhere, *(n.port for n in nims if n.port is not None)],
     )
-    # TensorRT-LLM's and NIM's ports: no launch of another engine takes them.
-    http_only = [*(p.port for p in planned_trtllms if p.port), *(n.port for n in nims if n.port)]
+    # TensorRT-LLM's, NIM's and Ollama's ports: no launch of another engine takes them.
+    http_only = [
+        *(p.port for p in planned_trtllms if p.port),
+        *(n.port for n in nims if n.port),
+        *(o.port for o in ollamas if o.port),
+    ]
     # Each engine's answers and launches are matched by port; an answer's port is its engine's, and a
     # launch that answered nowhere takes a port no other entry has.
     planned_sglangs, sglangs_left_out, sglang_notes = plan_instances(
@@ -628,13 +680,16 @@ def render_node(report: HostReport, ssh: SshSettings) -> list[str]:
         found_name, how = served_model_name(plan_found, fallback)
         name = unique(found_name, taken, str(plan_found.port) if plan_found.port else None)
         lines += [*_trtllm_nim_section(plan_found, (name, how), ssh_looked=found is not None), ""]
+    for ollama in ollamas:
+        name = unique(OLLAMA_NAME, taken, str(ollama.port) if ollama.port else None)
+        lines += [*_ollama_section(ollama, name, ssh_looked=found is not None), ""]
     lines += _exporter_tables(report)
     lines += _service_tables(report)
     lines += _not_found_notes(report)
     lines += _ssh_notes(
         report,
-        [*notes, *llama_notes, *sglang_notes, *trtllm_notes, *nim_notes],
-        [*left_out, *llamas_left_out, *sglangs_left_out, *trtllms_left_out, *nims_left_out],
+        [*notes, *llama_notes, *sglang_notes, *trtllm_notes, *nim_notes, *ollama_notes],
+        [*left_out, *llamas_left_out, *sglangs_left_out, *trtllms_left_out, *nims_left_out, *ollamas_left_out],
     )
     lines.append("")
     return lines
@@ -738,10 +793,12 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
     trtllm_containers = [c for c in report.ssh.containers if is_trtllm_container(c)]
     nim_units = [u for u in report.ssh.units if is_nim_unit(u)]
     nim_containers = [c for c in report.ssh.containers if is_nim_container(c)]
-    others = (llama_units, sglang_units, trtllm_units, nim_units)
+    ollama_units = [u for u in report.ssh.units if is_ollama_unit(u)]
+    ollama_containers = [c for c in report.ssh.containers if is_ollama_container(c)]
+    others = (llama_units, sglang_units, trtllm_units, nim_units, ollama_units)
     vllm_units = len(report.ssh.units) - sum(len(u) for u in others)
     vllm_containers = len(report.ssh.containers) - sum(
-        len(c) for c in (llama_containers, sglang_containers, trtllm_containers, nim_containers)
+        len(c) for c in (llama_containers, sglang_containers, trtllm_containers, nim_containers, ollama_containers)
     )
     found = (
         f"{fmt_count(vllm_units, 'vLLM unit', zero='no')} and {fmt_count(vllm_containers, 'vLLM container', zero='no')}"
@@ -751,6 +808,7 @@ def _ssh_notes(report: HostReport, notes: Sequence[str], left_out: Sequence[Laun
         ("SGLang", sglang_units, sglang_containers),
         ("TensorRT-LLM", trtllm_units, trtllm_containers),
         ("NIM", nim_units, nim_containers),
+        ("Ollama", ollama_units, ollama_containers),
     ):
         if engine_units or engine_containers:
             found += (
@@ -777,8 +835,9 @@ def render_config(reports: Sequence[HostReport], ssh: SshSettings, *, written_at
         "#",
         "# Each value says how it was found: by probing the host's usual ports over HTTP (vLLM /version and",
         "# /v1/models, llama-server /props, SGLang /server_info, TensorRT-LLM /prometheus/metrics, NIM",
-        "# /v1/version, exporters' /metrics, services' /health) and, over SSH, reading the systemd units and",
-        "# docker containers that run vLLM, llama-server, SGLang or TensorRT-LLM and their command lines, and",
+        "# /v1/version, Ollama /api/version, exporters' /metrics, services' /health) and, over SSH, reading the",
+        "# systemd units and docker containers that run vLLM, llama-server, SGLang, TensorRT-LLM, NIM or Ollama",
+        "# and their command lines (and Ollama's OLLAMA_HOST), and",
         "# the ports the host listens on (probed too). What was probed and not found is listed under each node.",
         "# Check it, edit it, then run `sparktui config check`.",
         "# Every key is described in docs/config.md. Top-level settings (poll_interval_s, timeout_s,",

@@ -1,11 +1,11 @@
 """``sparktui init HOST [HOST ...]``: probe hosts and write a commented config.
 
-``sparktui.sources.probe`` asks each host, at once, over HTTP (every usual port: vLLM, llama-server,
-SGLang, TensorRT-LLM, NIM, exporters, services) and SSH (the systemd units and docker containers that run
-vLLM, llama-server, SGLang, trtllm-serve or NIM); ``sparktui.discovery`` reads the answers and renders the
-TOML; the text is validated with ``parse_config`` before it is written, and an existing file is
-never replaced without ``--force``. An SSH problem skips SSH discovery for that host only: one line on
-stderr names the host and the fix, and the config still has what HTTP found. ``docs/init.md`` shows an example.
+``sparktui.sources.probe`` asks each host, at once, over HTTP (every usual port: vLLM, llama-server, SGLang,
+TensorRT-LLM, NIM, Ollama, exporters, services) and SSH (the systemd units and docker containers that run
+vLLM, llama-server, SGLang, trtllm-serve, NIM or Ollama); ``sparktui.discovery`` reads the answers and renders
+the TOML; the text is validated with ``parse_config`` before it is written, and an existing file is never
+replaced without ``--force``. An SSH problem skips SSH discovery for that host only: one line on stderr names
+the host and the fix, and the config still has what HTTP found. ``docs/init.md`` shows an example.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sparktui.discovery.probes import (
     DEFAULT_EXPORTER_PORTS,
     DEFAULT_LLAMACPP_PORTS,
     DEFAULT_NIM_PORTS,
+    DEFAULT_OLLAMA_PORTS,
     DEFAULT_SERVICE_PORTS,
     DEFAULT_SGLANG_PORTS,
     DEFAULT_TRTLLM_PORTS,
@@ -33,6 +34,7 @@ from sparktui.discovery.probes import (
     ExporterAnswer,
     LlamaAnswer,
     NimAnswer,
+    OllamaAnswer,
     PortFinding,
     ServiceAnswer,
     SglangAnswer,
@@ -87,6 +89,7 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
         sglang = DEFAULT_SGLANG_PORTS if args.sglang_ports is None else parse_port_list(args.sglang_ports)
         trtllm = DEFAULT_TRTLLM_PORTS if args.trtllm_ports is None else parse_port_list(args.trtllm_ports)
         nim = DEFAULT_NIM_PORTS if args.nim_ports is None else parse_port_list(args.nim_ports)
+        ollama = DEFAULT_OLLAMA_PORTS if args.ollama_ports is None else parse_port_list(args.ollama_ports)
         exporters = DEFAULT_EXPORTER_PORTS if args.exporter_ports is None else parse_port_list(args.exporter_ports)
         services = DEFAULT_SERVICE_PORTS if args.service_ports is None else parse_service_ports(args.service_ports)
         extra = parse_port_list(args.ports) if args.ports else ()
@@ -111,7 +114,17 @@ def request_from_args(args: argparse.Namespace) -> InitRequest:
             known_hosts=_absolute(args.known_hosts),
         ),
         use_ssh=not args.no_ssh,
-        ports=port_roles(vllm, services, exporters, extra, llamacpp=llamacpp, sglang=sglang, trtllm=trtllm, nim=nim),
+        ports=port_roles(
+            vllm,
+            services,
+            exporters,
+            extra,
+            llamacpp=llamacpp,
+            sglang=sglang,
+            trtllm=trtllm,
+            nim=nim,
+            ollama=ollama,
+        ),
         timeout_s=args.timeout,
         ssh_timeout_s=max(args.timeout, 5.0),
     )
@@ -163,8 +176,8 @@ def build_reports(
 
 def found_anything(report: HostReport) -> bool:
     """Whether a host answered anything init can use: a vLLM, a llama-server, an SGLang, a TensorRT-LLM, a
-    NIM, an exporter or a service over HTTP, or an engine's unit or container over SSH."""
-    engines = NimAnswer | TrtllmAnswer | SglangAnswer | VllmAnswer | LlamaAnswer
+    NIM, an Ollama, an exporter or a service over HTTP, or an engine's unit or container over SSH."""
+    engines = OllamaAnswer | NimAnswer | TrtllmAnswer | SglangAnswer | VllmAnswer | LlamaAnswer
     answered = any(isinstance(f, engines | ExporterAnswer | ServiceAnswer) for f in report.findings)
     return answered or (report.ssh is not None and bool(report.ssh.units or report.ssh.containers))
 
@@ -180,6 +193,8 @@ def _summary(report: HostReport) -> str:
             parts.append(f"TensorRT-LLM :{finding.port}")
         elif isinstance(finding, NimAnswer):
             parts.append(f"NIM :{finding.port}")
+        elif isinstance(finding, OllamaAnswer):
+            parts.append(f"Ollama :{finding.port}")
         elif isinstance(finding, LlamaAnswer):
             parts.append(f"llama-server{' router' if finding.router else ''} :{finding.port}")
         elif isinstance(finding, ExporterAnswer):

@@ -1,15 +1,15 @@
 """What ``sparktui init`` asks the hosts: HTTP probes of the usual ports and SSH discovery.
 
 For each host, at once: every port is asked ``/version``, ``/v1/models``, ``/prometheus/metrics``,
-``/v1/version``, ``/v1/health/ready``, ``/server_info``, ``/api/tags`` and ``/props`` (short timeouts, all
-concurrently), then ``/metrics`` where something answered and it is not a trtllm-serve (whose ``/metrics``
-drains its stats), then ``/health`` where something answered and it is not an SGLang (whose ``/health``
-runs a generation); and over SSH the systemd units and docker containers that run vLLM, llama.cpp's
-llama-server, SGLang, trtllm-serve or NIM are read (``systemctl list-units`` and ``show``, ``docker ps`` and
-``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second
-round asks the ports SSH found: the launches' host ports, and the listening ports that could be HTTP (what
-answers is kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery``
-reads the answers; ``sparktui.headless.init`` renders, validates and writes the config.
+``/v1/version``, ``/v1/health/ready``, ``/server_info``, ``/api/version``, ``/api/tags`` and ``/props`` (short
+timeouts, all concurrently), then ``/metrics`` where something answered and it is not a trtllm-serve (whose
+``/metrics`` drains its stats), then ``/health`` where something answered and it is not an SGLang (whose
+``/health`` runs a generation); and over SSH the systemd units and docker containers that run vLLM,
+llama.cpp's llama-server, SGLang, trtllm-serve, NIM or Ollama are read (``systemctl list-units`` and ``show``,
+``docker ps`` and ``inspect``), and the ports the host listens on (``ss -Hltnp``). Then a second round asks
+the ports SSH found: the launches' host ports, and the listening ports that could be HTTP (what answers is
+kept; a port where nothing init knows answers is left out without a word). ``sparktui.discovery`` reads the
+answers; ``sparktui.headless.init`` renders, validates and writes the config.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from sparktui.discovery.launches import (
     is_engine_unit,
     llama_launches,
     nim_launches,
+    ollama_launches,
     sglang_launches,
     trtllm_launches,
     vllm_launches,
@@ -246,6 +247,7 @@ def _second_round(
         ("sglang", sglang_launches(units, containers)),
         ("trtllm", trtllm_launches(units, containers)),
         ("nim", nim_launches(units, containers)),
+        ("ollama", ollama_launches(units, containers)),
     ):
         ports = {launch.host_port for launch in launches if launch.host_port} - done
         wanted += [(port, role) for port in sorted(ports - {port for port, _role in wanted})]

@@ -248,7 +248,7 @@ def test_written_config_validates_and_has_every_service_with_urls_units_containe
     assert node.host == "127.0.0.1"
     assert (node.ssh.user, node.ssh.port) == (server.user, server.port)
     assert (node.ssh.key_file, node.ssh.known_hosts) == (server.client_key, server.known_hosts)
-    vllms = by_url(spec)
+    vllms = {url: v for url, v in by_url(spec).items() if v.engine == "vllm"}
     assert set(vllms) == {f"http://127.0.0.1:{fleet.qwen.port}", f"http://127.0.0.1:{fleet.gemma.port}"}
     qwen, gemma = vllms[f"http://127.0.0.1:{fleet.qwen.port}"], vllms[f"http://127.0.0.1:{fleet.gemma.port}"]
     assert (qwen.unit, qwen.container, qwen.gpu_memory_utilization) == ("vllm-qwen36.service", None, 0.55)
@@ -258,8 +258,11 @@ def test_written_config_validates_and_has_every_service_with_urls_units_containe
     assert node.node_exporter.url == f"http://127.0.0.1:{fleet.node.port}/metrics"
     assert {(s.name, s.kind, s.url) for s in node.services} == {
         ("asr", "asr", f"http://127.0.0.1:{fleet.asr.port}/health"),
-        ("ollama", "ollama", f"http://127.0.0.1:{fleet.ollama.port}/api/tags"),
     }
+    # an Ollama given with --service-ports ollama=PORT is probed there and written as an engine
+    assert [(v.name, v.engine, v.port) for v in node.vllm if v.engine == "ollama"] == [
+        ("ollama", "ollama", fleet.ollama.port)
+    ]
     # how each value was found, and what was probed and not found
     flat = unwrapped(text)
     assert f"on this port by `-p {fleet.qwen.port}:8000` (`--port 8000` in the container)" in flat
@@ -414,9 +417,10 @@ def test_unknown_host_key_still_writes_the_http_config_with_a_comment_and_one_st
     assert set(by_url(spec)) == {
         f"http://127.0.0.1:{fleet.qwen.port}",
         f"http://127.0.0.1:{fleet.gemma.port}",
+        f"http://127.0.0.1:{fleet.ollama.port}",
     }
     assert all(v.unit is None and v.container is None for v in node.vllm)
-    assert {s.kind for s in node.services} == {"asr", "ollama"}
+    assert {s.kind for s in node.services} == {"asr"}
     fix = f"ssh-keyscan -p {server.port} 127.0.0.1 >> {empty}"
     lines = out.read_text().splitlines()
     skipped = lines.index("# SSH discovery skipped:")

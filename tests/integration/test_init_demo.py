@@ -102,19 +102,31 @@ async def test_the_init_command_the_demo_prints_writes_a_config_of_its_nodes_tha
     }
     assert [n.name for n in fleet.nodes] == ["spark1", "spark2", "spark3", "spark4"]  # from each node's hostname
     assert {n.name: n.ssh.port for n in fleet.nodes} == ssh_ports
-    found = {n.name: sorted(v.port for v in n.vllm if v.port is not None) for n in fleet.nodes}
+    found = {n.name: sorted(v.port for v in n.vllm if v.port is not None and v.engine == "vllm") for n in fleet.nodes}
     assert found == vllm_ports  # spark4's worker has no HTTP: left out, with what to add
-    by_name = {n.name: n for n in fleet.nodes}
-    assert [(v.unit, v.container) for v in by_name["spark1"].vllm] == [("vllm-qwen36.service", None)]
-    assert [(v.unit, v.container) for v in by_name["spark2"].vllm] == [(None, "vllm-gemma4")]
+    vllms = {n.name: [v for v in n.vllm if v.engine == "vllm"] for n in fleet.nodes}
+    assert [(v.unit, v.container) for v in vllms["spark1"]] == [("vllm-qwen36.service", None)]
+    assert [(v.unit, v.container) for v in vllms["spark2"]] == [(None, "vllm-gemma4")]
     assert "a multi-node worker" in ran.stdout and "vllm-qwen235" in ran.stdout
     # The GPU exporters and side services listen on ports the OS chose: found from what each node
     # listens on (ss), each on its own node although every demo node is 127.0.0.1.
     exporters = {n["name"]: n["gpu_exporter"]["url"] for n in demo_config["nodes"] if "gpu_exporter" in n}
     assert exporters and {n.name: n.gpu_exporter.url for n in fleet.nodes if n.gpu_exporter is not None} == exporters
-    services = {n["name"]: sorted(_port(s["url"]) for s in n.get("services", [])) for n in demo_config["nodes"]}
+    services = {
+        n["name"]: sorted(_port(s["url"]) for s in n.get("services", []) if s["kind"] != "ollama")
+        for n in demo_config["nodes"]
+    }
     assert any(services.values())
     assert {n.name: sorted(_port(s.url) for s in n.services) for n in fleet.nodes} == services
+    # The demo's Ollama, a side service in its own config, answers /api/tags: init writes it as an engine.
+    ollamas = {
+        n["name"]: sorted(_port(s["url"]) for s in n.get("services", []) if s["kind"] == "ollama")
+        for n in demo_config["nodes"]
+    }
+    assert any(ollamas.values())
+    assert {
+        n.name: sorted(v.port for v in n.vllm if v.port is not None and v.engine == "ollama") for n in fleet.nodes
+    } == ollamas
 
     written = tmp_path / "demo-init.toml"
     made = await asyncio.to_thread(_sparktui, *words[1:-1], "--output", str(written), cwd=tmp_path)

@@ -47,6 +47,8 @@ def other_ports_unused() -> list[str]:
         str(free_port()),
         "--nim-ports",
         str(free_port()),
+        "--ollama-ports",
+        str(free_port()),
     ]
 
 
@@ -165,7 +167,8 @@ async def test_init_finds_the_unit_that_runs_a_real_llama_server_and_a_restart_g
     text = out.read_text()
     spec = parse_config(text, source=str(out), env={})
     (node,) = spec.nodes
-    (instance,) = node.vllm
+    instance, ollama = node.vllm  # the Ollama's unit is Ollama's, not a llama-server's
+    assert (ollama.engine, ollama.unit, ollama.port) == ("ollama", "ollama.service", 11434)
     async with httpx.AsyncClient(timeout=10) as client:
         props = (await client.get(f"{real_llama_server.url}/props")).json()
     assert (instance.engine, instance.port, instance.unit, instance.container) == (
@@ -179,7 +182,7 @@ async def test_init_finds_the_unit_that_runs_a_real_llama_server_and_a_restart_g
     assert f"llama-server {props['build_info']} answered /props" in text
     assert f"on this port by `--port {real_llama_server.port}` in the unit's ExecStart" in flat
     assert f"model: {argv[argv.index('-m') + 1]} (-m)" in flat
-    assert "ollama" not in text
+    assert "ollama" not in text.split("[[nodes.vllm]]")[1]
     assert "no vLLM units and no vLLM containers, 1 llama-server unit" in flat
 
     plan = plan_restart(spec, node.name, instance.name, settings=FAST)

@@ -100,7 +100,8 @@ def test_init_finds_the_unit_that_runs_an_sglang_and_a_restart_goes_through_syst
     text = out.read_text()
     spec = parse_config(text, source=str(out), env={})
     (node,) = spec.nodes
-    (instance,) = node.vllm
+    instance, ollama = node.vllm  # the Ollama's unit is Ollama's, not an SGLang's
+    assert (ollama.engine, ollama.unit, ollama.port) == ("ollama", "ollama.service", 11434)
     assert (instance.name, instance.engine, instance.port, instance.unit, instance.container) == (
         model_tail(model),
         "sglang",
@@ -111,7 +112,7 @@ def test_init_finds_the_unit_that_runs_an_sglang_and_a_restart_goes_through_syst
     flat = unwrapped(text)
     assert f"on this port by `--port {server.port}` in the unit's ExecStart" in flat
     assert f"model: {model} (--model-path)" in flat
-    assert "ollama" not in text
+    assert "ollama" not in text.split("[[nodes.vllm]]")[1]
     assert "no vLLM units and no vLLM containers, 1 SGLang unit and no SGLang containers" in flat
     plan = plan_restart(spec, node.name, instance.name, settings=FAST)
     assert isinstance(plan, ActionPlan) and plan.commands[0] == "sudo -n systemctl restart sglang-qwen.service"

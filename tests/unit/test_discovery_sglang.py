@@ -41,7 +41,7 @@ from sparktui.discovery.probes import (
     DEFAULT_VLLM_PORTS,
     PROBE_PATHS,
     NoAnswer,
-    ServiceAnswer,
+    OllamaAnswer,
     SglangAnswer,
     VllmAnswer,
     classify_port,
@@ -143,7 +143,7 @@ def test_an_sglang_answers_ollamas_api_tags_too_and_is_still_an_sglang() -> None
     results = sglang_results()
     assert isinstance(classify_port(11434, "ollama", results), SglangAnswer)
     del results["/server_info"], results["/metrics"], results["/v1/models"]
-    assert isinstance(classify_port(11434, "ollama", results), ServiceAnswer)  # without them: Ollama's list
+    assert isinstance(classify_port(11434, "ollama", results), OllamaAnswer)  # without them: Ollama's list
 
 
 def test_sglang_names_on_metrics_say_sglang_when_server_info_wants_a_key() -> None:
