@@ -591,33 +591,14 @@ class DemoNode:
         return Response(body=text.encode(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-DEMO_OLLAMA_VERSION = "0.12.6"
-_OLLAMA_MODEL = "qwen3:8b"
+def _service_handler(kind: str, rng: random.Random, ollama: DemoOllama) -> Callable[[Request], object]:
+    """A side service's answers: ``/health``, or, for an Ollama, an idle Ollama's (``ollama.DemoOllama``:
+    ``sparktui init`` finds it as an engine; the demo's own config keeps it a side service)."""
 
-
-def _idle_ollama(path: str) -> Response:
-    """An idle Ollama's answers (docs.ollama.com/api): ``/`` "Ollama is running", ``/api/version``, the one
-    model on its disk at ``/api/tags`` and ``/v1/models``, none loaded at ``/api/ps``; any other path its
-    plain 404. ``sparktui init`` finds it as an engine; the demo's own config keeps it a side service."""
-    if path == "/":
-        return Response(body=b"Ollama is running", content_type="text/plain; charset=utf-8")
-    if path == "/api/version":
-        return Response.of_json({"version": DEMO_OLLAMA_VERSION})
-    if path == "/api/tags":
-        return Response.of_json({"models": [{"name": _OLLAMA_MODEL, "model": _OLLAMA_MODEL, "size": 5225388164}]})
-    if path == "/api/ps":
-        return Response.of_json({"models": []})
-    if path == "/v1/models":
-        card = {"id": _OLLAMA_MODEL, "object": "model", "created": 1759559643, "owned_by": "library"}
-        return Response.of_json({"object": "list", "data": [card]})
-    return Response(body=b"404 page not found", status=404, content_type="text/plain")
-
-
-def _service_handler(kind: str, rng: random.Random) -> Callable[[Request], object]:
     async def handle(request: Request) -> Response:
         await asyncio.sleep(rng.uniform(0.003, 0.02))
         if kind == "ollama":
-            return _idle_ollama(request.path)
+            return await ollama.handle(request)
         if request.path == "/health":
             return Response.of_json({"status": "ok"})
         return Response.of_json({"detail": "Not Found"}, status=404)
@@ -674,7 +655,8 @@ class DemoFleet:
                 node.nic = SimNic()
             node.gpu_http = HttpServer(node.gpu_page, host=address, on_served=node.gpu_served)
             for name, kind in spec.services:
-                node.services[name] = HttpServer(_service_handler(kind, rng), host=address)  # type: ignore[arg-type]
+                idle = DemoOllama(spec.name, OllamaSpec(name, (QWEN3_8B,)), self.clock, address)
+                node.services[name] = HttpServer(_service_handler(kind, rng, idle), host=address)  # type: ignore[arg-type]
             for instance in instances:
                 # Up since boot: the model was loaded then (its weights are in the page cache).
                 instance.service.adopt(host.boot_epoch + 35.0 + instance.profile.load_s)
