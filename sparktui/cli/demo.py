@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         "--scenario",
         default="healthy",
         help="what goes wrong: healthy (default), incident, wedged, spec-degradation, kv-pressure, node-down, "
-        "engine-dead, restart, ssh-drop, soak",
+        "engine-dead, restart, ssh-drop, soak; on the mixed fleet: mixed, ollama-overdue",
     )
     demo.add_argument(
         "--fault-every",
