@@ -24,12 +24,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 PROMPT = "or write a config as for your own Sparks: "
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+@pytest.fixture(params=[()], ids=["default"])
+def demo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     out = tmp_path / "demo.out"
     with out.open("w") as handle:
         child = subprocess.Popen(
-            [sys.executable, "-m", "sparktui", "demo", "--serve-only"],
+            [sys.executable, "-m", "sparktui", "demo", "--serve-only", *request.param],
             stdout=handle,
             stderr=subprocess.STDOUT,
             text=True,
@@ -134,3 +134,43 @@ async def test_the_init_command_the_demo_prints_writes_a_config_of_its_nodes_tha
     snapshot = await asyncio.to_thread(_sparktui, "--config", str(written), "snapshot", cwd=tmp_path)
     assert snapshot.returncode == 0, snapshot.stderr
     assert any(line.startswith("spark1 ") and line.endswith(" up") for line in snapshot.stdout.splitlines())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("demo", [("--fleet", "mixed")], ids=["mixed"], indirect=True)
+async def test_init_finds_every_engine_of_the_mixed_fleet_on_its_node(
+    demo: tuple[subprocess.Popen[str], Path], tmp_path: Path
+) -> None:
+    # Each node on its own loopback address, each engine at the port it answers on: init finds each one
+    # by what answers (vLLM's /version, Ollama's /api/version, SGLang's /server_info, trtllm-serve's
+    # /prometheus/metrics, NIM's /v1/version, llama-server's /props), on the node the demo serves it on.
+    child, out = demo
+
+    def printed() -> str | None:
+        assert child.poll() is None, out.read_text()
+        return next((line for line in out.read_text().splitlines() if line.startswith(PROMPT)), None)
+
+    await wait_until(printed, 60.0, what="the demo's init line", detail=out.read_text)
+    line = printed()
+    assert line is not None
+    words = shlex.split(line.removeprefix(PROMPT))
+    ran = await asyncio.to_thread(_sparktui, *words[1:], cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    fleet = parse_config(ran.stdout, env={})
+    demo_config = tomllib.loads(await asyncio.to_thread(_demo_config_text, out.read_text()))
+    served = {
+        node["name"]: sorted((v.get("engine", "vllm"), _port(v["url"])) for v in node["vllm"] if "url" in v)
+        for node in demo_config["nodes"]
+    }
+    assert {kind for engines in served.values() for kind, _ in engines} == {
+        "vllm",
+        "ollama",
+        "sglang",
+        "trtllm",
+        "nim",
+        "llamacpp",
+    }
+    found = {n.name: {(v.engine, v.port) for v in n.vllm if v.port is not None} for n in fleet.nodes}
+    # Every one the demo serves (where a default port was taken, by what answers there as well).
+    assert set(found) == set(served) and all(set(served[name]) <= found[name] for name in served), (found, served)
+    assert {n.name: n.host for n in fleet.nodes} == {n["name"]: n["host"] for n in demo_config["nodes"]}
