@@ -11,6 +11,13 @@ deadline; an answer proves the engine alive and gives its TTFT (with one token t
 This module is the pure half: when a canary is due, and what its answer means. The sender is
 ``sparktui.sources.canary``; its result comes back as ``ServerObservation.canary`` and is kept here.
 
+How a canary is asked and read is the engine's where it is not an OpenAI completion
+(``EngineReading.canary_plan``, a ``CanaryPlan``): which model it may name (or none: no canary now),
+on which path, with what payload, and how its answer is read; an engine that times its own answers
+gives its own time to the first token and decode rate (``CanaryAnswer``), shown instead of the wall
+time. Without a plan, a canary is ``POST /v1/completions`` of ``max_tokens`` 1, judged by its
+``"choices"`` and timed by the wall clock.
+
 Rules (``CanaryClock.due``):
 
 - never while tokens are moving: a token in the last ``idle_s`` already proves liveness;
@@ -23,16 +30,56 @@ Rules (``CanaryClock.due``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparktui.model.observations import FetchKind, HttpResult
+from sparktui.model.scrape import ServedModel
 
 CANARY_MAX_TOKENS = 1
 
 
 @dataclass(frozen=True, slots=True)
+class CanaryAsk:
+    """What an engine's plan is given to build a canary: the configured ``prompt``, the first model the
+    server serves (``model``; None: not known yet), every model of a server that loads them on demand
+    and where each is (``models``; () for one that serves what it loaded at its start) and the unix
+    time of the poll it follows (``wall``; None: not known), against which a server's own times
+    (an expiry) are judged."""
+
+    prompt: str
+    model: str | None
+    models: tuple[ServedModel, ...]
+    wall: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryAnswer:
+    """What an engine's own answer says of its timing: the time to its first token as the engine
+    measured it (``ttft_s``; None: not given, the wall time stands) and its decode rate
+    (``decode_tokens_per_s``; None: not given, or too few tokens to make one)."""
+
+    ttft_s: float | None
+    decode_tokens_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryPlan:
+    """An engine's own canary. ``request``: the model to name and the JSON payload to POST to ``path``,
+    or None when no canary may go out now (every model it could name would be loaded, or its
+    keep-alive changed, by it); ``read``: the answer's timing, None when the body is not an answer
+    (a 2xx that is not one proves nothing)."""
+
+    path: str
+    request: Callable[[CanaryAsk], tuple[str, dict[str, object]] | None]
+    read: Callable[[bytes], CanaryAnswer | None]
+
+
+@dataclass(frozen=True, slots=True)
 class CanaryResult:
-    """One canary's outcome. ``ttft_s``: the answer's time (it carries the one token asked for);
+    """One canary's outcome. ``ttft_s``: the answer's time (it carries the one token asked for), or
+    the engine's own time to its first token where its answer gives one (``engine_timed``);
+    ``decode_tokens_per_s``: the engine's own decode rate, where its answer gives one (None: "–");
     ``timed_out``: no answer within the deadline; ``problem``: why it failed, one line (None: it answered)."""
 
     sent_t: float
@@ -40,25 +87,38 @@ class CanaryResult:
     ttft_s: float | None
     timed_out: bool
     problem: str | None
+    engine_timed: bool = False
+    decode_tokens_per_s: float | None = None
 
     @property
     def answered(self) -> bool:
         return self.problem is None
 
 
-def judge(result: HttpResult, sent_t: float, done_t: float) -> CanaryResult:
+def judge(
+    result: HttpResult, sent_t: float, done_t: float, read: Callable[[bytes], CanaryAnswer | None] | None = None
+) -> CanaryResult:
     """What the POST's ``result`` says of the engine. Only a 2xx answer with a completion in it proves
     the engine generated; an HTTP error proves the API process lives but not the engine, and is shown
-    as a problem, not as a wedge; only no answer at all within the deadline is a wedge's evidence."""
+    as a problem, not as a wedge; only no answer at all within the deadline is a wedge's evidence.
+    ``read``: the engine's reading of its own answer (``CanaryPlan.read``); None: an OpenAI completion,
+    timed by the wall clock."""
     if result.kind is FetchKind.TIMEOUT:
         return CanaryResult(sent_t, done_t, None, True, result.problem())
     if not result.answered:
         return CanaryResult(sent_t, done_t, None, False, result.problem())
     if not result.ok:
         return CanaryResult(sent_t, done_t, None, False, result.problem())
-    if b'"choices"' not in result.body:
+    if read is None:
+        if b'"choices"' not in result.body:
+            return CanaryResult(sent_t, done_t, None, False, "the answer is not a completion")
+        return CanaryResult(sent_t, done_t, result.elapsed_s, False, None)
+    answer = read(result.body)
+    if answer is None:
         return CanaryResult(sent_t, done_t, None, False, "the answer is not a completion")
-    return CanaryResult(sent_t, done_t, result.elapsed_s, False, None)
+    engine_timed = answer.ttft_s is not None
+    ttft = answer.ttft_s if answer.ttft_s is not None else result.elapsed_s
+    return CanaryResult(sent_t, done_t, ttft, False, None, engine_timed, answer.decode_tokens_per_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +214,11 @@ def canary_text(view: CanaryView) -> str:
         if quiet is not None and idle is not None and quiet < idle:
             return f"canary: none needed while tokens move (one after {idle:g} s without a token)"
         return "canary: none sent yet"
+    if last.answered and last.ttft_s is not None and last.engine_timed:
+        decode = last.decode_tokens_per_s
+        rate = f"{decode:.1f} tok/s" if decode is not None else "–"
+        ttft = f"TTFT {last.ttft_s * 1000:.0f} ms"
+        return f"canary: {sent}, last answered: {ttft}, decode {rate} (the engine's own timing)"
     if last.answered and last.ttft_s is not None:
         return f"canary: {sent}, last answered in {last.ttft_s * 1000:.0f} ms (TTFT of 1 token)"
     verdict = "wedged" if view.wedged else "failed"

@@ -13,7 +13,7 @@ from typing import Literal, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from sparktui.model import safe_json
-from sparktui.model.canary import CanaryClock, CanaryView, judge
+from sparktui.model.canary import CanaryAsk, CanaryClock, CanaryView, judge
 from sparktui.model.counters import CounterHistory
 from sparktui.model.derive import EngineRates
 from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
@@ -145,10 +145,14 @@ class InstanceView:
 
 @dataclass(frozen=True, slots=True)
 class CanaryOrder:
-    """A canary to send now: to which instance, asking for which served model (None: not known yet)."""
+    """A canary to send now: to which instance, asking for which served model (None: not known yet).
+    ``path`` and ``payload``: the engine's own canary request (``CanaryPlan``); None: an OpenAI
+    completion of one token (``sparktui.sources.canary.canary_payload``)."""
 
     instance: str
     model: str | None
+    path: str | None = None
+    payload: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,17 +341,31 @@ class InstanceState:
             clock = self.canary
             # Live, the clock knows when it sent the canary; a replayed result carries only its time.
             sent_t = clock.sent_t if clock.in_flight and clock.sent_t is not None else t - obs.canary.elapsed_s
-            clock.done(judge(obs.canary, sent_t, t))
+            plan = self.reading.canary_plan
+            clock.done(judge(obs.canary, sent_t, t, plan.read if plan is not None else None))
 
     def canary_due(self, t: float) -> CanaryOrder | None:
         """A canary for this instance if one is due at ``t`` (``CanaryClock.due``), marked as sent.
-        None to an engine that is asleep: it generates nothing until woken, and that is no wedge."""
+        None to an engine that is asleep: it generates nothing until woken, and that is no wedge. To a
+        server that loads models on demand, only through its engine's plan, which chooses the model
+        (``EngineReading.canary_plan``), and none when the plan has none to name now."""
         clock = self.canary
         healthy = self.health is not None and self.health.ok
-        if clock is None or self.sleep() is not None or self.on_demand or not clock.due(t, healthy):
-            return None  # asleep, or a router: a canary would load the model it names
+        if clock is None or self.sleep() is not None or not clock.due(t, healthy):
+            return None
+        model = self.served_models[0] if self.served_models else None
+        plan = self.reading.canary_plan
+        if plan is None:
+            if self.on_demand:
+                return None  # a router: a canary would load the model it names
+            clock.send(t)
+            return CanaryOrder(self.spec.name, model)
+        assert self.canary_spec is not None  # set with the clock
+        request = plan.request(CanaryAsk(self.canary_spec.prompt, model, self.on_demand, self.wall))
+        if request is None:
+            return None
         clock.send(t)
-        return CanaryOrder(self.spec.name, self.served_models[0] if self.served_models else None)
+        return CanaryOrder(self.spec.name, request[0], plan.path, request[1])
 
     def preread(self, result: HttpResult) -> None:
         """Read ``result``'s ``/metrics`` body now (``read_metrics``), for ``apply`` to take when the same

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sparktui.model.canary import CanaryPlan
 from sparktui.model.promtext import Exposition
 from sparktui.model.scrape import EngineScrape, ServedModel
 
@@ -34,13 +35,16 @@ class EngineReading:
     ``served``: for a server that loads and unloads models on demand (a llama.cpp router), each model
     and where it is, read from ``/v1/models`` (with its description of itself); None from a server
     that serves what it loaded at its start. The models of such a server are never asked anything that
-    would load one: no canary is sent to it.
+    would load one: no canary is sent to it but through its ``canary_plan``, which names only one loaded.
 
     ``read_body``: for an engine that serves its numbers as JSON, not Prometheus text (Ollama's
     ``/api/ps``), how the answer at its poll plan's ``metrics_path`` is read whole into the neutral
     scrape; ``normalise`` is then used only where an exposition is all there is (Prometheus).
-    ``canary``: False for an engine to which no canary is ever sent (a canary names a model, and Ollama
-    loads a model a request names: one unloaded after its keep-alive would be loaded again by it)."""
+    ``canary``: False for an engine to which no canary is ever sent. ``canary_plan``: how the engine's
+    own canary is asked and read (``sparktui.model.canary.CanaryPlan``), for an engine whose canary is
+    not an OpenAI completion; it alone may send a canary to a server that loads models on demand, as
+    it chooses the model it names (Ollama's: only one loaded, keeping its expiry). None: ``POST
+    /v1/completions`` of one token, to a server that serves what it loaded at its start."""
 
     kind: str
     label: str
@@ -52,3 +56,4 @@ class EngineReading:
     served: Callable[[bytes, bytes | None], tuple[ServedModel, ...] | None] | None = None
     read_body: Callable[[bytes, Answers], EngineScrape] | None = None
     canary: bool = True
+    canary_plan: CanaryPlan | None = None

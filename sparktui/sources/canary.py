@@ -1,4 +1,5 @@
-"""Sending canaries: one completion of ``max_tokens`` 1 per order, under the canary's deadline.
+"""Sending canaries: one request per order, under the canary's deadline: a completion of ``max_tokens``
+1, or the engine's own request where its ``CanaryPlan`` made one (the order carries its path and payload).
 
 When to send and what an answer means is the model's (``sparktui.model.canary``, asked through
 ``CanaryPlanner``); this is the I/O. A result is kept until the instance's next poll takes it into its
@@ -19,6 +20,7 @@ from sparktui.sources._httpx import httpx
 from sparktui.sources.http import make_client, post_json
 
 ANSWER_CAP = 64 * 1024  # a 1-token completion's answer is a few hundred bytes
+COMPLETIONS_PATH = "/v1/completions"
 
 
 class CanaryPlanner(Protocol):
@@ -46,13 +48,23 @@ def canary_payload(canary: CanarySpec, model: str | None) -> dict[str, object]:
     return payload
 
 
-async def send_canary(client: httpx.AsyncClient, spec: ServerSpec, canary: CanarySpec, model: str | None) -> HttpResult:
-    """POST the canary to the instance's ``/v1/completions``; never raises (but for cancellation)."""
+def canary_request(canary: CanarySpec, order: CanaryOrder) -> tuple[str, dict[str, object]]:
+    """The path and payload of ``order``: the engine's own (``CanaryPlan``), else an OpenAI completion."""
+    if order.path is not None and order.payload is not None:
+        return order.path, order.payload
+    return COMPLETIONS_PATH, canary_payload(canary, order.model)
+
+
+async def send_canary(
+    client: httpx.AsyncClient, spec: ServerSpec, canary: CanarySpec, order: CanaryOrder
+) -> HttpResult:
+    """POST the canary ``order`` to the instance; never raises (but for cancellation)."""
     assert spec.base_url is not None
+    path, payload = canary_request(canary, order)
     return await post_json(
         client,
-        f"{spec.base_url}/v1/completions",
-        canary_payload(canary, model),
+        f"{spec.base_url}{path}",
+        payload,
         timeout_s=canary.timeout_s,
         max_bytes=ANSWER_CAP,
         headers=auth_headers(spec),
@@ -82,9 +94,10 @@ class CanarySender:
         if self._client is None:
             self._client = make_client(ca_file=self.fleet.ca_file)
         try:
-            result = await send_canary(self._client, vllm, self.fleet.canary, order.model)
+            result = await send_canary(self._client, vllm, self.fleet.canary, order)
         except Exception as exc:  # a bug must still hand back a result: the model waits for one
-            result = HttpResult(url=f"{vllm.base_url}/v1/completions", kind=FetchKind.ERROR, error=repr(exc)[:200])
+            path = order.path or COMPLETIONS_PATH
+            result = HttpResult(url=f"{vllm.base_url}{path}", kind=FetchKind.ERROR, error=repr(exc)[:200])
         self._results[(node, order.instance)] = result
 
     def take(self, node: str, instance: str) -> HttpResult | None:

@@ -9,9 +9,14 @@ models loaded, with ``size``, ``size_vram``, ``context_length`` and ``expires_at
 server's offset); ``GET /v1/models`` (docs.ollama.com/api/openai-compatibility) the same models as
 ``/api/tags`` in OpenAI's list; ``POST /api/generate`` (docs.ollama.com/api/generate) an answer with
 its own timing fields in nanoseconds (``total_duration``, ``load_duration``, ``prompt_eval_count``,
-``prompt_eval_duration``, ``eval_count``, ``eval_duration``), and, as the real server does, it loads the
-model it names (here: lists it in ``/api/ps``). Every request is in ``asked`` ("POST /api/generate" for
-a POST), so a test can say nothing that loads a model was asked.
+``prompt_eval_duration``, ``eval_count``, ``eval_duration``; ``answer``, the docs' example unless a
+test sets its own), and, as the real server does, it loads the model it names (here: lists it in
+``/api/ps``) and keeps it for the request's ``keep_alive`` after it (docs.ollama.com/api/generate: a
+number is seconds, a negative one for ever, none Ollama's default 5 minutes; ``server/sched.go`` sets
+``expires_at`` from it when the request ends). Every request is in ``asked`` ("POST /api/generate" for
+a POST) and each ``/api/generate`` payload in ``generated``, with whether the model it named was
+loaded and not overdue when it came (``named_loaded``), so a test can say nothing that loads a model
+was asked, and what keep-alive was.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ GENERATED: dict[str, object] = {
     "eval_count": 18,
     "eval_duration": 52479709,
 }
+FOREVER_S = 292 * 365 * 86400.0  # keep_alive -1: Go's MaxInt64 nanoseconds, some 292 years
+DEFAULT_KEEP_ALIVE_S = 300.0  # Ollama's OLLAMA_KEEP_ALIVE default: 5 minutes
 PACIFIC = timezone(timedelta(hours=-7))  # the docs' examples carry the server's offset: -07:00
 
 
@@ -82,10 +89,21 @@ class Model:
         return {**found, "size_vram": size_vram, "context_length": self.context_length}
 
 
+def keep_alive_s(value: object) -> float:
+    """A request's ``keep_alive`` as the seconds the model stays loaded after it (numbers only: what
+    sparktui sends)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return FOREVER_S if value < 0 else float(value)
+    return DEFAULT_KEEP_ALIVE_S
+
+
 class OllamaServer:
     def __init__(self, models: list[Model]) -> None:
         self.models = models
         self.asked: list[str] = []
+        self.generated: list[dict[str, object]] = []  # each /api/generate payload, as sent
+        self.named_loaded: list[bool] = []  # each one's model: loaded and not past its expiry when it came
+        self.answer: dict[str, object] = GENERATED  # what /api/generate answers (its "model" the one named)
         self.ps_body: bytes | None = None  # answered at /api/ps instead of the models' (a hostile body)
         server = self
 
@@ -119,10 +137,13 @@ class OllamaServer:
                 if urlsplit(self.path).path != "/api/generate":
                     self._send(404, b"404 page not found", "text/plain")
                     return
-                for model in server.models:
-                    if model.name == sent.get("model"):
-                        model.expires_in_s = 300.0  # a request loads the model it names: keep_alive 5m
-                self._json({**GENERATED, "model": sent.get("model")})
+                server.generated.append(sent)
+                named = next((m for m in server.models if m.name == sent.get("model")), None)
+                loaded = named is not None and named.expires_in_s is not None and named.expires_in_s > 0
+                server.named_loaded.append(loaded)
+                if named is not None:  # a request loads the model it names, and keeps it for its keep_alive
+                    named.expires_in_s = keep_alive_s(sent.get("keep_alive"))
+                self._json({**server.answer, "model": sent.get("model")})
 
             def _json(self, found: object) -> None:
                 self._send(200, json.dumps(found).encode(), "application/json; charset=utf-8")

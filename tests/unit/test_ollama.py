@@ -1,5 +1,6 @@
 """Ollama's reading (pure): ``/api/ps`` and ``/v1/models`` into the models it holds and has, what each
-holds, an overdue model, "–" for every number it does not export, no canary ever, and its models' bytes
+holds, an overdue model, "–" for every number it does not export, its canary (only to a model it holds,
+keeping its expiry; ``test_ollama_canary.py``), and its models' bytes
 as their own part of the unified-memory ledger. Bodies as docs.ollama.com/api/ps and
 docs.ollama.com/api/openai-compatibility give them; hostile ones too."""
 
@@ -68,7 +69,7 @@ def test_the_reading_says_what_ollama_does_not_export_and_never_counts() -> None
     assert model.model_name == "gemma3" and model.lacks == LACKS
     assert (model.running, model.waiting, dict(model.counters), dict(model.histograms)) == (None, None, {}, {})
     assert scrape.served is not None and [m.id for m in scrape.served] == ["gemma3", "qwen3:8b"]
-    assert OLLAMA.reading.canary is False
+    assert OLLAMA.reading.canary_plan is not None and OLLAMA.reading.canary_plan.path == "/api/generate"
     assert (OLLAMA.polling.health_path, OLLAMA.polling.metrics_path, OLLAMA.polling.info_path) == (
         "/",
         "/api/ps",
@@ -184,11 +185,12 @@ def test_an_ollama_instance_is_up_with_its_models_and_no_number_is_made_up() -> 
     state = FleetState(parse_config(CONFIG, source="test.toml"), readings())
     for t in range(0, 40):
         view = _poll(state, float(t), _body(PS))
-        assert state.canaries_due("spark1", float(t)) == ()  # never: a canary would load the model it names
+        assert state.canaries_due("spark1", float(t)) == ()  # never: its one model is at or past its expiry
     assert view.status.state is State.UP
     assert view.status.reasons == ("ollama: loads models on demand: 1 of 2 loaded (gemma3)",)
     assert [(m.id, m.load) for m in view.models] == [("gemma3", ModelLoad.LOADED), ("qwen3:8b", ModelLoad.UNLOADED)]
-    assert (view.running, view.waiting, view.model_name, view.canary) == (None, None, None, None)
+    assert (view.running, view.waiting, view.model_name) == (None, None, None)
+    assert view.canary is not None and view.canary.sent == 0
     assert view.rates is None or view.rates.generation_tokens_per_s is None
     assert view.lacks == LACKS and view.version == "0.12.6" and view.engine == "Ollama"
 

@@ -4,21 +4,25 @@ What is polled (docs.ollama.com/api; ``server/routes.go``, ``GenerateRoutes``): 
 "Ollama is running": the usual liveness check) every poll, ``/api/ps`` every poll (the models it holds
 in memory: ``ps``), ``/api/version`` now and then (``{"version": ...}``) and ``/v1/models`` now and then
 (every model it has, as ``/api/tags``). None of them loads a model: ``/api/ps`` and ``/api/tags`` list
-what the scheduler holds and the manifests on disk. Never ``/api/generate``, ``/api/chat``,
-``/api/embed`` or ``/api/show`` (a request naming a model loads it), and no canary (``canary=False``):
-a model Ollama unloaded after its keep-alive would be loaded again by a request of sparktui's.
+what the scheduler holds and the manifests on disk. Never ``/api/chat``, ``/api/embed`` or
+``/api/show`` (a request naming a model loads it), and ``/api/generate`` only as the canary
+(``canary.py``): only to a model ``/api/ps`` lists as loaded, asking to keep it as long as it was going
+to (``keep_alive``), never to one unloaded, overdue or about to be unloaded, so that sparktui neither
+loads a model nor keeps one loaded. Its answer's own times give the canary's TTFT (load and prompt
+evaluation, ``timing.py``) and a decode rate, shown instead of the wall time.
 
 Ollama exports no request or token counters and no latency histograms (no ``/metrics`` in any release;
-its times come back in each answer, to whoever asked): running, waiting and every rate are "–", said so
-by ``lacks``. What it does say is which models it holds, how much memory each holds (in all and in GPU
-memory), their context and when each is due to be unloaded: a loaded model is one model of the scrape,
-and the scrape's ``served`` gives every model and where it is, as a llama.cpp router's (``N/M models
-loaded``), a model still held past its expiry flagged overdue.
+its times come back in each answer, to whoever asked: the canary's are shown with it): running, waiting
+and every rate are "–", said so by ``lacks``. What it does say is which models it holds, how much
+memory each holds (in all and in GPU memory), their context and when each is due to be unloaded: a
+loaded model is one model of the scrape, and the scrape's ``served`` gives every model and where it is,
+as a llama.cpp router's (``N/M models loaded``), a model still held past its expiry flagged overdue.
 """
 
 from __future__ import annotations
 
 from sparktui.engines.base import Engine, PollPlan, json_version
+from sparktui.engines.ollama.canary import CANARY
 from sparktui.engines.ollama.ps import PS_PATH, read_ps, served_models
 from sparktui.model.promtext import Exposition
 from sparktui.model.reading import Answers, EngineReading
@@ -67,7 +71,7 @@ READING = EngineReading(
     version=json_version,
     preread=False,  # /api/ps is small JSON, read with the poll's wall time
     read_body=read,
-    canary=False,
+    canary_plan=CANARY,
 )
 PLAN = PollPlan(info_path=INFO_PATH, health_path=HEALTH_PATH, metrics_path=PS_PATH)
 ENGINE = Engine(READING, PLAN)

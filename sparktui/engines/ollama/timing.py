@@ -9,9 +9,8 @@ evaluation), ``eval_count`` and ``eval_duration`` (the tokens generated and thei
 "tokens per second" is ``eval_count / eval_duration * 10^9``). A streamed answer carries them on its last
 line, the one with ``"done": true``. A prompt Ollama found in its cache may leave the prompt's fields out.
 
-Pure and not wired yet: sparktui sends Ollama no request of its own (a request naming a model loads it,
-and resets its keep-alive), so these are for an answer an operator's own request (a warmup or bench
-aimed at Ollama's native routes) brought back.
+Pure: the canary's answer is read here (``canary.read_answer``: its TTFT and decode rate), and so can
+any other answer of Ollama's native routes (a warmup's or a bench's).
 """
 
 from __future__ import annotations
