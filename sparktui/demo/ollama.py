@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -33,6 +34,7 @@ FOREVER = datetime(2318, 1, 1, tzinfo=UTC)  # what a negative keep_alive reads a
 LOAD_GIB_PER_S = 2.5  # weights from NVMe into memory
 PROMPT_TOKENS_PER_S = 1800.0
 DECODE_TOKENS_PER_S = 42.0
+GENERATED_KEPT = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,8 @@ class DemoOllama:
     loaded: dict[str, Loaded] = field(default_factory=dict)
     stuck: bool = False  # the scheduler no longer unloads expired models
     http: HttpServer = field(init=False)
-    generated: list[str] = field(default_factory=list)  # the models each /api/generate named
+    # The models the last /api/generate requests named (a canary's every 30 s: bounded, the demo runs for days).
+    generated: deque[str] = field(default_factory=lambda: deque(maxlen=GENERATED_KEPT))
 
     def __post_init__(self) -> None:
         self.http = HttpServer(self.handle, host=self.address, port=self.spec.port)
