@@ -8,6 +8,7 @@ sparktui's direct ones, over an engine played at a steady pace from one expositi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -144,10 +145,12 @@ def _nim_steady() -> EngineServer:
     )
 
 
-def _table(stdout: str) -> dict[str, tuple[str, str, str]]:
-    """``snapshot --compare``'s rows of its one instance: label -> (direct, Prometheus, difference)."""
+def _table(stdout: str, instance: str | None = None) -> dict[str, tuple[str, str, str]]:
+    """``snapshot --compare``'s rows of ``instance`` (None: its first): label -> (direct, Prometheus,
+    difference)."""
     lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("number "))
+    begin = 0 if instance is None else next(i for i, line in enumerate(lines) if line.startswith(f"spark1/{instance} "))
+    start = next(i for i in range(begin, len(lines)) if lines[i].strip().startswith("number "))
     rows: dict[str, tuple[str, str, str]] = {}
     for line in lines[start + 1 :]:
         parts = ROW.split(line.strip())
@@ -239,6 +242,52 @@ def test_compare_shows_prometheus_equal_to_the_direct_numbers_of_each_engine(
         assert rows[label][1] == value, (label, rows[label], value)
 
 
+SGLANG_LAYOUTS = ("tp2", "dp2", "spec")  # two ranks of one engine, two engines, one that speculates
+
+
+def _sglang_gauges(layout: str) -> dict[str, str]:
+    """What the compare shows of a layout's scheduler gauges, from its scenario's ranks: each engine
+    (``dp_rank``) once, as its lowest rank logs it, then running summed over engines, the KV usage the
+    busiest's, the hit rate and the speculative gauges averaged."""
+    (phase,) = json.loads((DATA / "sglang-0.5.23" / "scenarios.json").read_text())[layout]["phases"]
+    engines: dict[int, dict[str, float]] = {}
+    for rank in sorted(phase["ranks"], key=lambda r: (r["tp_rank"], r["pp_rank"])):
+        engines.setdefault(rank.get("dp_rank", 0), rank)
+    each = list(engines.values())
+    shown = {
+        "running": f"{sum(e['running'] for e in each):g}",
+        "KV cache usage": _percent(max(e["token_usage"] for e in each)),
+        "prefix cache hit": _percent(sum(e["cache_hit_rate"] for e in each) / len(each)),
+    }
+    if any(e.get("spec_accept_length") for e in each):
+        shown["acceptance length (reported)"] = f"{sum(e['spec_accept_length'] for e in each) / len(each):.4g}"
+        shown["acceptance rate (reported)"] = _percent(sum(e["spec_accept_rate"] for e in each) / len(each))
+    return shown
+
+
+def test_compare_takes_sglangs_gauges_once_per_engine_never_summed_over_ranks(tmp_path: Path) -> None:
+    """Two tensor-parallel ranks of one engine count its requests once; two data-parallel engines add
+    up; a speculating server's gauges are compared as SGLang reports them. Prometheus's side is the
+    direct one and what the scenario's ranks say."""
+    require_prometheus()
+    servers = {
+        layout: _sglang([(DATA / "sglang-0.5.23" / f"{layout}-t0.txt").read_text()]) for layout in SGLANG_LAYOUTS
+    }
+    with contextlib.ExitStack() as stack:
+        for server in servers.values():
+            stack.enter_context(server.serving())
+        ports = {layout: server.port for layout, server in servers.items()}
+        result = asyncio.run(_compare_many("sglang", ports, tmp_path))
+    assert result.returncode == 0, result.stderr
+    numbers = {n.label: n for n in engine_numbers("sglang")}
+    for layout in SGLANG_LAYOUTS:
+        rows = _table(result.stdout, layout)
+        for label, (direct, prometheus, difference) in rows.items():
+            assert _agrees(numbers[label], direct, prometheus, difference), (layout, label, rows[label])
+        for label, value in _sglang_gauges(layout).items():
+            assert rows[label][:2] == (value, value), (layout, label, rows[label], value)
+
+
 def test_compare_names_an_engine_whose_numbers_have_no_promql(tmp_path: Path) -> None:
     require_prometheus()
     llamacpp = DATA / "llamacpp-11434"
@@ -265,5 +314,19 @@ async def _compare(port: int, url: str, engine: str, tmp_path: Path) -> subproce
     async with PrometheusServer([url]) as prometheus:
         config_file = tmp_path / "compare.toml"
         config_file.write_text(one_node_config(port, engine) + f'[prometheus]\nurl = "{prometheus.url}"\n')
+        await _next_scrape(prometheus, time.time())
+        return await asyncio.to_thread(run_sparktui, config_file, "snapshot", "--compare", "--window", f"{WINDOW_S:g}")
+
+
+async def _compare_many(engine: str, ports: dict[str, int], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``snapshot --compare`` over one node running an ``engine`` instance per name on its port."""
+    urls = [f"http://127.0.0.1:{port}{registry()[engine].polling.metrics_path}" for port in ports.values()]
+    async with PrometheusServer(urls) as prometheus:
+        (first, port), *others = ports.items()
+        config = one_node_config(port, engine, first) + "".join(
+            f'[[nodes.vllm]]\nname = "{name}"\nengine = "{engine}"\nport = {port}\n' for name, port in others
+        )
+        config_file = tmp_path / "compare.toml"
+        config_file.write_text(config + f'[prometheus]\nurl = "{prometheus.url}"\n')
         await _next_scrape(prometheus, time.time())
         return await asyncio.to_thread(run_sparktui, config_file, "snapshot", "--compare", "--window", f"{WINDOW_S:g}")
