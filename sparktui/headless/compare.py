@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from sparktui.engines.base import PromNumber
 from sparktui.model.numbers import label_int
-from sparktui.sources.promql import engine_numbers, label_matchers, render
+from sparktui.sources.promql import compared_engines, engine_numbers, label_matchers, render
 
 if TYPE_CHECKING:
     from sparktui.model.fleet import InstanceView
@@ -29,8 +29,10 @@ Values = dict[str, float | None]
 
 def view_numbers(view: InstanceView) -> Values:
     """The numbers of one instance view, keyed as its engine's ``Engine.numbers`` (per position as
-    ``per_position:i``)."""
+    ``per_position:i``; what the engine reports itself as gauges, SGLang's ``spec_accept_length``,
+    under its own key)."""
     out: Values = {"kv_usage": view.kv_usage, "running": view.running, "waiting": view.waiting}
+    out.update(view.reported)
     if view.waiting_for_capacity is not None:
         out["waiting_for_capacity"] = view.waiting_for_capacity
     rates = view.rates
@@ -205,6 +207,12 @@ def _rows(numbers: Sequence[PromNumber], direct: Values, prometheus: Values) -> 
     return rows
 
 
+def _engines_compared() -> str:
+    """The engines whose numbers are compared, for people: "vLLM, SGLang, TensorRT-LLM or NIM"."""
+    labels = compared_engines()
+    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
+
+
 def render_compare(
     fleet: FleetSpec,
     views: Mapping[tuple[str, str], InstanceView],
@@ -228,7 +236,7 @@ def render_compare(
         lines += ["", f"{node}/{instance}  {target.shown()}  direct: {view.status.state.value}"]
         numbers = engine_numbers(target.engine)
         if not numbers:
-            lines.append(f"  no PromQL for {view.engine}'s numbers: only vLLM's are compared")
+            lines.append(f"  no PromQL for {view.engine}'s numbers: only {_engines_compared()}'s are compared")
             continue
         theirs = prometheus.get(target)
         if theirs is None:

@@ -10,7 +10,7 @@ dropped from the names its observability page lists."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sparktui.engines.nim import V1_NAMES
 from tests.support.engine_server import EngineServer
@@ -32,7 +32,7 @@ def as_nim_1x(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def nim_server(bodies: Sequence[str], model: str) -> EngineServer:
+def nim_server(bodies: Sequence[str], model: str, played: Callable[[], str] | None = None) -> EngineServer:
     """NIM's routes: ``/v1/health/live`` and ``/v1/health/ready`` (503 before the model is loaded),
     ``/v1/metrics`` (not filtered: NIM's front is not documented to pass ``name[]`` on), ``/v1/version``."""
     ready = {"object": "health.response", "message": "NIM is ready", "status": "ready"}
@@ -47,4 +47,5 @@ def nim_server(bodies: Sequence[str], model: str) -> EngineServer:
         },
         filterable=False,
         owned_by="system",
+        played=played,
     )

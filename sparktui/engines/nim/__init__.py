@@ -12,13 +12,15 @@ Observability"; not run here: NIM ships as GPU containers):
   NIM 1.x's observability page lists the same numbers without the ``vllm:`` prefix
   (``num_requests_running``, ``gpu_cache_usage_perc``, ``time_to_first_token_seconds``...): those are
   read as the prefixed names (``V1_NAMES``) when a scrape has no ``vllm:`` name. No ``name[]`` filter is
-  sent: NIM's front does not say it passes one on.
+  sent: NIM's front does not say it passes one on. Its numbers as PromQL (``promql``, for
+  ``snapshot --compare``) are vLLM's, with the 1.x names as fallbacks.
 - ``/v1/version``: ``{"release": ..., "api": ...}``; the release is its version.
 """
 
 from __future__ import annotations
 
 from sparktui.engines.base import Engine, PollPlan
+from sparktui.engines.nim import promql
 from sparktui.engines.vllm.scrape import WANTED as VLLM_WANTED
 from sparktui.engines.vllm.scrape import normalise as vllm_normalise
 from sparktui.engines.vllm.scrape import wanted_sample_names
@@ -89,4 +91,5 @@ ENGINE = Engine(
     READING,
     PollPlan(info_path=INFO_PATH, health_path=READY_PATH, metrics_path=METRICS_PATH),
     series=SERIES,
+    numbers=promql.numbers(V1_NAMES),
 )

@@ -18,6 +18,7 @@ command line, both for ``sparktui init`` (which unit or container runs it, and o
 from __future__ import annotations
 
 from sparktui.engines.base import Engine, PollPlan, json_version
+from sparktui.engines.sglang.promql import NUMBERS
 from sparktui.engines.sglang.scrape import SERIES, WANTED, normalise
 from sparktui.model.reading import EngineReading
 
@@ -38,4 +39,5 @@ ENGINE = Engine(
     PollPlan(info_path=INFO_PATH, health_path=READY_PATH, metrics_filter=SERIES),
     failures=__name__,
     series=SERIES,
+    numbers=NUMBERS,
 )

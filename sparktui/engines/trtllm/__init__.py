@@ -14,6 +14,7 @@ takes them from the queue the server's own collector reads to set the Prometheus
 from __future__ import annotations
 
 from sparktui.engines.base import Engine, PollPlan, json_version
+from sparktui.engines.trtllm.promql import NUMBERS
 from sparktui.engines.trtllm.scrape import SERIES, WANTED, normalise
 from sparktui.model.reading import EngineReading
 
@@ -31,4 +32,5 @@ ENGINE = Engine(
     READING,
     PollPlan(info_path=INFO_PATH, metrics_path=METRICS_PATH, metrics_filter=SERIES),
     series=SERIES,
+    numbers=NUMBERS,
 )
