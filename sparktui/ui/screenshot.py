@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.config import parse_config
-from sparktui.demo.fleet import DemoFleet
+from sparktui.demo.fleet import FLEETS, DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.observations import HostUpdate
@@ -36,7 +36,8 @@ async def capture(
     node: int = 1,
 ) -> Path:
     """Run the demo for ``seconds`` of simulated time, polling every 2 s, then save one screen."""
-    fleet = DemoFleet(seed=seed, scenario=SCENARIOS[scenario])
+    chosen = SCENARIOS[scenario]
+    fleet = DemoFleet(FLEETS[chosen.fleet], seed=seed, scenario=chosen)
     await fleet.start()
     try:
         spec = parse_config(fleet.config_toml(), source="demo.toml")
@@ -67,7 +68,9 @@ async def capture(
         ]
         try:
             async with make_poll_client(fleet_origins(spec), ca_file=spec.ca_file) as client:
-                poller = FleetPoller(spec, client, clock=lambda: fleet.now)
+                # Stamped with the simulation's wall time too: what a server says of its own times (an
+                # Ollama model's expiry) is judged against the simulation's clock, which runs ahead here.
+                poller = FleetPoller(spec, client, clock=lambda: fleet.now, wall_clock=lambda: fleet.clock.epoch)
                 while fleet.elapsed < seconds:
                     await fleet.advance(STEP_S)
                     for observation in await poller.poll_all():
