@@ -2,13 +2,13 @@
 
 The catalogue ships as ``sparktui/data/failures.toml`` (the rules that judge every engine), and each
 engine may ship its own beside its code (``sparktui.engines.failures``: ``engines/vllm/failures.toml``,
-``engines/llamacpp/failures.toml``, ``engines/sglang/failures.toml``); the caller reads them
-(``sparktui.config.load_catalogue``), ``parse_catalogue`` validates each, compiling every regular
-expression, and ``merge_catalogues`` makes one catalogue of them. A rule's ``engine`` is the engine
-whose instances it judges (None: every engine's): an engine file's rules are that engine's, set here
-from where the file came, never read from the file. ``Catalogue.with_overrides()`` applies thresholds
-from the config (``"<rule id>.<param>"``). ``catalogue_markdown`` renders the table in
-docs/diagnosis.md.
+``engines/llamacpp/failures.toml``, ``engines/sglang/failures.toml``, ``engines/trtllm/failures.toml``);
+the caller reads them (``sparktui.config.load_catalogue``), ``parse_catalogue`` validates each,
+compiling every regular expression, and ``merge_catalogues`` makes one catalogue of them. A rule's
+``engine`` is the engine whose instances it judges (None: every engine's): an engine file's rules are
+that engine's, set here from where the file came, never read from the file.
+``Catalogue.with_overrides()`` applies thresholds from the config (``"<rule id>.<param>"``).
+``catalogue_markdown`` renders the table in docs/diagnosis.md.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ CATALOGUE_FILE = "failures.toml"
 
 def engine_catalogues() -> Mapping[str, str]:
     """Engine kind (``ServerSpec.engine``) -> the package whose ``failures.toml`` is its catalogue
-    (``Engine.failures``): vLLM's, llama.cpp's and SGLang's, and a plugin engine's that names one. The
-    main file (sparktui/data/failures.toml) holds only the rules that judge every engine."""
+    (``Engine.failures``): vLLM's, llama.cpp's, SGLang's and TensorRT-LLM's, and a plugin engine's that
+    names one. The main file (sparktui/data/failures.toml) holds only the rules that judge every engine."""
     return {kind: engine.failures for kind, engine in registry().items() if engine.failures is not None}
 
 

@@ -100,6 +100,13 @@ SGLANG_RULES = (
     "sglang-kv-cache-full-retract",
     "sglang-health-check-failed",
 )
+# TensorRT-LLM's own (sparktui/engines/trtllm/failures.toml).
+TRTLLM_RULES = (
+    "trtllm-executor-out-of-memory",
+    "trtllm-kv-cache-below-max-seq-len",
+    "trtllm-fp4-moe-needs-sm100",
+    "trtllm-forward-error",
+)
 
 SERVING = """
 poll_interval_s = 1.0
@@ -152,6 +159,18 @@ name = "qwen"
 engine = "sglang"
 port = 30000
 unit = "sglang-qwen.service"
+"""
+
+TRTLLM = """
+poll_interval_s = 1.0
+[[nodes]]
+name = "spark1"
+host = "10.0.0.1"
+[[nodes.vllm]]
+name = "nemotron"
+engine = "trtllm"
+port = 8355
+unit = "trtllm-nemotron.service"
 """
 
 STALE = """
@@ -308,9 +327,10 @@ def healthy(rig: Rig, until: int = 3) -> None:
 def test_the_data_file_carries_every_catalogue_row_and_the_issue_detectors() -> None:
     assert set(CATALOGUE.ids) == set(CATALOGUE_ROWS) | set(ISSUE_DETECTORS) | set(KERNEL_RULES) | set(
         GPU_DETECTORS
-    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES) | set(SGLANG_RULES) | set(ENGINE_DETECTORS)
+    ) | set(FABRIC_DETECTORS) | set(LLAMACPP_RULES) | set(SGLANG_RULES) | set(TRTLLM_RULES) | set(ENGINE_DETECTORS)
     assert {rule.id for rule in CATALOGUE.rules if rule.engine == "llamacpp"} == set(LLAMACPP_RULES)
     assert {rule.id for rule in CATALOGUE.rules if rule.engine == "sglang"} == set(SGLANG_RULES)
+    assert {rule.id for rule in CATALOGUE.rules if rule.engine == "trtllm"} == set(TRTLLM_RULES)
     assert len(CATALOGUE.ids) == len(set(CATALOGUE.ids))
 
 
@@ -359,7 +379,9 @@ def test_log_rule_against_its_evidence(case: Mapping[str, Any]) -> None:
     kernel = rule.log.stream == "kernel"
     assert kernel == (case["format"] == "kernel"), "a kernel-log rule's evidence is kernel-log lines"
     # An engine's own rule is tried on an instance of that engine (on another it opens nothing).
-    own = {"llamacpp": ("gemma", LLAMA), "sglang": ("qwen", SGLANG)}.get(rule.engine or "")
+    own = {"llamacpp": ("gemma", LLAMA), "sglang": ("qwen", SGLANG), "trtllm": ("nemotron", TRTLLM)}.get(
+        rule.engine or ""
+    )
     instance = own[0] if own else "gptoss"
     rig = Rig(own[1]) if own else Rig()
     if own:

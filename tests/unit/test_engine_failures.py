@@ -6,7 +6,8 @@ too: the main file holds only the rules that judge every engine.
 The lines a CPU build of llama-server cannot print (CUDA) are matched here as the source's format
 string renders them (``SOURCE_FORMATS``); the others are the real server's
 (tests/integration/test_real_llamacpp_failures.py). SGLang's lines are all the source's, each rendered
-with its logger's prefix (``SGLANG_FORMATS``): SGLang does not run without CUDA.
+with its logger's prefix (``SGLANG_FORMATS``): SGLang does not run without CUDA. TensorRT-LLM's likewise
+(``TRTLLM_FORMATS``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ MAIN_FILE = ROOT / "sparktui" / "data" / "failures.toml"
 VLLM_FILE = ROOT / "sparktui" / "engines" / "vllm" / "failures.toml"
 WALL0 = 1780137000.0
 
-# A vLLM instance, a llama.cpp instance and an SGLang instance on one node.
+# A vLLM instance, a llama.cpp instance, an SGLang instance and a trtllm-serve on one node.
 MIXED = """
 poll_interval_s = 1.0
 [[nodes]]
@@ -57,6 +58,11 @@ name = "qwen"
 engine = "sglang"
 port = 30000
 unit = "sglang-qwen.service"
+[[nodes.vllm]]
+name = "nemotron"
+engine = "trtllm"
+port = 8355
+unit = "trtllm-nemotron.service"
 """
 
 LLAMA_LOAD_FAILED = (
@@ -151,6 +157,64 @@ def _sglang_line(prefix: str, fmt: str, args: tuple[object, ...] | dict[str, obj
 SGLANG_START = "[2026-05-30 08:33:10] server_args={'model_path': 'Qwen/Qwen3-8B', 'port': 30000}"
 
 
+# TensorRT-LLM's lines, as its source writes them (NVIDIA/TensorRT-LLM): the format string verbatim (an
+# f-string's text with its names, or a C++ check's message), then the prefix the line reaches the log
+# with: its Python logger's ("[%(asctime)s] " with "%m/%d/%Y-%H:%M:%S", then "[TRT-LLM] [RANK n] [W] ",
+# tensorrt_llm/logger.py), or, for an error raised, the exception's type as the traceback's last line
+# prints it; then journald's. No machine without CUDA runs TensorRT-LLM.
+TRTLLM_JOURNAL = "2026-05-30T08:34:02+0000 spark1 trtllm-serve[6120]: "
+TRTLLM_LOGGER = "[05/30/2026-08:34:02] [TRT-LLM] [RANK 0] "
+TRTLLM_FORMATS: tuple[tuple[str, str, str, str, dict[str, object]], ...] = (
+    (
+        "trtllm-kv-cache-below-max-seq-len",
+        "tensorrt_llm/_torch/pyexecutor/resource_manager.py, KVCacheManager._validate_and_adjust_attention_windows",
+        TRTLLM_LOGGER + "[W] ",
+        "Attention window size {window_size} exceeds upper bound {upper_bound} "
+        "for available blocks. Reducing to {upper_bound}.",
+        {"window_size": 131072, "upper_bound": 40960},
+    ),
+    (
+        # Raised by observe_creation_stage (RuntimeError(explanation)): its first line ends the traceback.
+        "trtllm-executor-out-of-memory",
+        "tensorrt_llm/_torch/pyexecutor/py_executor_creator.py, _ExecutorMemoryMonitor._maybe_explain_if_oom",
+        "RuntimeError: ",
+        "Executor creation failed due to insufficient GPU memory.",
+        {},
+    ),
+    (
+        # TORCH_CHECK's message, raised in Python as a RuntimeError while the model warms up.
+        "trtllm-fp4-moe-needs-sm100",
+        "cpp/tensorrt_llm/thop/fp4BlockScaleMoe.cpp, run_fp4_block_scale_moe_runner",
+        "RuntimeError: ",
+        "Only SM100 is supported by FP4 block scale MOE",
+        {},
+    ),
+    (
+        # The same check in later releases (tensorrt_llm::common::isSM100Family()).
+        "trtllm-fp4-moe-needs-sm100",
+        "cpp/tensorrt_llm/thop/fp4BlockScaleMoe.cpp, run_fp4_block_scale_moe_runner",
+        "RuntimeError: ",
+        "Only SM100f is supported by FP4 block scale MOE",
+        {},
+    ),
+    (
+        "trtllm-forward-error",
+        "tensorrt_llm/_torch/pyexecutor/py_executor.py, PyExecutor._forward_step",
+        TRTLLM_LOGGER + "[E] ",
+        "Encountered an error in forward function: {error_msg}",
+        {
+            "error_msg": "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "119.70 GiB of which 1.05 GiB is free."
+        },
+    ),
+)
+
+
+def _trtllm_line(prefix: str, fmt: str, args: dict[str, object]) -> str:
+    """One TensorRT-LLM line as journald keeps it: the source's format rendered, after its prefix."""
+    return f"{TRTLLM_JOURNAL}{prefix}{fmt.format(**args)}"
+
+
 class Node:
     """One node of ``MIXED`` in a real FleetState, its logs, and the engine judging it."""
 
@@ -165,7 +229,8 @@ class Node:
     def evaluate(self, t: float) -> dict[str, set[str]]:
         """Poll both instances (/health 200), evaluate; the open findings' ids by instance."""
         health = HttpResult(url="http://10.0.0.1:8000", kind=FetchKind.OK, status=200, body=b"")
-        observed = tuple(ServerObservation(name, health, None) for name in ("gptoss", "gemma", "qwen"))
+        names = ("gptoss", "gemma", "qwen", "nemotron")
+        observed = tuple(ServerObservation(name, health, None) for name in names)
         self.fleet.apply(NodeObservation(node="spark1", t=t, wall=WALL0 + t, vllm=observed))
         (view,) = self.fleet.view(t, window_s=60.0)
         lines = {name: unread(buf, self.engine.cursor("spark1", name)) for name, buf in self.logs.items()}
@@ -178,7 +243,7 @@ class Node:
 # --- the merge ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["vllm", "llamacpp", "sglang"])
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp", "sglang", "trtllm"])
 def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines(kind: str) -> None:
     where, text = engine_catalogue(kind)
     assert where == f"sparktui/engines/{kind}/failures.toml"
@@ -190,7 +255,7 @@ def test_the_shipped_catalogue_holds_each_engines_own_rules_as_that_engines(kind
 
 
 def test_every_rule_for_one_engine_lives_beside_that_engine() -> None:
-    assert set(engine_catalogues()) == {"vllm", "llamacpp", "sglang"}
+    assert set(engine_catalogues()) == {"vllm", "llamacpp", "sglang", "trtllm"}
     own = {
         kind: {rule.id for rule in parse_catalogue(engine_catalogue(kind)[1], engine=kind).rules}
         for kind in engine_catalogues()
@@ -206,7 +271,7 @@ def test_every_rule_for_one_engine_lives_beside_that_engine() -> None:
     for rule_id in ("engine-wedged", "exec-not-found", "crash-loop", "drop-caches-denied", "nvrm-out-of-memory"):
         assert CATALOGUE.rule(rule_id).engine is None
     # llama.cpp's rules say where its source prints each line; vLLM's cite the write-up, where one is.
-    assert all(CATALOGUE.rule(rule_id).source for rule_id in (*own["llamacpp"], *own["sglang"]))
+    assert all(CATALOGUE.rule(rule_id).source for rule_id in (*own["llamacpp"], *own["sglang"], *own["trtllm"]))
     assert CATALOGUE.rule("page-cache-blocks-start").source == "write-up 002"
     # Each engine's [log] is kept for its instances; the main file's is for an engine with none.
     assert CATALOGUE.marks("llamacpp").attempt_start.search("0.00.006.088 I srv  llama_server: initializing ...")
@@ -456,3 +521,73 @@ def test_an_sglang_instance_log_is_read_with_sglangs_start_and_error_lines() -> 
     assert qwen.starts == 1 and qwen.first_error is not None
     assert qwen.first_error.text == parse_log_line("journal", error)[1]
     assert gemma.starts == 0 and gemma.first_error is None  # neither line is llama-server's start or error
+
+
+@pytest.mark.parametrize(("rule_id", "where", "prefix", "fmt", "args"), TRTLLM_FORMATS, ids=lambda v: str(v)[:40])
+def test_a_trtllm_rule_matches_the_line_trtllm_logs(
+    rule_id: str, where: str, prefix: str, fmt: str, args: dict[str, object]
+) -> None:
+    line = parse_log_line("journal", _trtllm_line(prefix, fmt, args))[1]
+    rule = CATALOGUE.rule(rule_id)
+    assert rule.engine == "trtllm" and rule.log is not None and rule.source is not None
+    assert where.split(",", maxsplit=1)[0] in rule.source, f"{rule_id}'s source should name {where}"
+    assert where.split(", ", maxsplit=1)[1] in rule.source, f"{rule_id}'s source should name {where}"
+    assert any(p.search(line) for p in rule.log.any), f"{rule_id} does not match {line!r} ({where})"
+
+
+def test_every_trtllm_rule_has_its_line_from_the_source() -> None:
+    assert {rule.id for rule in CATALOGUE.rules if rule.engine == "trtllm"} == {f[0] for f in TRTLLM_FORMATS}
+
+
+@pytest.mark.parametrize(("rule_id", "where", "prefix", "fmt", "args"), TRTLLM_FORMATS, ids=lambda v: str(v)[:40])
+def test_a_trtllm_line_opens_its_rule_only_on_a_trtllm_instance(
+    rule_id: str, where: str, prefix: str, fmt: str, args: dict[str, object]
+) -> None:
+    raw = _trtllm_line(prefix, fmt, args)
+    node = Node()
+    node.evaluate(0.0)
+    for other in ("gptoss", "gemma", "qwen"):
+        node.log(other, raw)
+    assert node.evaluate(1.0) == {}
+    node.log("nemotron", raw)
+    assert node.evaluate(2.0) == {"nemotron": {rule_id}}
+    (finding,) = node.engine.active("spark1")
+    assert finding.instance == "nemotron"
+    assert [line.text for line in finding.lines] == [parse_log_line("journal", raw)[1]]
+
+
+def test_the_trtllm_rules_titles_carry_what_the_line_says() -> None:
+    window, forward = TRTLLM_FORMATS[0], TRTLLM_FORMATS[-1]
+    node = Node()
+    node.evaluate(0.0)
+    node.log("nemotron", _trtllm_line(*window[2:]), _trtllm_line(*forward[2:]))
+    node.evaluate(1.0)
+    titles = {finding.id: finding.title for finding in node.engine.active("spark1")}
+    assert titles == {
+        "trtllm-kv-cache-below-max-seq-len": "TensorRT-LLM's KV cache cannot hold one sequence of 131072 tokens: "
+        "cut to 40960",
+        "trtllm-forward-error": "TensorRT-LLM's forward step failed (CUDA out of memory): "
+        "the requests in flight got the error",
+    }
+
+
+def test_other_engines_lines_open_nothing_on_a_trtllm_instance() -> None:
+    node = Node()
+    node.evaluate(0.0)
+    node.log("nemotron", VLLM_PAGE_CACHE, LLAMA_LOAD_FAILED, _sglang_line(*SGLANG_FORMATS[1][2:]))
+    assert node.evaluate(1.0) == {}
+    node.log("nemotron", DROP_CACHES_DENIED)  # a neutral rule opens on every engine's instance
+    assert node.evaluate(2.0) == {"nemotron": {"drop-caches-denied"}}
+
+
+def test_a_trtllm_instance_log_is_read_with_trtllms_start_and_error_lines() -> None:
+    start = TRTLLM_JOURNAL.replace("trtllm-serve[6120]", "systemd[1]") + "Started trtllm-nemotron.service."
+    version = TRTLLM_JOURNAL + "[TensorRT-LLM] TensorRT LLM version: 1.2.0rc2"  # each process prints it
+    error = _trtllm_line(*TRTLLM_FORMATS[-1][2:])
+    node = Node()
+    node.evaluate(0.0)
+    node.log("nemotron", start, version, version, error)
+    node.evaluate(1.0)
+    memory = node.engine._nodes["spark1"].instances["nemotron"]
+    assert memory.starts == 1 and memory.first_error is not None
+    assert memory.first_error.text == parse_log_line("journal", error)[1]

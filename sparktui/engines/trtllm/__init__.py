@@ -9,6 +9,8 @@ takes them from the queue the server's own collector reads to set the Prometheus
 (``openai_server.get_iteration_stats`` and ``_iteration_stats_collector_loop``, both on
 ``get_stats_async``): polling it would steal what ``/prometheus/metrics`` shows. Sources:
 ``tensorrt_llm/serve/openai_server.py`` and ``tensorrt_llm/metrics/collector.py`` (NVIDIA/TensorRT-LLM).
+
+Its own failure lines are in ``failures.toml`` beside this file (the diagnosis).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ READING = EngineReading(
 ENGINE = Engine(
     READING,
     PollPlan(info_path=INFO_PATH, metrics_path=METRICS_PATH, metrics_filter=SERIES),
+    failures=__name__,
     series=SERIES,
     numbers=NUMBERS,
 )
