@@ -33,6 +33,7 @@ from tests.integration.test_real_llamacpp_prometheus import _next_scrape
 from tests.support.engine_cli import run_sparktui
 from tests.support.engine_server import EngineServer, one_node_config, steady
 from tests.support.nim_server import nim_server
+from tests.support.ollama_server import Model, OllamaServer
 from tests.support.prometheus_server import PrometheusServer, require_prometheus
 
 pytestmark = [pytest.mark.prometheus]
@@ -289,25 +290,17 @@ def test_compare_takes_sglangs_gauges_once_per_engine_never_summed_over_ranks(tm
 
 
 def test_compare_names_an_engine_whose_numbers_have_no_promql(tmp_path: Path) -> None:
+    """Ollama serves no Prometheus text (Prometheus, which must scrape something, scrapes an SGLang
+    here): its instance says which engines are compared instead."""
     require_prometheus()
-    llamacpp = DATA / "llamacpp-11434"
-    server = EngineServer(
-        bodies=[(llamacpp / "idle-metrics.txt").read_text()],
-        model="tiny",
-        metrics_path="/metrics",
-        health={"/health": b'{"status":"ok"}'},
-        pages={"/props": json.loads((llamacpp / "idle-props.json").read_text())},
-        filterable=False,
-        owned_by="llamacpp",
-    )
-    with server.serving():
-        url = f"http://127.0.0.1:{server.port}/metrics"
-        result = asyncio.run(_compare(server.port, url, "llamacpp", tmp_path))
+    with OllamaServer([Model("gemma3:latest", size=2**30)]).serving() as ollama, _sglang().serving() as sglang:
+        url = f"http://127.0.0.1:{sglang.port}{registry()['sglang'].polling.metrics_path}"
+        result = asyncio.run(_compare(ollama.port, url, "ollama", tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "spark1/llamacpp" in result.stdout
+    assert "spark1/ollama" in result.stdout
     *others, last = compared_engines()
-    assert f"no PromQL for llama.cpp's numbers: only {', '.join(others)} or {last}'s are compared" in result.stdout
-    assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM"} <= set(compared_engines())
+    assert f"no PromQL for Ollama's numbers: only {', '.join(others)} or {last}'s are compared" in result.stdout
+    assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM", "llama.cpp"} <= set(compared_engines())
 
 
 async def _compare(port: int, url: str, engine: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
