@@ -208,7 +208,7 @@ def _rows(numbers: Sequence[PromNumber], direct: Values, prometheus: Values) -> 
 
 
 def _engines_compared() -> str:
-    """The engines whose numbers are compared, for people: "vLLM, SGLang, TensorRT-LLM or NIM"."""
+    """The engines whose numbers are compared, for people: "vLLM, llama.cpp, SGLang, TensorRT-LLM or NIM"."""
     labels = compared_engines()
     return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
 

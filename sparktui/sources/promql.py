@@ -7,8 +7,8 @@
 - ``discovery_queries``: what finds the nodes when the config lists none;
 - ``engine_numbers`` and ``render``: every number sparktui shows for an instance, as Prometheus would
   compute it, for ``snapshot --compare``. The PromQL of each is its engine's (``Engine.numbers``:
-  vLLM's in ``sparktui/engines/vllm/promql.py``, SGLang's and TensorRT-LLM's beside their own scrape
-  tables, NIM's vLLM's; each number one query batched over every target of the engine,
+  vLLM's in ``sparktui/engines/vllm/promql.py``, SGLang's, TensorRT-LLM's and llama.cpp's beside their
+  own scrape tables, NIM's vLLM's; each number one query batched over every target of the engine,
   ``sum by (<target labels>, model_name)``); ``render`` fills in the targets, the window and the labels.
 
 Over the same samples the two agree exactly: Prometheus's ``rate(x[w])`` extrapolates to the ends of
@@ -136,8 +136,9 @@ def discovery_queries(spec: PrometheusSpec) -> dict[str, str]:
 
 def engine_numbers(kind: str) -> tuple[PromNumber, ...]:
     """The numbers ``snapshot --compare`` asks for an instance of the engine ``kind``: its own
-    ``Engine.numbers`` (vLLM's: ``sparktui/engines/vllm/promql.py``, and beside it SGLang's, TensorRT-LLM's
-    and NIM's); an engine without them (llama.cpp, Ollama) or a kind no engine has: none."""
+    ``Engine.numbers`` (vLLM's: ``sparktui/engines/vllm/promql.py``, and beside it SGLang's, TensorRT-LLM's,
+    NIM's and llama.cpp's); an engine without them (Ollama, which serves no Prometheus text) or a kind no
+    engine has: none."""
     found = registry().get(kind)
     return found.numbers if found is not None else ()
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
-import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -21,7 +19,6 @@ import pytest
 
 from sparktui.config import parse_config
 from sparktui.engines import readings, registry
-from sparktui.engines.base import PromNumber
 from sparktui.model.fleet import FleetState
 from sparktui.model.promtext import parse
 from sparktui.model.reading import Answers
@@ -30,9 +27,11 @@ from sparktui.sources.http import make_client
 from sparktui.sources.prometheus import PrometheusSource
 from sparktui.sources.promql import compared_engines, engine_numbers, refresh_query
 from tests.integration.test_real_llamacpp_prometheus import _next_scrape
+from tests.support.compare_rows import agrees, compare_rows
 from tests.support.engine_cli import run_sparktui
 from tests.support.engine_server import EngineServer, one_node_config, steady
 from tests.support.nim_server import nim_server
+from tests.support.ollama_server import Model, OllamaServer
 from tests.support.prometheus_server import PrometheusServer, require_prometheus
 
 pytestmark = [pytest.mark.prometheus]
@@ -115,7 +114,6 @@ async def test_the_prometheus_source_reads_each_engine_as_its_own_body_reads(
 
 STEP_S = 1.0  # the pace each engine is played at: from one fixture exposition to the next in this time
 WINDOW_S = 3.0  # snapshot --compare's window: three of Prometheus's scrapes
-ROW = re.compile(r" {2,}")
 
 
 def _steady(make: Callable[..., EngineServer], first: Path, second: Path, seconds: float = STEP_S) -> EngineServer:
@@ -143,36 +141,6 @@ def _nim_steady() -> EngineServer:
         scenario / "scrape-029.prom",
         seconds,
     )
-
-
-def _table(stdout: str, instance: str | None = None) -> dict[str, tuple[str, str, str]]:
-    """``snapshot --compare``'s rows of ``instance`` (None: its first): label -> (direct, Prometheus,
-    difference)."""
-    lines = stdout.splitlines()
-    begin = 0 if instance is None else next(i for i, line in enumerate(lines) if line.startswith(f"spark1/{instance} "))
-    start = next(i for i in range(begin, len(lines)) if lines[i].strip().startswith("number "))
-    rows: dict[str, tuple[str, str, str]] = {}
-    for line in lines[start + 1 :]:
-        parts = ROW.split(line.strip())
-        if len(parts) < 3:
-            break
-        label, direct, prometheus, *difference = parts
-        rows[label] = (direct, prometheus, difference[0] if difference else "")
-    return rows
-
-
-def _agrees(number: PromNumber, direct: str, prometheus: str, difference: str) -> bool:
-    """Prometheus's side equals the direct one to the precision compare prints the difference at; a
-    rate to 3 %: the direct polls and Prometheus's scrapes read the steady counters at their own
-    instants, some milliseconds from the time each is stamped with (a few tenths of a percent over
-    the window here, more on a loaded machine); ratios, quantiles, means and gauges do not move with
-    that."""
-    if difference == "same" or re.fullmatch(r"[+-]0\.0+ (%|pp)", difference):
-        return True
-    if number.unit.endswith("/s") and not number.percent:
-        ours, theirs = (float(side.split()[0]) for side in (direct, prometheus))
-        return math.isclose(ours, theirs, rel_tol=0.03)
-    return False
 
 
 def _percent(value: float) -> str:
@@ -227,14 +195,14 @@ def test_compare_shows_prometheus_equal_to_the_direct_numbers_of_each_engine(
         url = f"http://127.0.0.1:{server.port}{registry()[engine].polling.metrics_path}"
         result = asyncio.run(_compare(server.port, url, engine, tmp_path))
     assert result.returncode == 0, result.stderr
-    rows = _table(result.stdout)
+    rows = compare_rows(result.stdout)
     numbers = {n.label: n for n in engine_numbers(engine)}
     per_position = next((n for n in numbers.values() if n.key == "per_position"), None)
     for label, (direct, prometheus, difference) in rows.items():
         number = numbers.get(label) or per_position
         assert number is not None, label
         assert "–" not in (direct, prometheus), (label, direct, prometheus)
-        assert _agrees(number, direct, prometheus, difference), (label, direct, prometheus, difference)
+        assert agrees(number, direct, prometheus, difference), (label, direct, prometheus, difference)
     expected = {n.label for n in numbers.values() if n.key not in absent and n.key != "per_position"}
     assert expected <= set(rows), expected - set(rows)
     assert not {numbers[label].key for label in rows if label in numbers} & absent
@@ -281,33 +249,25 @@ def test_compare_takes_sglangs_gauges_once_per_engine_never_summed_over_ranks(tm
     assert result.returncode == 0, result.stderr
     numbers = {n.label: n for n in engine_numbers("sglang")}
     for layout in SGLANG_LAYOUTS:
-        rows = _table(result.stdout, layout)
+        rows = compare_rows(result.stdout, layout)
         for label, (direct, prometheus, difference) in rows.items():
-            assert _agrees(numbers[label], direct, prometheus, difference), (layout, label, rows[label])
+            assert agrees(numbers[label], direct, prometheus, difference), (layout, label, rows[label])
         for label, value in _sglang_gauges(layout).items():
             assert rows[label][:2] == (value, value), (layout, label, rows[label], value)
 
 
 def test_compare_names_an_engine_whose_numbers_have_no_promql(tmp_path: Path) -> None:
+    """Ollama serves no Prometheus text (Prometheus, which must scrape something, scrapes an SGLang
+    here): its instance says which engines are compared instead."""
     require_prometheus()
-    llamacpp = DATA / "llamacpp-11434"
-    server = EngineServer(
-        bodies=[(llamacpp / "idle-metrics.txt").read_text()],
-        model="tiny",
-        metrics_path="/metrics",
-        health={"/health": b'{"status":"ok"}'},
-        pages={"/props": json.loads((llamacpp / "idle-props.json").read_text())},
-        filterable=False,
-        owned_by="llamacpp",
-    )
-    with server.serving():
-        url = f"http://127.0.0.1:{server.port}/metrics"
-        result = asyncio.run(_compare(server.port, url, "llamacpp", tmp_path))
+    with OllamaServer([Model("gemma3:latest", size=2**30)]).serving() as ollama, _sglang().serving() as sglang:
+        url = f"http://127.0.0.1:{sglang.port}{registry()['sglang'].polling.metrics_path}"
+        result = asyncio.run(_compare(ollama.port, url, "ollama", tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "spark1/llamacpp" in result.stdout
+    assert "spark1/ollama" in result.stdout
     *others, last = compared_engines()
-    assert f"no PromQL for llama.cpp's numbers: only {', '.join(others)} or {last}'s are compared" in result.stdout
-    assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM"} <= set(compared_engines())
+    assert f"no PromQL for Ollama's numbers: only {', '.join(others)} or {last}'s are compared" in result.stdout
+    assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM", "llama.cpp"} <= set(compared_engines())
 
 
 async def _compare(port: int, url: str, engine: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -101,8 +101,10 @@ def scrape_config(urls: Iterable[str], interval_s: float) -> str:
     for url in urls:
         parts = urlsplit(url)
         groups.setdefault(parts.path or "/metrics", []).append(parts.netloc)
+    # Prometheus's durations are whole numbers of a unit: "1s", "100ms" (never "0.1s")
+    interval = f"{interval_s:g}s" if float(interval_s).is_integer() else f"{round(interval_s * 1000)}ms"
     config = {
-        "global": {"scrape_interval": f"{interval_s:g}s", "scrape_timeout": f"{interval_s:g}s"},
+        "global": {"scrape_interval": interval, "scrape_timeout": interval},
         "scrape_configs": [
             {
                 "job_name": "sparktui",

@@ -33,6 +33,6 @@ def test_no_difference_without_both_sides() -> None:
 def test_each_engine_gives_the_numbers_compared_for_it() -> None:
     assert engine_numbers("vllm") == registry()["vllm"].numbers == NUMBERS
     assert len({number.key for number in NUMBERS}) == len(NUMBERS)
-    for kind in ("sglang", "trtllm", "nim"):
+    for kind in ("sglang", "trtllm", "nim", "llamacpp"):
         assert engine_numbers(kind) == registry()[kind].numbers != ()
-    assert engine_numbers("llamacpp") == engine_numbers("ollama") == engine_numbers("no-such-engine") == ()
+    assert engine_numbers("ollama") == engine_numbers("no-such-engine") == ()

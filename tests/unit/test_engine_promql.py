@@ -13,7 +13,7 @@ from sparktui.engines.nim import V1_NAMES
 from sparktui.sources.promql import render
 
 SERIES_NAME = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\{")  # a name before its matchers, once rendered
-COMPARED = ("vllm", "sglang", "trtllm", "nim")
+COMPARED = ("vllm", "sglang", "trtllm", "nim", "llamacpp")
 
 
 def sample_names(number: PromNumber) -> set[str]:
@@ -54,3 +54,12 @@ def test_nims_numbers_are_vllms_with_its_1x_names_as_fallbacks() -> None:
     assert "generation_tokens_total" in V1_NAMES
     unprefixed = {name for number in nim for name in sample_names(number) if not name.startswith("vllm:")}
     assert unprefixed and unprefixed <= set(V1_NAMES)
+
+
+def test_llamacpp_compares_what_its_metrics_export_and_nothing_else() -> None:
+    """Its KV usage and sleep state come from /slots and /props, which Prometheus does not scrape; it
+    exports no latency histograms and counts no finished requests or preemptions."""
+    keys = {number.key for number in registry()["llamacpp"].numbers}
+    assert {"generation_tokens_per_s", "prompt_tokens_computed_per_s", "running", "per_position"} <= keys
+    assert not keys & {"kv_usage", "requests_finished_per_s", "preemptions_per_s", "prefix_cache_hit_rate"}
+    assert not any(key.startswith(("ttft", "itl", "e2e")) for key in keys)

@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 
 from sparktui.engines.base import Engine, PollPlan
 from sparktui.engines.llamacpp import router, scrape
+from sparktui.engines.llamacpp.promql import NUMBERS
 from sparktui.model.promtext import Exposition
 from sparktui.model.reading import Answers, EngineReading
 from sparktui.model.safe_text import LABEL_LIMIT, safe_text
@@ -125,4 +126,4 @@ def _mode(props: bytes) -> PollPlan:
     return ROUTER_PLAN if router.is_router(props) else PLAN
 
 
-ENGINE = Engine(READING, PLAN, mode=_mode, failures=__name__, series=tuple(sorted(scrape.WANTED)))
+ENGINE = Engine(READING, PLAN, mode=_mode, failures=__name__, series=tuple(sorted(scrape.WANTED)), numbers=NUMBERS)
