@@ -55,7 +55,12 @@ def test_init_writes_an_ollama_on_its_port_as_an_ollama_engine_that_snapshot_rea
 
         shown = snapshot(out, "--json")
         asked_by_snapshot = list(server.asked)
-    assert not any(path.startswith(LOADS_A_MODEL) for path in asked_by_snapshot), asked_by_snapshot
+    # init asks nothing that loads a model; the dashboard's only request of that kind is its canary, which
+    # names a model already loaded (keeping its expiry: engines/ollama/canary.py), never another.
+    assert not any(path.startswith(LOADS_A_MODEL) for path in asked_by_init), asked_by_init
+    canaries = [path for path in asked_by_snapshot if path.startswith(LOADS_A_MODEL)]
+    assert set(canaries) <= {"POST /api/generate"}, asked_by_snapshot
+    assert len(server.named_loaded) == len(canaries) and all(server.named_loaded), server.generated
     assert {"/api/version", "/api/tags"} <= set(asked_by_init)
     assert shown.returncode == 0, shown.stderr
     (found,) = json.loads(shown.stdout)["nodes"]
