@@ -77,11 +77,12 @@ class Column:
 # everything but the bandwidth share shows (151 cells), from 166 that too (157); narrower terminals
 # drop the columns with the highest min_screen, and wider ones give the spare cells to the model's
 # name first (full names at 200), then to the trend. A fleet of several engine kinds (vLLM beside SGLang,
-# an Ollama...) shows which engine each row is, in the place of the prompt rate below 172 columns.
+# an Ollama...) shows which engine each row is: in the place of the prompt rate below 178 columns, and
+# narrower in the place of the columns that show last.
 COLUMNS: tuple[Column, ...] = (
     Column("node", "Node", 9, 0),
     Column("status", "Status", 10, 0),
-    Column("engine", "Engine", 9, 0, mixed_only=True),
+    Column("engine", "Engine", 9, 100, mixed_only=True),
     Column("model", "Model", 20, 118, grow=20),
     Column("gen", "Gen t/s", 7, 0),
     Column("trend", "Gen trend", 10, 136, grow=20),
@@ -101,7 +102,7 @@ MEM_BAR = 9  # cells of the memory cell's bar; the available GiB follows it
 CHARTS_MIN_HEIGHT = 30  # below this many rows the fleet charts give their room to the table
 
 
-MIXED_PROMPT_MIN_SCREEN = 172  # with the engine column, the prompt rate shows from this width up
+MIXED_PROMPT_MIN_SCREEN = 178  # with the engine column, the prompt rate shows from this width up
 
 
 def fit_columns(width: int, mixed: bool = False) -> tuple[Column, ...]:
@@ -112,6 +113,9 @@ def fit_columns(width: int, mixed: bool = False) -> tuple[Column, ...]:
     if mixed:
         columns = [replace(c, min_screen=MIXED_PROMPT_MIN_SCREEN) if c.key == "prompt" else c for c in columns]
     shown = [c for c in columns if width >= c.min_screen]
+    while mixed and sum(c.width + 2 for c in shown) + 2 > width and any(c.min_screen for c in shown):
+        # The engine column's cells come from the columns that would show first at a wider terminal.
+        shown.remove(max(shown, key=lambda c: c.min_screen))
     spare = width - sum(c.width + 2 for c in shown) - 2  # a margin for the scroll bar
     fitted: list[Column] = []
     for column in shown:
