@@ -43,7 +43,7 @@ from sparktui.model.units import GIB, fmt_pct, fmt_seconds
 
 DEFAULT_HISTORY = 200  # resolved alerts kept
 MAX_REASONS = 5  # status reasons quoted as evidence
-SERVING = frozenset({State.UP, State.DEGRADED})
+SERVING = frozenset(s for s in State if s.serving)  # judged FAILING still serves
 
 
 class AlertState(StrEnum):

@@ -20,7 +20,7 @@ from sparktui.model.memory import GIB
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_clock
 
-SERVING = frozenset({State.UP, State.DEGRADED})
+SERVING = frozenset(s for s in State if s.serving)  # judged FAILING still serves
 MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newest
 MAX_EVIDENCE_CHARS = 1000  # of one evidence line
 # An action sparktui runs itself (restart, warmup, drop caches) makes an engine look stuck on purpose: a

@@ -12,12 +12,18 @@ class State(StrEnum):
     UNKNOWN = "unknown"
     LOADING = "loading"
     DEGRADED = "degraded"
+    FAILING = "failing"  # serving, with an open CRIT finding (``diagnosis.verdict``)
     STALE = "stale"
     DOWN = "down"
 
     @property
     def rank(self) -> int:
         return _RANK[self]
+
+    @property
+    def serving(self) -> bool:
+        """Whether an instance in this state answers requests (its numbers are live)."""
+        return self in (State.UP, State.DEGRADED, State.FAILING)
 
     @property
     def severity(self) -> int:
@@ -31,6 +37,7 @@ _SEVERITY = {
     State.UNKNOWN: 1,
     State.LOADING: 1,
     State.DEGRADED: 1,
+    State.FAILING: 2,
     State.STALE: 2,
     State.DOWN: 2,
 }

@@ -15,10 +15,12 @@ a finding or an alert.
   (``failed``), of each tick with its alert events (``ticked``: ``watch`` logs and sends them), and of
   a reset (``restarted``).
 - Ticked: ``tick(now, wall)`` once per poll interval (or at a recording's ticks) computes the views
-  over the window, a point of history, one diagnosis evaluation per node over the log lines written
-  since the last tick and the last scrape interval, then the alert rules; the observers hear of the
-  tick, each node's findings and every alert that fires, then the subscribers; the alert events are
-  returned. When a live consumer ticks is one rule for all of them (``sparktui.monitor.schedule``).
+  over the window, one diagnosis evaluation per node over the log lines written since the last tick
+  and the last scrape interval, each node's one verdict (``diagnosis.verdict.judged``: its status as
+  its open findings judge it, the status every consumer shows), a point of history, then the alert
+  rules; the observers hear of the tick, each node's findings and every alert that fires, then the
+  subscribers; the alert events are returned. When a live consumer ticks is one rule for all of them
+  (``sparktui.monitor.schedule``).
 - Told of actions: ``action_started`` / ``action_ended`` (the dashboard's recovery actions) hold the
   diagnosis's wedge-type detectors for what the action touches while it runs and a settle time after
   (``diagnosis.engine.ACTION_SETTLE_S``): a restart's cold first request is no wedge.
@@ -38,6 +40,7 @@ from typing import Protocol
 from sparktui.diagnosis.alerts import AlertEngine, AlertEvent
 from sparktui.diagnosis.catalogue import Catalogue
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.diagnosis.verdict import judged
 from sparktui.engines import readings
 from sparktui.model.fleet import (
     COUNTER_WINDOWS_KEPT,
@@ -267,10 +270,8 @@ class Monitor:
         """Views, history, diagnosis and alerts at ``now``; returns the alert events of this tick.
         ``wall`` is the wall-clock time of ``now`` for the alerts; the findings' times are mapped from
         the observations (``wall_at``), so every consumer of the same observations shows the same."""
-        self.views = self.state.view(now, window_s=self.window_s)
-        if self.keep_history:
-            self.history.record(self.views, now)
-        for view in self.views:
+        observed = self.state.view(now, window_s=self.window_s)
+        for view in observed:  # the diagnosis judges what was observed, never its own verdict
             buffers = self.log_buffers.get(view.name, {})
             lines = {name: unread(buffer, self.diagnosis.cursor(view.name, name)) for name, buffer in buffers.items()}
             try:
@@ -278,6 +279,9 @@ class Monitor:
                 self.findings[view.name] = self.diagnosis.evaluate(view, lines, now, intervals, self.wall_at(now))
             except Exception as exc:  # one node's data never stops another's diagnosis (FleetState's rule)
                 self.errors.append(f"{view.name}: {internal_error_text(exc)}")
+        self.views = tuple(self._judged(view) for view in observed)
+        if self.keep_history:
+            self.history.record(self.views, now)
         events = self.alerts.evaluate(self.views, self.findings, now, wall)
         self.ticks += 1
         fired = [(f"{e.alert.severity.value} {e.alert.name}: {e.summary}", e.alert.node) for e in events if e.fired]
@@ -307,10 +311,16 @@ class Monitor:
     def views_of(self, names: Iterable[str], now: float) -> dict[str, NodeView]:
         """The named nodes' views again, between ticks (a row redrawn as its observation arrives);
         ``views`` is updated with them."""
-        fresh = self.state.views_of(names, now, window_s=self.window_s)
+        fresh = {
+            name: self._judged(view) for name, view in self.state.views_of(names, now, window_s=self.window_s).items()
+        }
         if fresh:
             self.views = tuple(fresh.get(view.name, view) for view in self.views)
         return fresh
+
+    def _judged(self, view: NodeView) -> NodeView:
+        """``view`` as its open findings judge it (``diagnosis.verdict``): the one status every consumer shows."""
+        return judged(view, self.findings.get(view.name, ()))
 
     def node_logs(self, node: str) -> Mapping[str, LogBuffer]:
         """The node's log buffers by instance (empty before any line came)."""

@@ -298,7 +298,7 @@ class FleetScreen(SparkScreen[None]):
         colours = app.colours
         limits = app.fleet.thresholds
         state = view.status.state
-        serving = instance is not None and instance.status.state in (State.UP, State.DEGRADED)
+        serving = instance is not None and instance.status.state.serving
         rates = instance.rates if instance is not None else None
         gen = rates.generation_tokens_per_s if rates else None
         prompt = rates.prompt_tokens_per_s if rates else None
@@ -394,7 +394,7 @@ class FleetScreen(SparkScreen[None]):
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
         summary = Text()
         summary.append(f"{fmt_count(len(views), 'node')}  ", style="bold")
-        for state in (State.UP, State.DEGRADED, State.LOADING, State.STALE, State.DOWN, State.UNKNOWN):
+        for state in (State.UP, State.DEGRADED, State.LOADING, State.FAILING, State.STALE, State.DOWN, State.UNKNOWN):
             if counts.get(state):
                 summary.append_text(status_text(state, app.colours, label=False))
                 summary.append(f" {counts[state]} {state.value}  ")
@@ -425,7 +425,7 @@ class FleetScreen(SparkScreen[None]):
         down = [
             f"{STATUS_GLYPH[v.status.state]} {v.name} {v.status.state.value.upper()}: {node_reason(v)}"
             for v in views
-            if v.status.state in (State.DOWN, State.STALE)
+            if v.status.state in (State.FAILING, State.DOWN, State.STALE)
         ]
         crit: list[str] = []
         warn = [f"{SEVERITY_GLYPH['warn']} {problem}" for problem in self.spark.own_problems()]

@@ -263,7 +263,7 @@ class KioskScreen(SparkScreen[None]):
         app = self.spark
         colours = app.colours
         self._shift()
-        bad = [v for v in views if v.status.state in (State.DOWN, State.STALE)]
+        bad = [v for v in views if v.status.state in (State.FAILING, State.DOWN, State.STALE)]
         lines = (
             ["   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in map(kiosk_tile, bad))] if bad else []
         )

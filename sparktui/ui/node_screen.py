@@ -34,6 +34,7 @@ from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
     engine_lines,
+    fmt_duration,
     fmt_gib,
     fmt_number,
     fmt_pct,
@@ -65,7 +66,7 @@ LATENCIES = (
 WIDE = 140  # three columns of panels from this width
 MEDIUM = 100  # two from this one
 SHORT = 32  # below this height the log tail keeps only a few lines
-SERVING = (State.UP, State.DEGRADED)
+SERVING = frozenset(s for s in State if s.serving)  # judged FAILING still serves
 TAIL_LINES = 500  # the log tail holds no more (the log view holds the node's whole log)
 
 
@@ -488,7 +489,8 @@ class NodeScreen(SparkScreen[None]):
         # The roofline beside decode: how much of the GPU's memory bandwidth (and compute) it uses.
         roofline = roofline_parts(instance.roofline if instance and not idle else None)
         # The GPU's clock and what holds it back, beside decode: a throttled GPU decodes slower.
-        clock, held = clock_figure(view.gpu) if view.gpu is not None else ("", False)
+        live_gpu = view.gpu if not view.is_stale("gpu") else None  # a dead node's last reading is not live
+        clock, held = clock_figure(live_gpu) if live_gpu is not None else ("", False)
         lacking = instance.lacks.get("requests") if instance is not None and not idle else None
         figures = [
             Text("Throughput", style="bold"),
@@ -694,6 +696,10 @@ class NodeScreen(SparkScreen[None]):
         text = Text.assemble(("GPU", "bold"))
         if view.status.state is State.STALE:
             text.append(f"\n{NO_DATA}  no answer from {view.name}: the last reading is not shown", style=dim)
+        elif gpu is not None and view.is_stale("gpu") and view.gpu_age_s is not None:
+            # The exporter stopped answering (a node powered off): its last numbers would pass for live ones.
+            age = fmt_duration(view.gpu_age_s)
+            text.append(f"\n{NO_DATA}  no GPU reading for {age}: the last one is not shown", style=dim)
         elif gpu is None:
             text.append(f"\nno GPU exporter reading {NO_DATA}", style=dim)
         else:

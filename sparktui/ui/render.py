@@ -29,6 +29,7 @@ STATUS_GLYPH = {
     State.DEGRADED: "▲",
     State.LOADING: "◌",
     State.UNKNOWN: "?",
+    State.FAILING: "▼",
     State.STALE: "◇",
     State.DOWN: "✖",
 }

@@ -34,6 +34,7 @@ STATUS_VARIABLES: dict[State, str] = {
     State.DEGRADED: "status-warn",
     State.LOADING: "status-loading",
     State.UNKNOWN: "status-stale",
+    State.FAILING: "status-crit",
     State.STALE: "status-stale",
     State.DOWN: "status-crit",
 }

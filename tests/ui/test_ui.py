@@ -56,7 +56,8 @@ async def test_fleet_screen_lists_every_node_with_the_worker_under_its_head() ->
         assert isinstance(app.screen, FleetScreen)
         assert _row_labels(app) == ["spark1", "spark2", "spark3", "└ spark4"]
         summary = str(app.screen.query_one("#summary", Static).content)
-        assert "4 nodes" in summary and "2 up" in summary and "2 down" in summary
+        # spark2's last draft position is weak (a WARN finding): degraded, as its findings say
+        assert "4 nodes" in summary and "1 up" in summary and "1 degraded" in summary and "2 down" in summary
         banner = str(app.screen.query_one("#crit-banner", Static).content)
         assert "spark3 DOWN: qwen235: /health connection refused" in banner
 
@@ -595,7 +596,11 @@ async def test_an_asleep_engine_reads_as_asleep_on_the_fleet_row_and_the_node_sc
     async with app.run_test(size=(160, 48)) as pilot:
         await _open_spark2_showing(pilot, app, reason)
         view = next(v for v in app.views if v.name == "spark2")
-        assert view.instances[0].status.state is State.UP
+        # Asleep is no problem; the weak draft position its last scrapes showed is (a WARN finding, kept
+        # while asleep: nothing new is judged): degraded by that finding, the asleep reason beside it.
+        findings = {f.id for f in app.findings["spark2"]}
+        expected = State.DEGRADED if "spec-position-collapse" in findings else State.UP
+        assert view.instances[0].status.state is expected and reason in view.instances[0].status.reasons
         assert "engine asleep (level 1: weights offloaded to host memory)" in _plain(
             app.screen.query_one("#requests", Static)
         )
