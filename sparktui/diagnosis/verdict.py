@@ -17,8 +17,8 @@ alert rules) reads one status:
 
 A finding never lowers a status (a down instance with a WARN stays down), and a node whose polls stopped
 stays ``stale``: its findings are the last it had. A raised subject's first reasons are the findings'
-titles, so the banner says what the findings panel says, then what was observed. The diagnosis itself reads the observed status, never
-the judged one: a finding must not keep itself open.
+titles, so the banner says what the findings panel says, then what was observed. The diagnosis itself
+reads the observed status, never the judged one: a finding must not keep itself open.
 """
 
 from __future__ import annotations

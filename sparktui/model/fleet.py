@@ -314,6 +314,8 @@ class InstanceState:
         self._preread: tuple[bytes, ReadWith, tuple[EngineScrape | None, str | None]] | None = None
         self.service: ServiceState | None = None  # from the host sampler, when known
         self.service_age_s: float | None = None  # how long the service has been in its state
+        self.service_age_t: float | None = None  # when ``service_age_s`` was read (the host frame's t)
+        self.served_t: float | None = None  # when /health last answered 200
         wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None and reading.canary
         self.canary_spec = canary if wanted else None
         self.canary = CanaryClock(canary.idle_s, canary.interval_s) if canary is not None and wanted else None
@@ -323,6 +325,8 @@ class InstanceState:
         self.wall = wall
         if obs.health is not None:
             self.health = obs.health
+            if obs.health.ok:
+                self.served_t = t
         if obs.version is not None and obs.version.ok:  # first: llama-server's /props is read with /metrics
             self.info = obs.version.body
             found = self.reading.version(safe_json.loads(obs.version.body))
@@ -501,7 +505,7 @@ class InstanceState:
         if health is None:
             return Status(State.UNKNOWN, (f"{name}: not polled yet",))
         if not health.answered:
-            manager = self._manager_status(health)
+            manager = self._manager_status(health, t)
             if manager is not None:
                 return manager
             return Status(State.DOWN, (f"{name}: /health {health.problem()}",))
@@ -527,7 +531,7 @@ class InstanceState:
             return Status(State.UP, (f"{name}: {asleep.description}",))
         return UP
 
-    def _manager_status(self, health: HttpResult) -> Status | None:
+    def _manager_status(self, health: HttpResult, t: float) -> Status | None:
         """What the service manager says while the port does not answer: loading, crash loop, stopped."""
         service = self.service
         if service is None or health.kind is not FetchKind.REFUSED:
@@ -550,6 +554,16 @@ class InstanceState:
             # docker's RestartCount survives a `docker restart`, so a running container is loading.
             detail = _crash_loop_detail(service, self.service_age_s)
             return Status(State.DOWN, (f"{name}: {unit} is crash-looping: {detail}",))
+        if service.running and not service.starting and self._served_since_start(t):
+            # The unit's process answered /health since it started, and its port refuses now: it is not
+            # loading. It stopped or crashed; the manager's word, sampled every few seconds, says so next.
+            return Status(
+                State.DOWN,
+                (
+                    f"{name}: /health {health.problem()}; {unit} still read {service.state}, "
+                    "its port closed after it served",
+                ),
+            )
         if service.starting or service.running:
             age = f" for {fmt_duration(self.service_age_s)}" if self.service_age_s is not None else ""
             return Status(
@@ -559,6 +573,15 @@ class InstanceState:
             status = f" (exit status {service.exit_status})" if service.exit_status is not None else ""
             return Status(State.DOWN, (f"{name}: {unit} failed{status}",))
         return Status(State.DOWN, (f"{name}: {unit} is {service.state}: not running",))
+
+    def _served_since_start(self, t: float) -> bool:
+        """Whether /health answered 200 after the unit's current process started, at ``t``. Two
+        durations compared, each on one clock (the unit's age by the host's clock, the answer's by
+        ours), so no skew between the host's clock and ours can misjudge it; a second's slack."""
+        if self.served_t is None or self.service_age_s is None or self.service_age_t is None:
+            return False
+        age_now = self.service_age_s + (t - self.service_age_t)
+        return age_now > t - self.served_t + 1.0
 
     def _load_problems(self, t: float, thresholds: Thresholds, rates: EngineRates | None) -> list[str]:
         latest = self.tracker.latest
@@ -841,7 +864,7 @@ class NodeState:
             self.host = merge_host(self.host, update.sample)
             self.host_t = update.t
             self.host_problem = None
-            self._apply_services(self.host)
+            self._apply_services(self.host, update.t)
         if update.problem is not None:
             self.host_problem = update.problem
         if update.nvidia_smi is not None and self.spec.gpu_exporter is None:
@@ -852,15 +875,16 @@ class NodeState:
             # The unit's state came over the lost connection: it is unknown now, not still "running"
             # (a powered-off node would otherwise read as loading). The next full frame brings it back.
             self.host = replace(self.host, services=None)
-            self._apply_services(self.host)
+            self._apply_services(self.host, update.t)
 
-    def _apply_services(self, host: HostSample) -> None:
+    def _apply_services(self, host: HostSample, t: float) -> None:
         services = host.services or {}
         for name, instance in self.instances.items():
             service = services.get(name)
             instance.service = service
             started = service.started_epoch if service is not None else None
             instance.service_age_s = host.remote_epoch - started if started is not None else None
+            instance.service_age_t = t
 
     @property
     def memory(self) -> HostMemory | None:

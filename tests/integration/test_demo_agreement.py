@@ -29,6 +29,10 @@ def disagreements(run: DemoRun) -> list[str]:
                 out.append(f"{at}: {state.value} with the CRIT {finding.id} open")
             if finding.severity is Severity.WARN and state is State.UP:
                 out.append(f"{at}: up with the WARN {finding.id} open")
+        for inst in view.instances:  # loading only with a process that started (the demo's began hours ago)
+            began = inst.service.started_epoch if inst.service is not None else None
+            if inst.status.state is State.LOADING and began is not None and began < run.started_epoch:
+                out.append(f"{at}: {inst.name} reads loading with a process older than the scenario")
         if state is State.FAILING:  # raised by a finding alone: the banner's first reason is its title
             first = view.status.reasons[0] if view.status.reasons else ""
             if not any(first.endswith(f.title) for f in findings if f.severity is Severity.CRIT):

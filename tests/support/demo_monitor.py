@@ -34,6 +34,7 @@ class DemoRun:
         self, fleet: DemoFleet, spec: FleetSpec, monitor: Monitor, poller: FleetPoller, feed: HostFeed
     ) -> None:
         self.fleet, self.spec, self.monitor, self.poller, self.feed = fleet, spec, monitor, poller, feed
+        self.started_epoch = fleet.clock.epoch  # the scenario's start, on the demo's clock
 
     async def step(self, dt: float = 2.0) -> None:
         """Advance the simulation ``dt`` seconds, take its host frames, poll every node, tick the core."""

@@ -102,6 +102,29 @@ def test_refused_is_down_but_loading_while_the_unit_is_starting() -> None:
     )
 
 
+def test_a_stopped_unit_whose_last_sample_says_running_is_down_not_loading() -> None:
+    """``systemctl stop`` closes the port at once; the manager's word comes with the next sample. A
+    process that answered /health since its start and refuses now is not loading (it read "loading for
+    48h01m" before)."""
+    state = FleetState(FLEET, readings())
+    started = 1e9 - 48 * 3600.0
+    unit = ServiceState("qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running", started_epoch=started)
+    state.apply_host(HostUpdate("spark1", 0.0, sample=host_sample(unit, remote_epoch=1e9)))
+    observe(state, 1.0, ok(), ok(SCRAPES[0]))
+    observe(state, 2.0, failed(FetchKind.REFUSED, "connection refused"))
+    status = view(state, 2.0).status
+    assert status.state is State.DOWN
+    assert status.reasons == (
+        "qwen: /health connection refused; vllm-qwen36.service still read active, its port closed after it served",
+    )
+    # Started again after that answer: this process has not served yet, so it is loading.
+    again = ServiceState(
+        "qwen", "systemd", "vllm-qwen36.service", "active", sub_state="running", started_epoch=1e9 + 1.5
+    )
+    state.apply_host(HostUpdate("spark1", 2.0, sample=host_sample(again, remote_epoch=1e9 + 2.0)))
+    assert view(state, 2.0).status.state is State.LOADING
+
+
 def test_a_lost_ssh_connection_forgets_the_unit_so_refused_is_down_not_loading() -> None:
     """A powered-off node: the last frame said "running", the connection that said it is gone."""
     state = FleetState(FLEET, readings())
