@@ -464,7 +464,7 @@ class Engine:
         sink.observe("vllm:request_params_n", 1)
         sink.observe("vllm:request_prefill_kv_computed_tokens", request.prompt_tokens - request.cached_tokens)
         sink.observe("vllm:request_num_preemptions", request.preemptions)
-        tpot = (end - first) / (request.generated - 1) if request.generated > 1 else 0.0
+        tpot = max(0.0, end - first) / (request.generated - 1) if request.generated > 1 else 0.0
         sink.observe("vllm:request_time_per_output_token_seconds", tpot)
         sink.add(
             "vllm:tool_call_parser_invocations",

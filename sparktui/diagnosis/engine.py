@@ -43,7 +43,10 @@ rules (an event of the box, a GPU fault or a thermal trip) clear only after ``qu
 
 Actions: ``action_started`` / ``action_ended`` (the monitor core hears them from the dashboard) hold the
 wedge-type detectors (``HELD_DURING_ACTIONS``) of what an action touches while it runs and for
-``ACTION_SETTLE_S`` after: a restart's warmup request waits for the JIT with no token, on purpose.
+``ACTION_SETTLE_S`` after: a restart's warmup request waits for the JIT with no token, on purpose. For
+``ACTION_SETTLE_S`` after an action ends, a detector finding of its node whose condition no longer
+holds clears at the first evaluation that says so, not after its ``clear_after_s``: the fix worked,
+and the screen says so at once.
 """
 
 from __future__ import annotations
@@ -57,10 +60,8 @@ from sparktui.diagnosis.catalogue import DEFAULT_ENGINE, Catalogue, LogMarks, Ru
 from sparktui.diagnosis.detectors import DETECTORS
 from sparktui.diagnosis.detectors.host import memory_evidence
 from sparktui.diagnosis.state import (
-    ACTION_SETTLE_S,
     MAX_EVIDENCE_CHARS,
     SERVING,
-    ActionHold,
     Check,
     Ctx,
     Finding,
@@ -73,6 +74,7 @@ from sparktui.diagnosis.state import (
 from sparktui.engines import registry
 from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import InstanceView, NodeState, NodeView
+from sparktui.model.holds import ACTION_SETTLE_S, ActionHold
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.model.status import State
 
@@ -208,15 +210,15 @@ class DiagnosisEngine:
         wedge-type detectors (``HELD_DURING_ACTIONS``) open nothing for it until ``ACTION_SETTLE_S``
         after it ends. A finding already open stays as it is; one whose condition stops holding clears
         as usual."""
-        hold = self._memory(node).actions.setdefault(instance, ActionHold())
-        hold.running += 1
+        self._memory(node).actions.setdefault(instance, ActionHold()).started()
 
     def action_ended(self, node: str, instance: str | None, now: float) -> None:
         """The action ``action_started`` announced has ended (done, failed or cancelled)."""
-        hold = self._memory(node).actions.get(instance)
+        memory = self._memory(node)
+        hold = memory.actions.get(instance)
         if hold is not None:
-            hold.running = max(0, hold.running - 1)
-            hold.ended_at = now
+            hold.ended(now)
+        memory.recheck_from = now
 
     def held(self, node: str, instance: str, now: float) -> bool:
         """Whether the wedge-type detectors are held for this instance at ``now``."""
@@ -525,7 +527,7 @@ class DiagnosisEngine:
             return
         if track.false_since is None:
             track.false_since = now
-        if now - track.false_since >= rule.param("clear_after_s"):
+        if now - track.false_since >= rule.param("clear_after_s") or _rechecked(memory.recheck_from, now):
             self._close(ctx, track)
 
     def _extras(self, ctx: Ctx, rule: Rule, subject: str | None) -> list[str]:
@@ -587,6 +589,13 @@ class DiagnosisEngine:
             track.shown = True
             out.append(self._snapshot(node, track))
         return out
+
+
+def _rechecked(recheck_from: float | None, now: float) -> bool:
+    """Whether a finding whose condition no longer holds clears at once: an action of sparktui's ended
+    on the node within ``ACTION_SETTLE_S``, and a fresh reading says what it addressed is gone (the
+    operator must not be tempted to run the fix twice while the ordinary clear time runs out)."""
+    return recheck_from is not None and 0.0 <= now - recheck_from <= ACTION_SETTLE_S
 
 
 def _order(finding: Finding) -> tuple[int, float, str, str]:

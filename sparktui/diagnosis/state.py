@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sparktui.diagnosis.catalogue import Rule, Severity
 from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.holds import ActionHold
 from sparktui.model.logbuffer import LogLine
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
@@ -25,8 +26,8 @@ MAX_LOG_EVIDENCE = 5  # matching lines shown per finding: the first and the newe
 MAX_EVIDENCE_CHARS = 1000  # of one evidence line
 # An action sparktui runs itself (restart, warmup, drop caches) makes an engine look stuck on purpose: a
 # restart's cold first request waits 25-60 s for the JIT with no token. The detectors that read "no or
-# slow tokens" as a wedge are held for the instance while the action runs and for ACTION_SETTLE_S after.
-ACTION_SETTLE_S = 30.0
+# slow tokens" as a wedge are held for the instance while the action runs and for ACTION_SETTLE_S after
+# (``sparktui.model.holds``, which the fleet state holds by too).
 
 # --- findings --------------------------------------------------------------------------------------
 
@@ -121,17 +122,6 @@ class Track:
 
 
 @dataclass(slots=True)
-class ActionHold:
-    """Actions running on an instance (or the whole node) and when the last one ended."""
-
-    running: int = 0
-    ended_at: float | None = None
-
-    def holds(self, now: float) -> bool:
-        return self.running > 0 or (self.ended_at is not None and now - self.ended_at < ACTION_SETTLE_S)
-
-
-@dataclass(slots=True)
 class NodeMemory:
     instances: dict[str, InstanceMemory] = field(default_factory=dict)
     tracks: dict[tuple[str, str | None], Track] = field(default_factory=dict)
@@ -142,6 +132,7 @@ class NodeMemory:
     ssh_failing_since: float | None = None
     available: deque[tuple[float, float]] = field(default_factory=deque)  # (t, MemAvailable)
     actions: dict[str | None, ActionHold] = field(default_factory=dict)  # instance (None: all) -> hold
+    recheck_from: float | None = None  # the last action's end: what it addressed is judged again at once
     kernel_cursor: int = 0  # the seq of the next kernel-log line to scan
 
     def instance(self, name: str) -> InstanceMemory:

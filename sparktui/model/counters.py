@@ -220,8 +220,9 @@ class CounterHistory:
             self._points.popleft()
         return point
 
-    def window(self, seconds: float | None = None) -> Deltas | None:
-        """Increases from the oldest point at most ``seconds`` old (all kept, if None) to the latest.
+    def window(self, seconds: float | None = None, since: float | None = None) -> Deltas | None:
+        """Increases from the oldest point at most ``seconds`` old (all kept, if None) to the latest,
+        from no point before ``since`` (a window restarted there: None until two points follow it).
 
         None until two points exist.
         """
@@ -234,6 +235,11 @@ class CounterHistory:
             first_index = len(self._points) - 2
             while first_index > 0 and self._points[first_index - 1].t >= start:
                 first_index -= 1
+        if since is not None:
+            while first_index < len(self._points) - 1 and self._points[first_index].t < since:
+                first_index += 1
+            if first_index >= len(self._points) - 1:
+                return None
         return self._between(first_index, len(self._points) - 1)
 
     def last_interval(self) -> Deltas | None:

@@ -19,6 +19,7 @@ from sparktui.model.derive import EngineRates
 from sparktui.model.engines import EngineView, KvLoad, busiest_engine, engine_views, kv_load
 from sparktui.model.exporters import GpuReading, gpu_reading, nvidia_smi_q_reading
 from sparktui.model.fabric import FabricSample, FabricView, JobView, LinkView, RankView, link_rates, parse_fabric
+from sparktui.model.holds import ActionHold
 from sparktui.model.host import (
     HostProcess,
     HostSample,
@@ -316,6 +317,7 @@ class InstanceState:
         self.service_age_s: float | None = None  # how long the service has been in its state
         self.service_age_t: float | None = None  # when ``service_age_s`` was read (the host frame's t)
         self.served_t: float | None = None  # when /health last answered 200
+        self.hold = ActionHold()  # sparktui's own actions on it (``action_started`` / ``action_ended``)
         wanted = canary is not None and canary.enabled and spec.canary and spec.base_url is not None and reading.canary
         self.canary_spec = canary if wanted else None
         self.canary = CanaryClock(canary.idle_s, canary.interval_s) if canary is not None and wanted else None
@@ -574,6 +576,17 @@ class InstanceState:
             return Status(State.DOWN, (f"{name}: {unit} failed{status}",))
         return Status(State.DOWN, (f"{name}: {unit} is {service.state}: not running",))
 
+    def action_started(self) -> None:
+        """An action of sparktui's began on this instance (``model.holds``)."""
+        self.hold.started()
+
+    def action_ended(self, t: float) -> None:
+        """The action ended at ``t``: its windows start again there, so the warmup's cold requests are
+        not the fixed engine's latency, and the wedge clock starts from its end."""
+        self.hold.ended(t)
+        self.tracker.restart(t)
+        self.last_progress_t = t
+
     def _served_since_start(self, t: float) -> bool:
         """Whether /health answered 200 after the unit's current process started, at ``t``. Two
         durations compared, each on one clock (the unit's age by the host's clock, the answer's by
@@ -606,6 +619,10 @@ class InstanceState:
             ttft = rates.latency.get("ttft")
             if ttft is not None and ttft.p90 is not None and ttft.p90 > thresholds.ttft_p90_warn_s:
                 problems.append(f"TTFT p90 {ttft.p90:.1f} s (warn at {thresholds.ttft_p90_warn_s:g} s)")
+        if self.hold.holds(t):
+            # An action of sparktui's runs on it or just ended: its restart's and warmup's cold requests
+            # wait for the JIT with no token on purpose; no wedge is read into them.
+            return problems
         running = self._running()
         if running and self.last_progress_t is not None and t - self.last_progress_t >= WEDGED_AFTER_S:
             problems.append(f"wedged: {running:.0f} running, no token generated for {t - self.last_progress_t:.0f} s")
@@ -1266,6 +1283,22 @@ class FleetState:
             instance.canary_due(t) for name, instance in found.instances.items() if held is None or not held(name)
         )
         return tuple(order for order in orders if order is not None)
+
+    def action_started(self, node: str, instance: str | None) -> None:
+        """An action of sparktui's began on ``instance`` of ``node`` (None: all of the node's)."""
+        for state in self._held(node, instance):
+            state.action_started()
+
+    def action_ended(self, node: str, instance: str | None, t: float) -> None:
+        """The action ``action_started`` announced ended at ``t`` (``InstanceState.action_ended``)."""
+        for state in self._held(node, instance):
+            state.action_ended(t)
+
+    def _held(self, node: str, instance: str | None) -> list[InstanceState]:
+        found = self.nodes.get(node)
+        if found is None:
+            return []
+        return [s for name, s in found.instances.items() if instance is None or name == instance]
 
     def view(self, now: float, window_s: float | None = 60.0) -> tuple[NodeView, ...]:
         heads, jobs = self._heads(now, window_s), self.jobs(now)

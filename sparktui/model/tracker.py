@@ -25,6 +25,14 @@ class ScrapeTracker:
         self._memo: dict[tuple[str, str | None, float | None], EngineRates | None] = {}
         self._engine_histories: dict[tuple[str, str], CounterHistory] = {}  # (model, engine)
         self._engine_memo: dict[tuple[str | None, float | None], dict[str, EngineRates | None]] = {}
+        self.since: float | None = None  # windows start no earlier than this (``restart``)
+
+    def restart(self, t: float) -> None:
+        """Start every window at ``t``: what came before (an action's own warmup, whose cold requests
+        wait for the JIT) is not the engine's latency now. Numbers read "–" until two scrapes follow."""
+        self.since = t
+        self._memo.clear()
+        self._engine_memo.clear()
 
     def observe(self, t: float, scrape: EngineScrape) -> None:
         for name, model in scrape.models.items():
@@ -70,7 +78,7 @@ class ScrapeTracker:
         if found is None:
             return None
         history, model = found
-        deltas = history.window(window_s)
+        deltas = history.window(window_s, self.since)
         rates = self._memo[key] = derive_rates(deltas, model) if deltas is not None else None
         return rates
 
@@ -85,7 +93,7 @@ class ScrapeTracker:
         found: list[tuple[Deltas, ModelScrape]] = []
         for name, model in self.latest.models.items() if self.latest is not None else ():
             history = self._histories.get(name)
-            deltas = history.window(window_s) if history is not None else None
+            deltas = history.window(window_s, self.since) if history is not None else None
             if deltas is not None:
                 found.append((deltas, model))
         rates = self._memo[key] = derive_rates(_added(d for d, _ in found), found[0][1]) if found else None
@@ -106,7 +114,7 @@ class ScrapeTracker:
         _history, model = latest
         for engine, part in model.per_engine.items():
             history = self._engine_histories.get((model.model_name, engine))
-            deltas = history.window(window_s) if history is not None else None
+            deltas = history.window(window_s, self.since) if history is not None else None
             found[engine] = derive_rates(deltas, part) if deltas is not None else None
         return found
 

@@ -249,12 +249,14 @@ class Monitor:
         whole node is held."""
         for node, subject in self._action_subjects(nodes, instance):
             self.diagnosis.action_started(node, subject)
+            self.state.action_started(node, subject)
 
     def action_ended(self, nodes: Iterable[str], instance: str | None, now: float) -> None:
         """The action ``action_started`` announced ended (done, failed or refused) at ``now`` (on the
         tick's clock); the hold lasts ``ACTION_SETTLE_S`` more."""
         for node, subject in self._action_subjects(nodes, instance):
             self.diagnosis.action_ended(node, subject, now)
+            self.state.action_ended(node, subject, now)
 
     def _action_subjects(self, nodes: Iterable[str], instance: str | None) -> list[tuple[str, str | None]]:
         subjects: list[tuple[str, str | None]] = []

@@ -801,12 +801,23 @@ def kv_full_without_preemptions() -> None:
     assert "kv-pressure" not in rig.ids()
 
 
+def restarted_sample(seq: int) -> HostSample:
+    """``serving_sample`` of a container started again a second before the frame was read."""
+    sample = serving_sample(seq)
+    services = {
+        name: dataclasses.replace(service, started_epoch=sample.remote_epoch - 1.0)
+        for name, service in (sample.services or {}).items()
+    }
+    return dataclasses.replace(sample, services=services)
+
+
 def restart_then(rig: Rig, fresh: str) -> None:
-    """Serving, then refused while the container loads, then up again with ``fresh`` scrapes."""
+    """Serving, then refused while the container loads (started again), then up again with ``fresh``
+    scrapes."""
     healthy(rig, 2)
-    rig.step(2.0, refused(), sample=serving_sample(43))
+    rig.step(2.0, refused(), sample=restarted_sample(43))
     assert rig.view(2.0).instances[0].status.state is State.LOADING
-    rig.step(40.0, refused(), sample=serving_sample(44))
+    rig.step(40.0, refused(), sample=restarted_sample(44))
     rig.step(41.0, ok(), fresh, serving_sample(45))
 
 
@@ -1214,6 +1225,27 @@ def test_a_detector_finding_opens_after_open_after_survives_one_healthy_poll_and
     assert (cleared.opened_at, cleared.last_seen, cleared.cleared_at) == (3.0, 5.0, 16.0)
     assert not cleared.active
     assert rig.engine.active("spark1") == ()
+
+
+def test_after_an_action_a_detector_finding_whose_condition_is_gone_clears_at_once() -> None:
+    rig = Rig()  # engine-dead: open_after 2, clear_after_s 10
+    healthy(rig, 2)
+    rig.step(2.0, ok(status=503))
+    rig.step(3.0, ok(status=503))
+    assert "engine-dead" in rig.ids()
+    rig.engine.action_started("spark1", "gptoss")
+    rig.step(4.0, ok(status=503))  # the restart runs: still dead
+    rig.engine.action_ended("spark1", "gptoss", 5.0)
+    rig.step(6.0, ok(), MTP2[6])  # the first fresh reading after it: healthy, cleared at once
+    assert "engine-dead" not in rig.ids()
+    (cleared,) = [f for f in rig.engine.history("spark1") if f.id == "engine-dead"]
+    assert cleared.cleared_at == 6.0
+    # Long after the action, the ordinary clear time applies again.
+    rig.step(5.0 + ACTION_SETTLE_S + 1, ok(status=503))
+    rig.step(5.0 + ACTION_SETTLE_S + 2, ok(status=503))
+    assert "engine-dead" in rig.ids()
+    rig.step(5.0 + ACTION_SETTLE_S + 3, ok(), MTP2[8])
+    assert "engine-dead" in rig.ids()
 
 
 def lines_of(rule_id: str) -> tuple[LogFormat, list[str]]:
