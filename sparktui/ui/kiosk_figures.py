@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sparktui.model.engines import busiest_engine_words
 from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.host import MemoryLedger
 from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
@@ -49,7 +50,9 @@ class Figure:
 
 @dataclass(frozen=True, slots=True)
 class KioskTile:
-    """A node as the kiosk draws it: status, why, and figures (all "–" when it is down or stale)."""
+    """A node as the kiosk draws it: status, why, and figures. Down or stale, its engine's figures are
+    "–"; its memory (figure and ``ledger``, the bar) is the host's reading while that is fresh, whatever
+    the engine's state: the reading its memory alerts and findings cite."""
 
     name: str
     state: State
@@ -57,6 +60,7 @@ class KioskTile:
     figures: tuple[Figure, ...]
     requests: str
     live: bool
+    ledger: MemoryLedger | None = None
 
 
 def serving_instance(view: NodeView) -> InstanceView | None:
@@ -71,7 +75,7 @@ def _figures(view: NodeView, acceptance: bool, limits: Thresholds) -> tuple[Figu
     rates = instance.rates if instance is not None else None
     ttft = rates.latency.get("ttft") if rates is not None else None
     spec = rates.spec_decode if rates is not None else None
-    memory = view.host_memory if live else None
+    memory = view.fresh_host_memory  # read apart from the engine: a node whose vLLM is down has it
     figures = [
         Figure("gen", "generation tok/s", "gen tok/s", fmt_rate(rates.generation_tokens_per_s if rates else None, "")),
         Figure(
@@ -118,7 +122,8 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     )
     reason = view.status.reasons[0] if view.status.reasons and state is not State.UP else ""
     figures = _figures(view, acceptance, limits if limits is not None else Thresholds())
-    return KioskTile(view.name, state, reason, figures, requests, live)
+    ledger = view.ledger if view.fresh_host_memory is not None else None
+    return KioskTile(view.name, state, reason, figures, requests, live, ledger)
 
 
 # --- the grid ------------------------------------------------------------------------------------------

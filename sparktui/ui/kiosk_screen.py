@@ -163,7 +163,7 @@ class NodeTile(Vertical):
         self.query_one("#head", Static).update(_band(tile, colours))
         _show_figures(self, tile, colours)
         self.query_one("#numbers", Static).update(Text(tile.requests, style=colours["dim"]))
-        self.query_one("#memory", MemoryLine).show(view.ledger if tile.live else None, colours)
+        self.query_one("#memory", MemoryLine).show(tile.ledger, colours)
         if colour != self._border:  # a style set each tick would lay the tile out again
             self._border = colour
             self.styles.border = ("heavy", colour)
@@ -181,10 +181,11 @@ def _band(tile: KioskTile, colours: Mapping[str, str]) -> Text:
 
 
 def _show_figures(parent: Widget, tile: KioskTile, colours: Mapping[str, str]) -> None:
-    plain = "" if tile.live else colours["dim"]  # "": the theme's text colour
     for figure in tile.figures:
-        # A figure past its threshold in the warning (amber) or critical (red) colour, as on the fleet screen.
-        level = LEVEL_VARIABLES.get(figure.level) if tile.live and figure.level is not None else None
+        # A figure past its threshold in the warning (amber) or critical (red) colour, as on the fleet
+        # screen, whatever the node's state (a down node's memory is what its alerts are about); no data dim.
+        level = LEVEL_VARIABLES.get(figure.level) if figure.level is not None else None
+        plain = colours["dim"] if figure.number == NO_DATA else ""  # "": the theme's text colour
         number = colours[level] if level else plain
         parent.query_one(f"#fig-{figure.key}", FigureCell).show(figure, number, colours["dim"])
 
@@ -305,7 +306,7 @@ class KioskScreen(SparkScreen[None]):
         _show_figures(self.query_one("#kiosk-node"), tile, colours)
         reasons = "\n".join(view.status.reasons) or "all healthy"
         self.query_one("#node-reasons", Static).update(Text(reasons, style=colours[STATUS_VARIABLES[tile.state]]))
-        self.query_one("#node-memory", MemoryLine).show(view.ledger if tile.live else None, colours)
+        self.query_one("#node-memory", MemoryLine).show(tile.ledger, colours)
 
     def action_unlock(self) -> None:
         self.spark.unlock_kiosk()

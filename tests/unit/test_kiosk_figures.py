@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,23 @@ def test_a_tile_shows_the_views_numbers_and_nothing_for_a_down_node() -> None:
     assert down.state is State.DOWN and not down.live
     assert down.reason == "qwen235: /health connection refused"
     assert {f.text for f in down.figures} == {NO_DATA} and down.requests == ""
+
+
+def test_a_down_node_shows_its_hosts_fresh_memory_reading() -> None:
+    """A node whose engine is down still has its host's memory reading (SSH, not the engine): the
+    reading its memory alerts cite. Its engine's figures stay "–"."""
+    spark1 = next(v for v in fed_app().views if v.name == "spark1")
+    assert spark1.host_memory is not None and spark1.ledger is not None
+    down = replace(spark1, status=replace(spark1.status, state=State.DOWN))
+    tile = kiosk_tile(down, acceptance=True, limits=Thresholds(mem_available_warn_gib=999, mem_available_crit_gib=998))
+    figures = {f.key: f for f in tile.figures}
+    assert not tile.live
+    assert figures["mem"].text == fmt_gib(spark1.host_memory.mem_available) and figures["mem"].level is Level.CRIT
+    assert tile.ledger == spark1.ledger
+    assert {figures[k].text for k in ("gen", "kv", "ttft", "accept")} == {NO_DATA}
+    stale_host = replace(down, host_age_s=down.host_stale_after_s + 1)  # an old reading is not shown as current
+    old = kiosk_tile(stale_host)
+    assert {f.text for f in old.figures} == {NO_DATA} and old.ledger is None
 
 
 def test_a_figure_past_its_threshold_carries_its_level() -> None:
