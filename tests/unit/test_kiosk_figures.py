@@ -15,7 +15,7 @@ from sparktui.model.levels import Level
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_pct, fmt_rate
-from sparktui.ui.bigfont import big_height, big_lines, big_width, figure_scale
+from sparktui.ui.bigfont import DASH, big_height, big_lines, big_width, figure_scale
 from sparktui.ui.kiosk_figures import (
     SHIFTS,
     best_grid,
@@ -48,6 +48,18 @@ def test_a_figure_is_drawn_at_the_largest_scale_that_fits() -> None:
     assert figure_scale(text, 40, 2) == 0  # too low
     assert figure_scale("12 GiB", 80, 30) == 0  # letters: written as text
     assert figure_scale(NO_DATA, 80, 30) >= 1  # no data is drawn as large as data
+
+
+@pytest.mark.parametrize("scale", [1, 2, 3, 4, 6])
+def test_no_data_is_drawn_large_as_a_thin_dash_not_a_block(scale: int) -> None:
+    """A big "–" was a bar of full blocks 12 cells by 2 at scale 4: a grey block, not a dash."""
+    lines = big_lines(NO_DATA, scale)
+    assert len(lines) == big_height(scale)
+    assert {len(line) for line in lines} == {big_width(NO_DATA, scale)}
+    drawn = [line for line in lines if line.strip()]
+    assert drawn == [DASH * big_width(NO_DATA, scale)]  # one row, a line across
+    assert lines.index(drawn[0]) == big_height(scale) // 2  # in the middle, where a minus is
+    assert not set("".join(lines)) & {"█", "▀", "▄"}
 
 
 def test_the_tiles_take_the_shape_that_draws_their_figures_largest() -> None:
