@@ -15,7 +15,7 @@ from sparktui.model.host import MemoryLedger
 from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.model.units import NO_DATA, fmt_gib, fmt_in_seconds, fmt_number, fmt_pct, fmt_rate
 from sparktui.ui.bigfont import figure_scale
 
 DEAD = (State.DOWN, State.STALE)  # their last numbers are not shown as if current
@@ -89,7 +89,8 @@ def _figures(view: NodeView, acceptance: bool, limits: Thresholds) -> tuple[Figu
             "ttft",
             "TTFT p90",
             "TTFT",
-            fmt_seconds(ttft.p90 if ttft is not None else None),
+            fmt_in_seconds(ttft.p90 if ttft is not None else None),  # one unit on every tile
+            "s",
             level=ttft_level(ttft.p90 if ttft is not None and ttft.count else None, limits),
         ),
     ]

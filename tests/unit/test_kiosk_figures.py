@@ -14,7 +14,7 @@ from sparktui.demo.run import events_file
 from sparktui.model.levels import Level
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_gib, fmt_pct, fmt_rate
+from sparktui.model.units import NO_DATA, fmt_gib, fmt_in_seconds, fmt_pct, fmt_rate
 from sparktui.ui.bigfont import DASH, big_height, big_lines, big_width, figure_scale
 from sparktui.ui.kiosk_figures import (
     SHIFTS,
@@ -105,6 +105,22 @@ def test_a_down_node_shows_its_hosts_fresh_memory_reading() -> None:
     stale_host = replace(down, host_age_s=down.host_stale_after_s + 1)  # an old reading is not shown as current
     old = kiosk_tile(stale_host)
     assert {f.text for f in old.figures} == {NO_DATA} and old.ledger is None
+
+
+def test_ttft_figures_share_one_unit_whatever_their_size() -> None:
+    """One tile said "825" (ms) beside another's "2.07" (s): every TTFT figure is in seconds."""
+    spark1 = next(v for v in fed_app().views if v.name == "spark1")
+    instance = serving_instance(spark1)
+    assert instance is not None and instance.rates is not None
+    ttft = instance.rates.latency["ttft"]
+    assert ttft is not None
+    for p90, number in ((0.8251, "0.83"), (2.07, "2.07"), (0.0175, "0.02"), (0.001, "<0.01"), (12.34, "12.3")):
+        rates = replace(instance.rates, latency={**instance.rates.latency, "ttft": replace(ttft, p90=p90)})
+        view = replace(spark1, instances=(replace(instance, rates=rates),))
+        figure = next(f for f in kiosk_tile(view).figures if f.key == "ttft")
+        assert (figure.number, figure.unit) == (number, "s"), p90
+    assert fmt_in_seconds(None) == NO_DATA
+    assert fmt_in_seconds(123.4) == "123 s" and fmt_in_seconds(1234.0) == "1,234 s"
 
 
 def test_a_figure_past_its_threshold_carries_its_level() -> None:
