@@ -127,6 +127,33 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     return KioskTile(view.name, state, reason, figures, requests, live, ledger)
 
 
+# --- the banner ----------------------------------------------------------------------------------------
+
+BANNER_ALERTS = 3  # alert lines at most, under the line of down and stale nodes
+
+
+@dataclass(frozen=True, slots=True)
+class BannerLine:
+    """One line of the kiosk's banner and its severity (a ``Severity`` value: "crit", "warn", "info"),
+    which colours that line alone: a warning is amber beside a critical alert's red."""
+
+    severity: str
+    text: str
+
+
+def kiosk_banner(
+    views: Sequence[NodeView], firing: Sequence[tuple[str, str]], problems: Sequence[str]
+) -> tuple[BannerLine, ...]:
+    """The banner's lines: the down and stale nodes with their reasons on one critical line, then the
+    firing alerts (``firing``: severity and line, worst first), then sparktui's own ``problems``
+    (warnings: a recording that stopped matters less to whoever watches the kiosk), ``BANNER_ALERTS``
+    of those at most."""
+    dead = [kiosk_tile(v) for v in views if v.status.state in DEAD]
+    lines = [BannerLine("crit", "   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in dead))]
+    alerts = [BannerLine(severity, line) for severity, line in firing] + [BannerLine("warn", p) for p in problems]
+    return tuple((lines if dead else []) + alerts[:BANNER_ALERTS])
+
+
 # --- the grid ------------------------------------------------------------------------------------------
 
 

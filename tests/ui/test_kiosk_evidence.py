@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from rich.style import Style
 from textual.color import Color
-from textual.widgets import Static
 
 from sparktui.model.levels import Level, kv_level, memory_level
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import fmt_gib
 from sparktui.ui.app import SparkApp, make_app
-from sparktui.ui.kiosk_screen import FigureCell, KioskScreen, MemoryLine, NodeTile
+from sparktui.ui.kiosk_screen import BannerRow, FigureCell, KioskScreen, MemoryLine, NodeTile
 from sparktui.ui.render import LEVEL_VARIABLES
 from sparktui.ui.screenshot import stepped_demo
 from tests.support.ui_data import Clock, feed, fleet_spec
@@ -46,9 +45,8 @@ async def test_the_failing_nodes_page_shows_the_memory_figure_its_banner_cites()
         assert spark1.status.state is State.DOWN and spark1.host_memory is not None
         screen = _show_page(app, "spark1")
         await pilot.pause()
-        banner = str(screen.query_one("#kiosk-banner", Static).content).splitlines()
-        cited = [line for line in banner if "MemAvailable" in line]
-        assert cited, banner
+        cited = [str(r.content) for r in screen.query(BannerRow) if "MemAvailable" in str(r.content)]
+        assert cited, [str(r.content) for r in screen.query(BannerRow)]
         memory = screen.query_one("#kiosk-node #fig-mem", FigureCell)
         assert memory.figure.text == fmt_gib(spark1.host_memory.mem_available)
         assert any(f"MemAvailable {memory.figure.text}" in line for line in cited), (memory.figure.text, cited)

@@ -17,9 +17,12 @@ from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_in_seconds, fmt_pct, fmt_rate
 from sparktui.ui.bigfont import DASH, big_height, big_lines, big_width, figure_scale
 from sparktui.ui.kiosk_figures import (
+    BANNER_ALERTS,
     SHIFTS,
+    BannerLine,
     best_grid,
     burn_in_shift,
+    kiosk_banner,
     kiosk_clock,
     kiosk_tile,
     serving_instance,
@@ -121,6 +124,25 @@ def test_ttft_figures_share_one_unit_whatever_their_size() -> None:
         assert (figure.number, figure.unit) == (number, "s"), p90
     assert fmt_in_seconds(None) == NO_DATA
     assert fmt_in_seconds(123.4) == "123 s" and fmt_in_seconds(1234.0) == "1,234 s"
+
+
+def test_the_banner_lines_each_carry_their_own_severity() -> None:
+    """The banner was red as a whole once anything was critical, so a warning read as critical."""
+    views = fed_app().views  # spark3 and spark4 are down
+    firing = [("crit", "CRIT spark3 node-down: …"), ("warn", "WARN spark1 gpu-warm: …")]
+    lines = kiosk_banner(views, firing, ["recording stopped: disk full"])
+    assert lines[0].severity == "crit" and lines[0].text.startswith("spark3 DOWN: ")
+    assert "spark4 DOWN" in lines[0].text
+    assert lines[1:] == (
+        BannerLine("crit", "CRIT spark3 node-down: …"),
+        BannerLine("warn", "WARN spark1 gpu-warm: …"),
+        BannerLine("warn", "recording stopped: disk full"),
+    )
+    many = [("warn", f"WARN {n}") for n in range(5)]
+    assert len(kiosk_banner(views, many, [])) == 1 + BANNER_ALERTS
+    up = [v for v in views if v.status.state is State.UP]
+    assert kiosk_banner(up, [("warn", "WARN x")], []) == (BannerLine("warn", "WARN x"),)
+    assert kiosk_banner(up, [], []) == ()
 
 
 def test_a_figure_past_its_threshold_carries_its_level() -> None:
