@@ -13,6 +13,7 @@ from sparktui.model.engines import busiest_engine_words
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.host import MemoryLedger
 from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
+from sparktui.model.memory import HostMemory
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_gib, fmt_in_seconds, fmt_number, fmt_pct, fmt_rate
@@ -61,6 +62,7 @@ class KioskTile:
     requests: str
     live: bool
     ledger: MemoryLedger | None = None
+    memory_words: str = NO_DATA  # the memory figures a finding cites (``memory_words``), for the node page
 
 
 def serving_instance(view: NodeView) -> InstanceView | None:
@@ -124,7 +126,24 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     reason = view.status.reasons[0] if view.status.reasons and state is not State.UP else ""
     figures = _figures(view, acceptance, limits if limits is not None else Thresholds())
     ledger = view.ledger if view.fresh_host_memory is not None else None
-    return KioskTile(view.name, state, reason, figures, requests, live, ledger)
+    words = memory_words(view.fresh_host_memory)
+    return KioskTile(view.name, state, reason, figures, requests, live, ledger, words)
+
+
+def memory_words(memory: HostMemory | None) -> str:
+    """The host's memory figures as its memory findings cite them (MemAvailable of the total, the page
+    cache drop_caches can free, Shmem), so the node page has each number its banner's lines quote."""
+    if memory is None or memory.mem_available is None:
+        return NO_DATA
+    available = f"MemAvailable {fmt_gib(memory.mem_available)}"
+    if memory.mem_total:
+        available += f" of {fmt_gib(memory.mem_total)}"
+    parts = [available]
+    if memory.page_cache_droppable is not None:
+        parts.append(f"page cache drop_caches can free {fmt_gib(memory.page_cache_droppable)}")
+    if memory.shmem is not None:
+        parts.append(f"Shmem {fmt_gib(memory.shmem)}")
+    return " · ".join(parts)
 
 
 # --- the banner ----------------------------------------------------------------------------------------

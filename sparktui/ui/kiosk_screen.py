@@ -248,6 +248,7 @@ class KioskScreen(SparkScreen[None]):
     #kiosk-node.shown { display: block; }
     #node-title { height: 1; margin: 1 0; }
     #node-reasons { height: auto; max-height: 4; margin: 1 0 0 0; }
+    #node-memory-figures { height: auto; max-height: 2; }
     """
 
     def __init__(self) -> None:
@@ -272,6 +273,7 @@ class KioskScreen(SparkScreen[None]):
                     yield FigureCell(key)
             yield Static(id="node-reasons")
             yield MemoryLine("unified memory  ", id="node-memory")
+            yield Static(id="node-memory-figures")
 
     def on_mount(self) -> None:
         self._ready = True
@@ -331,6 +333,7 @@ class KioskScreen(SparkScreen[None]):
         reasons = "\n".join(view.status.reasons) or "all healthy"
         self.query_one("#node-reasons", Static).update(Text(reasons, style=colours[STATUS_VARIABLES[tile.state]]))
         self.query_one("#node-memory", MemoryLine).show(tile.ledger, colours)
+        self.query_one("#node-memory-figures", Static).update(Text(tile.memory_words, style=colours["dim"]))
 
     def action_unlock(self) -> None:
         self.spark.unlock_kiosk()

@@ -1,10 +1,13 @@
 """The kiosk shows what its banner says (issue 36): the failing node's memory figures are the reading its
-alerts cite, and digits take the colour of the same thresholds as the fleet's cells."""
+alerts and findings cite, and digits take the colour of the same thresholds as the fleet's cells."""
 
 from __future__ import annotations
 
+import re
+
 from rich.style import Style
 from textual.color import Color
+from textual.widgets import Static
 
 from sparktui.model.levels import Level, kv_level, memory_level
 from sparktui.model.specs import Thresholds
@@ -45,8 +48,9 @@ async def test_the_failing_nodes_page_shows_the_memory_figure_its_banner_cites()
         assert spark1.status.state is State.DOWN and spark1.host_memory is not None
         screen = _show_page(app, "spark1")
         await pilot.pause()
-        cited = [str(r.content) for r in screen.query(BannerRow) if "MemAvailable" in str(r.content)]
-        assert cited, [str(r.content) for r in screen.query(BannerRow)]
+        banner = [str(r.content) for r in screen.query(BannerRow)]
+        cited = [line for line in banner if "MemAvailable" in line]
+        assert cited, banner
         memory = screen.query_one("#kiosk-node #fig-mem", FigureCell)
         assert memory.figure.text == fmt_gib(spark1.host_memory.mem_available)
         assert any(f"MemAvailable {memory.figure.text}" in line for line in cited), (memory.figure.text, cited)
@@ -56,6 +60,20 @@ async def test_the_failing_nodes_page_shows_the_memory_figure_its_banner_cites()
         assert screen.query_one("#node-memory", MemoryLine).ledger is not None
         tile = screen.query_one("#tile-spark1 #fig-mem", FigureCell)  # the fleet page's tile says the same
         assert tile.figure == memory.figure
+        # The memory figures the node's findings cite of this reading (MemAvailable, of the total, what
+        # drop_caches frees, Shmem: the evidence line of launch-readiness, page-cache-blocks-start…) are
+        # all on the page. A finding's evidence from an older reading (when it opened) is not this one.
+        readings = [
+            line.partition(" (at ")[0]
+            for f in app.diagnosis.active("spark1")
+            for line in f.evidence
+            if line.startswith(f"MemAvailable {memory.figure.text} of ")
+        ]
+        assert readings, [f.evidence for f in app.diagnosis.active("spark1")]
+        figures = str(screen.query_one("#node-memory-figures", Static).content)
+        quoted = [re.findall(r"\d+\.\d GiB", line) for line in readings]
+        assert all(len(cites) == 4 for cites in quoted), readings
+        assert any(all(c in figures for c in cites) for cites in quoted), (readings, figures)
 
 
 def _threshold_app(limits: Thresholds) -> SparkApp:

@@ -25,6 +25,7 @@ from sparktui.ui.kiosk_figures import (
     kiosk_banner,
     kiosk_clock,
     kiosk_tile,
+    memory_words,
     serving_instance,
     tile_score,
 )
@@ -108,6 +109,19 @@ def test_a_down_node_shows_its_hosts_fresh_memory_reading() -> None:
     stale_host = replace(down, host_age_s=down.host_stale_after_s + 1)  # an old reading is not shown as current
     old = kiosk_tile(stale_host)
     assert {f.text for f in old.figures} == {NO_DATA} and old.ledger is None
+
+
+def test_the_memory_words_are_the_figures_a_memory_finding_cites() -> None:
+    spark1 = next(v for v in fed_app().views if v.name == "spark1")
+    memory = spark1.host_memory
+    assert memory is not None and memory.page_cache_droppable is not None and memory.shmem is not None
+    assert memory_words(memory) == (
+        f"MemAvailable {fmt_gib(memory.mem_available)} of {fmt_gib(memory.mem_total)} · "
+        f"page cache drop_caches can free {fmt_gib(memory.page_cache_droppable)} · Shmem {fmt_gib(memory.shmem)}"
+    )
+    assert kiosk_tile(spark1).memory_words == memory_words(memory)
+    assert memory_words(None) == NO_DATA
+    assert kiosk_tile(replace(spark1, host_age_s=spark1.host_stale_after_s + 1)).memory_words == NO_DATA
 
 
 def test_ttft_figures_share_one_unit_whatever_their_size() -> None:
