@@ -131,19 +131,10 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
 
 
 def memory_words(memory: HostMemory | None) -> str:
-    """The host's memory figures as its memory findings cite them (MemAvailable of the total, the page
-    cache drop_caches can free, Shmem), so the node page has each number its banner's lines quote."""
-    if memory is None or memory.mem_available is None:
-        return NO_DATA
-    available = f"MemAvailable {fmt_gib(memory.mem_available)}"
-    if memory.mem_total:
-        available += f" of {fmt_gib(memory.mem_total)}"
-    parts = [available]
-    if memory.page_cache_droppable is not None:
-        parts.append(f"page cache drop_caches can free {fmt_gib(memory.page_cache_droppable)}")
-    if memory.shmem is not None:
-        parts.append(f"Shmem {fmt_gib(memory.shmem)}")
-    return " · ".join(parts)
+    """The host's memory figures as its memory findings cite them (``HostMemory.cited_figures``), so the
+    node page has each number its banner's lines quote."""
+    figures = memory.cited_figures if memory is not None else ()
+    return " · ".join(figures) if figures else NO_DATA
 
 
 # --- the banner ----------------------------------------------------------------------------------------

@@ -117,7 +117,8 @@ def test_the_memory_words_are_the_figures_a_memory_finding_cites() -> None:
     assert memory is not None and memory.page_cache_droppable is not None and memory.shmem is not None
     assert memory_words(memory) == (
         f"MemAvailable {fmt_gib(memory.mem_available)} of {fmt_gib(memory.mem_total)} · "
-        f"page cache drop_caches can free {fmt_gib(memory.page_cache_droppable)} · Shmem {fmt_gib(memory.shmem)}"
+        f"page cache drop_caches can free (Cached − Shmem) {fmt_gib(memory.page_cache_droppable)} · "
+        f"Shmem {fmt_gib(memory.shmem)}"
     )
     assert kiosk_tile(spark1).memory_words == memory_words(memory)
     assert memory_words(None) == NO_DATA
