@@ -60,7 +60,6 @@ class KioskTile:
     reason: str
     figures: tuple[Figure, ...]
     requests: str
-    live: bool
     ledger: MemoryLedger | None = None
     memory_words: str = NO_DATA  # the memory figures a finding cites (``memory_words``), for the node page
 
@@ -116,8 +115,7 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     """The tile (or, with ``acceptance``, the node page) of ``view``; its figures' levels against
     ``limits`` (the config's ``[thresholds]``)."""
     state = view.status.state
-    live = state not in DEAD
-    instance = serving_instance(view) if live else None
+    instance = serving_instance(view) if state not in DEAD else None
     requests = (
         f"run {fmt_number(instance.running)} · wait {fmt_number(instance.waiting)}"
         if instance is not None and instance.url is not None
@@ -127,7 +125,7 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     figures = _figures(view, acceptance, limits if limits is not None else Thresholds())
     ledger = view.ledger if view.fresh_host_memory is not None else None
     words = memory_words(view.fresh_host_memory)
-    return KioskTile(view.name, state, reason, figures, requests, live, ledger, words)
+    return KioskTile(view.name, state, reason, figures, requests, ledger, words)
 
 
 def memory_words(memory: HostMemory | None) -> str:

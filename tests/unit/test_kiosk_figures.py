@@ -82,14 +82,14 @@ def test_a_tile_shows_the_views_numbers_and_nothing_for_a_down_node() -> None:
     instance = serving_instance(spark1)
     assert instance is not None and instance.rates is not None and spark1.host_memory is not None
     tile = kiosk_tile(spark1)
-    assert tile.live and tile.state is State.UP and tile.reason == ""
+    assert tile.state is State.UP and tile.reason == ""
     texts = {f.key: f.text for f in tile.figures}
     assert texts["gen"] == fmt_rate(instance.rates.generation_tokens_per_s, "")
     assert texts["kv"] == fmt_pct(instance.kv_usage, 0)
     assert texts["mem"] == fmt_gib(spark1.host_memory.mem_available)
     assert [f.key for f in kiosk_tile(spark1, acceptance=True).figures] == ["gen", "kv", "ttft", "accept", "mem"]
     down = kiosk_tile(views["spark3"])
-    assert down.state is State.DOWN and not down.live
+    assert down.state is State.DOWN
     assert down.reason == "qwen235: /health connection refused"
     assert {f.text for f in down.figures} == {NO_DATA} and down.requests == ""
 
@@ -102,7 +102,7 @@ def test_a_down_node_shows_its_hosts_fresh_memory_reading() -> None:
     down = replace(spark1, status=replace(spark1.status, state=State.DOWN))
     tile = kiosk_tile(down, acceptance=True, limits=Thresholds(mem_available_warn_gib=999, mem_available_crit_gib=998))
     figures = {f.key: f for f in tile.figures}
-    assert not tile.live
+    assert tile.state is State.DOWN
     assert figures["mem"].text == fmt_gib(spark1.host_memory.mem_available) and figures["mem"].level is Level.CRIT
     assert tile.ledger == spark1.ledger
     assert {figures[k].text for k in ("gen", "kv", "ttft", "accept")} == {NO_DATA}
