@@ -9,7 +9,7 @@ from rich.style import Style
 from textual.color import Color
 from textual.widgets import Static
 
-from sparktui.model.levels import Level, kv_level, memory_level
+from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import fmt_gib
@@ -91,28 +91,36 @@ def _number_colour(cell: FigureCell) -> Color:
 
 
 async def test_digits_take_the_colour_of_the_thresholds_the_fleets_cells_use() -> None:
-    """A KV figure past ``kv_usage_warn`` is amber and a memory figure under ``mem_available_crit_gib``
-    red, on the fleet page's tile and the node's page alike; below their thresholds they are plain."""
-    hot = Thresholds(kv_usage_warn=0.01, mem_available_warn_gib=999, mem_available_crit_gib=998)
-    for limits, kv, memory in ((hot, Level.WARN, Level.CRIT), (Thresholds(kv_usage_warn=1.0), Level.OK, Level.OK)):
+    """KV and TTFT figures past ``kv_usage_warn`` and ``ttft_p90_warn_s`` are amber and a memory figure
+    under ``mem_available_crit_gib`` red, on the fleet page's tile and the node's page alike; within
+    their thresholds they are plain."""
+    hot = Thresholds(kv_usage_warn=0.01, ttft_p90_warn_s=0.001, mem_available_warn_gib=999, mem_available_crit_gib=998)
+    calm = Thresholds(kv_usage_warn=1.0, ttft_p90_warn_s=3600)
+    for limits, want in ((hot, (Level.WARN, Level.WARN, Level.CRIT)), (calm, (Level.OK, Level.OK, Level.OK))):
         app = _threshold_app(limits)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             spark1 = next(v for v in app.views if v.name == "spark1")
-            assert spark1.host_memory is not None and spark1.instances[0].kv_usage is not None
+            instance = spark1.instances[0]
+            ttft = instance.rates.latency.get("ttft") if instance.rates is not None else None
+            assert spark1.host_memory is not None and instance.kv_usage is not None and ttft is not None
             # The levels the fleet's cells are coloured by.
-            assert kv_level(spark1.instances[0].kv_usage, limits) is kv
-            assert memory_level(spark1.host_memory.mem_available, limits) is memory
+            levels = (
+                kv_level(instance.kv_usage, limits),
+                ttft_level(ttft.p90, limits),
+                memory_level(spark1.host_memory.mem_available, limits),
+            )
+            assert levels == want
+            keys = ("#fig-kv", "#fig-ttft", "#fig-mem")
             tile = _kiosk(app).query_one("#tile-spark1", NodeTile)
-            cells = [tile.query_one("#fig-kv", FigureCell), tile.query_one("#fig-mem", FigureCell)]
+            cells = [tile.query_one(key, FigureCell) for key in keys]
             screen = _show_page(app, "spark1")
             await pilot.pause()
             page = screen.query_one("#kiosk-node")
-            cells += [page.query_one("#fig-kv", FigureCell), page.query_one("#fig-mem", FigureCell)]
-            for cell, level in zip(cells, (kv, memory, kv, memory), strict=True):
+            cells += [page.query_one(key, FigureCell) for key in keys]
+            for cell, level in zip(cells, levels + levels, strict=True):
                 expected = app.colours[LEVEL_VARIABLES[level]] if level is not Level.OK else ""
                 assert cell.colour == expected, (cell.id, level)
                 if expected:
                     assert _number_colour(cell) == Color.parse(expected), (cell.id, level)
-            if kv is Level.WARN:
-                assert app.colours["status-warn"] != app.colours["status-crit"]  # amber, not the red of CRIT
+    assert app.colours["status-warn"] != app.colours["status-crit"]  # a warning amber, not the red of CRIT
