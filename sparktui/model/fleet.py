@@ -222,6 +222,13 @@ class NodeView:
         }[part]
         return age is not None and age > limit
 
+    @property
+    def fresh_host_memory(self) -> HostMemory | None:
+        """The host's memory reading while it is within its stale limit, else None. It is read apart
+        from the engines (the SSH sampler, an exporter), so a node whose vLLM is down still has it: it
+        is the reading the node's memory reasons, alerts and findings cite."""
+        return None if self.is_stale("host") else self.host_memory
+
 
 def _crash_loop_detail(service: ServiceState, age_s: float | None) -> str:
     """After "is crash-looping: ": "3 restarts, last exit status 1" between attempts, "2 restarts,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sparktui.model.numbers import is_digits
 from sparktui.model.promtext import Exposition
+from sparktui.model.units import fmt_gib
 
 KIB = 1024
 GIB = 1024**3
@@ -60,6 +61,23 @@ class HostMemory:
         if self.cached is None or self.shmem is None:
             return None
         return max(0.0, self.cached - self.shmem)
+
+    @property
+    def cited_figures(self) -> tuple[str, ...]:
+        """The memory figures as a memory finding's evidence cites them and the kiosk's node page shows
+        them: MemAvailable of the total, the page cache drop_caches can free, Shmem (written here once,
+        so the two say the same numbers the same way); () without MemAvailable."""
+        if self.mem_available is None:
+            return ()
+        parts = [f"MemAvailable {fmt_gib(self.mem_available)}"]
+        if self.mem_total:
+            parts[0] += f" of {fmt_gib(self.mem_total)}"
+        droppable = self.page_cache_droppable
+        if droppable is not None:
+            parts.append(f"page cache drop_caches can free (Cached − Shmem) {fmt_gib(droppable)}")
+        if self.shmem is not None:
+            parts.append(f"Shmem {fmt_gib(self.shmem)}")
+        return tuple(parts)
 
     @property
     def available_fraction(self) -> float | None:

@@ -57,6 +57,18 @@ def fmt_seconds(value: float | None, floor: float | None = None) -> str:
     return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
 
 
+def fmt_in_seconds(value: float | None) -> str:
+    """Latency always in seconds, for figures read side by side (the kiosk's TTFT tiles): 0.83 s beside
+    2.07 s, never "825 ms" beside "2.07 s". Two decimals below 10 s, one below 100 s, none above; below
+    what two decimals can show, "<0.01 s"."""
+    if value is None or _missing(value):
+        return NO_DATA
+    if value < 0.005:
+        return "<0.01 s"
+    decimals = 2 if value < 10 else 1 if value < 100 else 0
+    return f"{value:,.{decimals}f} s"
+
+
 def fmt_clock(wall: float | None, *, date: bool = False, tz: tzinfo | None = None) -> str:
     """A unix time as the operator reads a clock: local time with its zone, "09:06:09 CET" (with
     ``date``: "2026-11-26 09:06:09 CET"). Every time sparktui shows (a finding opened or cleared, the

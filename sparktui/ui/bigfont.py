@@ -3,7 +3,9 @@
 Each glyph is a 5-pixel-high bitmap; a pixel is one cell wide and half a cell high, which is square on
 a usual terminal font, and ``scale`` multiplies it. The figure is fitted to the space it is given
 (``figure_scale``): 3 rows at scale 1, 5 at 2, 8 at 3 and so on. Text with a character the font lacks
-is not drawn large (scale 0) and the caller writes it as ordinary text.
+is not drawn large (scale 0) and the caller writes it as ordinary text. No data (``NO_DATA``) is drawn
+as a thin line across the middle row (``DASH``) at every scale: drawn in blocks like a minus it grew
+into a solid bar, which read as a grey block rather than a dash.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _GLYPHS: dict[str, tuple[str, ...]] = {
     NO_DATA: ("...", "...", "###", "...", "..."),
     " ": ("..",) * GLYPH_HEIGHT,
 }
+DASH = "━"  # the no-data figure's line
 _HALVES = {(False, False): " ", (True, False): "▀", (False, True): "▄", (True, True): "█"}
 
 
@@ -63,6 +66,9 @@ def figure_scale(text: str, width: int, height: int) -> int:
 def big_lines(text: str, scale: int) -> list[str]:
     """``text`` drawn at ``scale`` (at least 1), one string per row, all of ``big_width`` cells."""
     scale = max(1, scale)
+    if text == NO_DATA:
+        width, height = big_width(text, scale), big_height(scale)
+        return [(DASH if row == height // 2 else " ") * width for row in range(height)]
     rows = []
     for y in range(GLYPH_HEIGHT):
         row = ".".join(_GLYPHS[c][y] for c in text)

@@ -620,8 +620,8 @@ def _replica_name(replica: Replica, found: ModelReplicas) -> str:
 
 def _memory_cell(view: NodeView, colours: Mapping[str, str], patterns: bool, limits: Thresholds) -> Text | str:
     """The unified-memory bar with MemAvailable beside it, coloured against its thresholds."""
-    mem = view.host_memory
-    if mem is None or view.is_stale("host"):
+    mem = view.fresh_host_memory
+    if mem is None:
         return NO_DATA
     cell = memory_bar(view.ledger, MEM_BAR, colours, patterns=patterns)
     cell.append(" ")

@@ -11,13 +11,16 @@ from dataclasses import dataclass
 
 from sparktui.model.engines import busiest_engine_words
 from sparktui.model.fleet import InstanceView, NodeView
+from sparktui.model.host import MemoryLedger
 from sparktui.model.levels import Level, kv_level, memory_level, ttft_level
+from sparktui.model.memory import HostMemory
 from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
-from sparktui.model.units import NO_DATA, fmt_gib, fmt_number, fmt_pct, fmt_rate, fmt_seconds
+from sparktui.model.units import NO_DATA, fmt_gib, fmt_in_seconds, fmt_number, fmt_pct, fmt_rate
 from sparktui.ui.bigfont import figure_scale
 
 DEAD = (State.DOWN, State.STALE)  # their last numbers are not shown as if current
+BANNERED = (State.FAILING, *DEAD)  # on the banner's critical line: an open CRIT, or no service
 # The picture's position, one step every ``[kiosk] shift_every_s``: by one cell at a time, two across
 # and one down at most, so nothing is cut at the edge (the screen gives up 2 columns and 1 row for it).
 SHIFTS = ((0, 0), (1, 0), (2, 0), (2, 1), (1, 1), (0, 1))
@@ -49,14 +52,17 @@ class Figure:
 
 @dataclass(frozen=True, slots=True)
 class KioskTile:
-    """A node as the kiosk draws it: status, why, and figures (all "–" when it is down or stale)."""
+    """A node as the kiosk draws it: status, why, and figures. Down or stale, its engine's figures are
+    "–"; its memory (figure and ``ledger``, the bar) is the host's reading while that is fresh, whatever
+    the engine's state: the reading its memory alerts and findings cite."""
 
     name: str
     state: State
     reason: str
     figures: tuple[Figure, ...]
     requests: str
-    live: bool
+    ledger: MemoryLedger | None = None
+    memory_words: str = NO_DATA  # the memory figures a finding cites (``memory_words``), for the node page
 
 
 def serving_instance(view: NodeView) -> InstanceView | None:
@@ -71,7 +77,7 @@ def _figures(view: NodeView, acceptance: bool, limits: Thresholds) -> tuple[Figu
     rates = instance.rates if instance is not None else None
     ttft = rates.latency.get("ttft") if rates is not None else None
     spec = rates.spec_decode if rates is not None else None
-    memory = view.host_memory if live else None
+    memory = view.fresh_host_memory  # read apart from the engine: a node whose vLLM is down has it
     figures = [
         Figure("gen", "generation tok/s", "gen tok/s", fmt_rate(rates.generation_tokens_per_s if rates else None, "")),
         Figure(
@@ -85,7 +91,8 @@ def _figures(view: NodeView, acceptance: bool, limits: Thresholds) -> tuple[Figu
             "ttft",
             "TTFT p90",
             "TTFT",
-            fmt_seconds(ttft.p90 if ttft is not None else None),
+            fmt_in_seconds(ttft.p90 if ttft is not None else None),  # one unit on every tile
+            "s",
             level=ttft_level(ttft.p90 if ttft is not None and ttft.count else None, limits),
         ),
     ]
@@ -109,8 +116,7 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     """The tile (or, with ``acceptance``, the node page) of ``view``; its figures' levels against
     ``limits`` (the config's ``[thresholds]``)."""
     state = view.status.state
-    live = state not in DEAD
-    instance = serving_instance(view) if live else None
+    instance = serving_instance(view) if state not in DEAD else None
     requests = (
         f"run {fmt_number(instance.running)} · wait {fmt_number(instance.waiting)}"
         if instance is not None and instance.url is not None
@@ -118,7 +124,43 @@ def kiosk_tile(view: NodeView, acceptance: bool = False, limits: Thresholds | No
     )
     reason = view.status.reasons[0] if view.status.reasons and state is not State.UP else ""
     figures = _figures(view, acceptance, limits if limits is not None else Thresholds())
-    return KioskTile(view.name, state, reason, figures, requests, live)
+    ledger = view.ledger if view.fresh_host_memory is not None else None
+    words = memory_words(view.fresh_host_memory)
+    return KioskTile(view.name, state, reason, figures, requests, ledger, words)
+
+
+def memory_words(memory: HostMemory | None) -> str:
+    """The host's memory figures as its memory findings cite them (``HostMemory.cited_figures``), so the
+    node page has each number its banner's lines quote."""
+    figures = memory.cited_figures if memory is not None else ()
+    return " · ".join(figures) if figures else NO_DATA
+
+
+# --- the banner ----------------------------------------------------------------------------------------
+
+BANNER_ALERTS = 3  # alert lines at most, under the line of down and stale nodes
+
+
+@dataclass(frozen=True, slots=True)
+class BannerLine:
+    """One line of the kiosk's banner and its severity (a ``Severity`` value: "crit", "warn", "info"),
+    which colours that line alone: a warning is amber beside a critical alert's red."""
+
+    severity: str
+    text: str
+
+
+def kiosk_banner(
+    views: Sequence[NodeView], firing: Sequence[tuple[str, str]], problems: Sequence[str]
+) -> tuple[BannerLine, ...]:
+    """The banner's lines: the failing, down and stale nodes with their reasons on one critical line, then the
+    firing alerts (``firing``: severity and line, worst first), then sparktui's own ``problems``
+    (warnings: a recording that stopped matters less to whoever watches the kiosk), ``BANNER_ALERTS``
+    of those at most."""
+    dead = [kiosk_tile(v) for v in views if v.status.state in BANNERED]
+    lines = [BannerLine("crit", "   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in dead))]
+    alerts = [BannerLine(severity, line) for severity, line in firing] + [BannerLine("warn", p) for p in problems]
+    return tuple((lines if dead else []) + alerts[:BANNER_ALERTS])
 
 
 # --- the grid ------------------------------------------------------------------------------------------

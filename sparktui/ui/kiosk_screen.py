@@ -1,7 +1,8 @@
 """The kiosk: a read-only wall screen. It rotates fleet → each node; the tiles share the whole screen
 and their key figures grow with it (``bigfont``), so they read from across a room. A clock says when
 the newest data came and turns to the warning colour when none has come for longer than the stale
-limit; a banner goes up when a node is down or its data is stale; the picture moves by a cell every
+limit; a banner goes up when a node is down or its data is stale or an alert fires, each line in its
+own severity's colour (a warning amber beside a critical red); the picture moves by a cell every
 ``[kiosk] shift_every_s`` against burn-in. It takes no input but the unlock key (``[kiosk]
 unlock_key``), and the app refuses every action while it is up (``SparkApp.check_action``).
 
@@ -31,17 +32,20 @@ from sparktui.ui.base import SparkScreen
 from sparktui.ui.bigfont import big_lines, big_width, figure_scale
 from sparktui.ui.keys import KIOSK_BINDINGS
 from sparktui.ui.kiosk_figures import (
+    BANNER_ALERTS,
     SHIFT_MARGIN,
+    BannerLine,
     Figure,
     KioskTile,
     best_grid,
     burn_in_shift,
     figure_cell_score,
+    kiosk_banner,
     kiosk_clock,
     kiosk_tile,
     tile_score,
 )
-from sparktui.ui.render import LEVEL_VARIABLES, STATUS_GLYPH, memory_bar, status_text
+from sparktui.ui.render import LEVEL_VARIABLES, SEVERITY_VARIABLES, STATUS_GLYPH, memory_bar, status_text
 from sparktui.ui.themes import STATUS_VARIABLES
 
 NODE_FIGURES = 5  # a node page: generation, KV, TTFT, acceptance length, memory
@@ -163,7 +167,7 @@ class NodeTile(Vertical):
         self.query_one("#head", Static).update(_band(tile, colours))
         _show_figures(self, tile, colours)
         self.query_one("#numbers", Static).update(Text(tile.requests, style=colours["dim"]))
-        self.query_one("#memory", MemoryLine).show(view.ledger if tile.live else None, colours)
+        self.query_one("#memory", MemoryLine).show(tile.ledger, colours)
         if colour != self._border:  # a style set each tick would lay the tile out again
             self._border = colour
             self.styles.border = ("heavy", colour)
@@ -181,12 +185,39 @@ def _band(tile: KioskTile, colours: Mapping[str, str]) -> Text:
 
 
 def _show_figures(parent: Widget, tile: KioskTile, colours: Mapping[str, str]) -> None:
-    plain = "" if tile.live else colours["dim"]  # "": the theme's text colour
     for figure in tile.figures:
-        # A figure past its threshold in the warning (amber) or critical (red) colour, as on the fleet screen.
-        level = LEVEL_VARIABLES.get(figure.level) if tile.live and figure.level is not None else None
+        # A figure past its threshold in the warning (amber) or critical (red) colour, as on the fleet
+        # screen, whatever the node's state (a down node's memory is what its alerts are about); no data dim.
+        level = LEVEL_VARIABLES.get(figure.level) if figure.level is not None else None
+        plain = colours["dim"] if figure.number == NO_DATA else ""  # "": the theme's text colour
         number = colours[level] if level else plain
         parent.query_one(f"#fig-{figure.key}", FigureCell).show(figure, number, colours["dim"])
+
+
+class BannerRow(Static):
+    """A line of the banner, its background its severity's colour (``SEVERITY_VARIABLES``)."""
+
+    DEFAULT_CSS = """
+    BannerRow { height: auto; padding: 0 1; display: none; color: auto 95%; text-style: bold; }
+    BannerRow.shown { display: block; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(classes="banner-line")
+        self.line: BannerLine | None = None
+        self._background = ""
+
+    def show(self, line: BannerLine | None, colours: Mapping[str, str]) -> None:
+        if line != self.line:
+            self.line = line
+            self.update(line.text if line is not None else "")
+            self.set_class(line is not None, "shown")
+            for severity in SEVERITY_VARIABLES:
+                self.set_class(line is not None and line.severity == severity, severity)
+        background = colours[SEVERITY_VARIABLES[line.severity]] if line is not None else ""
+        if background and background != self._background:  # a style set each tick would lay it out again
+            self._background = background
+            self.styles.background = background
 
 
 class TileGrid(Grid):
@@ -206,9 +237,8 @@ class KioskScreen(SparkScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = KIOSK_BINDINGS
     DEFAULT_CSS = """
     KioskScreen { layout: vertical; }
-    #kiosk-banner { height: auto; padding: 0 1; display: none; background: $error; color: $text; text-style: bold; }
+    #kiosk-banner { height: auto; display: none; }
     #kiosk-banner.shown { display: block; }
-    #kiosk-banner.warn { background: $warning; color: auto 95%; }
     #kiosk-top { height: 1; background: $panel; }
     #kiosk-title { width: 1fr; padding: 0 1; }
     #kiosk-clock { width: auto; padding: 0 1; }
@@ -218,6 +248,7 @@ class KioskScreen(SparkScreen[None]):
     #kiosk-node.shown { display: block; }
     #node-title { height: 1; margin: 1 0; }
     #node-reasons { height: auto; max-height: 4; margin: 1 0 0 0; }
+    #node-memory-figures { height: auto; max-height: 2; }
     """
 
     def __init__(self) -> None:
@@ -226,7 +257,9 @@ class KioskScreen(SparkScreen[None]):
         self.shift_offset = (0, 0)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="kiosk-banner")
+        with Vertical(id="kiosk-banner"):
+            for _ in range(1 + BANNER_ALERTS):  # the down nodes' line, then the alerts
+                yield BannerRow()
         with Horizontal(id="kiosk-top"):
             yield Static(id="kiosk-title")
             yield Static(id="kiosk-clock")
@@ -240,6 +273,7 @@ class KioskScreen(SparkScreen[None]):
                     yield FigureCell(key)
             yield Static(id="node-reasons")
             yield MemoryLine("unified memory  ", id="node-memory")
+            yield Static(id="node-memory-figures")
 
     def on_mount(self) -> None:
         self._ready = True
@@ -263,18 +297,11 @@ class KioskScreen(SparkScreen[None]):
         app = self.spark
         colours = app.colours
         self._shift()
-        bad = [v for v in views if v.status.state in (State.FAILING, State.DOWN, State.STALE)]
-        lines = (
-            ["   ".join(f"{t.name} {t.state.value.upper()}: {t.reason}" for t in map(kiosk_tile, bad))] if bad else []
-        )
-        # The alerts first: a recording that stopped matters less to whoever watches the kiosk.
-        firing = (app.firing_alerts() + [("warn", problem) for problem in app.own_problems()])[:3]
-        lines += [line for _, line in firing]
-        banner = self.query_one("#kiosk-banner", Static)
-        banner.update("\n".join(lines))
+        lines = kiosk_banner(views, app.firing_alerts(), app.own_problems())
+        banner = self.query_one("#kiosk-banner")
         banner.set_class(bool(lines), "shown")
-        # Red while anything is down or critical; amber when only warnings fire.
-        banner.set_class(not bad and all(severity != "crit" for severity, _ in firing), "warn")
+        for index, row in enumerate(banner.query(BannerRow)):
+            row.show(lines[index] if index < len(lines) else None, colours)
         counts: dict[State, int] = {}
         for view in views:
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
@@ -305,7 +332,8 @@ class KioskScreen(SparkScreen[None]):
         _show_figures(self.query_one("#kiosk-node"), tile, colours)
         reasons = "\n".join(view.status.reasons) or "all healthy"
         self.query_one("#node-reasons", Static).update(Text(reasons, style=colours[STATUS_VARIABLES[tile.state]]))
-        self.query_one("#node-memory", MemoryLine).show(view.ledger if tile.live else None, colours)
+        self.query_one("#node-memory", MemoryLine).show(tile.ledger, colours)
+        self.query_one("#node-memory-figures", Static).update(Text(tile.memory_words, style=colours["dim"]))
 
     def action_unlock(self) -> None:
         self.spark.unlock_kiosk()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from sparktui.config import parse_config
@@ -18,30 +18,25 @@ from sparktui.sources.http import make_poll_client
 from sparktui.sources.logs import LogStream, followed_logs
 from sparktui.sources.poller import FleetPoller, fleet_origins
 from sparktui.sources.ssh import NodeSsh
-from sparktui.ui.app import make_app
+from sparktui.ui.app import SparkApp, make_app
 
 SCREENS = ("fleet", "node", "logs", "kiosk")
 STEP_S = 2.0
 
 
-async def capture(
-    out: Path,
-    *,
-    theme: str,
-    screen: str,
-    size: tuple[int, int] = (160, 48),
-    seed: int = 7,
-    scenario: str = "healthy",
-    seconds: float = 60.0,
-    node: int = 1,
-) -> Path:
-    """Run the demo for ``seconds`` of simulated time, polling every 2 s, then save one screen."""
+@contextlib.asynccontextmanager
+async def stepped_demo(
+    *, theme: str, kiosk: bool = False, seed: int = 7, scenario: str = "healthy", seconds: float = 60.0
+) -> AsyncIterator[SparkApp]:
+    """The dashboard (not yet running) holding ``seconds`` of a demo scenario's simulated time, polled
+    every 2 s with the clock frozen after: the same picture every time, for the screenshots and the tests
+    that check what a scenario's screens say."""
     chosen = SCENARIOS[scenario]
     fleet = DemoFleet(FLEETS[chosen.fleet], seed=seed, scenario=chosen)
     await fleet.start()
     try:
         spec = parse_config(fleet.config_toml(), source="demo.toml")
-        app = make_app(spec, collect=False, clock=lambda: fleet.now, theme=theme, kiosk=screen == "kiosk")
+        app = make_app(spec, collect=False, clock=lambda: fleet.now, theme=theme, kiosk=kiosk)
         latest: dict[tuple[str, bool], HostUpdate] = {}  # a node's last frame, and its last fabric reading
 
         def keep(update: HostUpdate) -> None:
@@ -89,21 +84,39 @@ async def capture(
                     await task
             for connection in ssh.values():
                 await connection.close()
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            if screen in ("node", "logs"):
-                for _ in range(node - 1):
-                    await pilot.press("down")
-                await pilot.press("enter")
-                await pilot.pause()
-            if screen == "logs":
-                await pilot.press("l")
-                await pilot.pause()
-            out.parent.mkdir(parents=True, exist_ok=True)
-            app.save_screenshot(filename=out.name, path=str(out.parent))
-        return out
+        yield app
     finally:
         await fleet.stop()
+
+
+async def capture(
+    out: Path,
+    *,
+    theme: str,
+    screen: str,
+    size: tuple[int, int] = (160, 48),
+    seed: int = 7,
+    scenario: str = "healthy",
+    seconds: float = 60.0,
+    node: int = 1,
+) -> Path:
+    """Run the demo for ``seconds`` of simulated time, polling every 2 s, then save one screen."""
+    async with (
+        stepped_demo(theme=theme, kiosk=screen == "kiosk", seed=seed, scenario=scenario, seconds=seconds) as app,
+        app.run_test(size=size) as pilot,
+    ):
+        await pilot.pause()
+        if screen in ("node", "logs"):
+            for _ in range(node - 1):
+                await pilot.press("down")
+            await pilot.press("enter")
+            await pilot.pause()
+        if screen == "logs":
+            await pilot.press("l")
+            await pilot.pause()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        app.save_screenshot(filename=out.name, path=str(out.parent))
+    return out
 
 
 def main(

@@ -7,15 +7,18 @@ from typing import Any
 
 import pytest
 from rich.text import Text
+from textual.color import Color
 from textual.widget import Widget
 from textual.widgets import Static
 
+from sparktui.diagnosis.alerts import default_rules
 from sparktui.model.replicas import model_replicas
 from sparktui.model.specs import AlertRuleSpec, Thresholds
 from sparktui.model.units import fmt_number, fmt_seconds
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.chart import ChartPanel
 from sparktui.ui.fleet_screen import FleetScreen
+from sparktui.ui.kiosk_screen import BannerRow
 from sparktui.ui.table import RowTable
 from tests.support.ui_data import NOW, ONE_TICK_S, Clock, fed_app, feed, fire_node_down, fleet_spec
 from tests.support.wait import wait_until
@@ -163,7 +166,8 @@ async def test_without_colour_the_memory_parts_have_their_own_shades(monkeypatch
 
 
 async def test_the_kiosk_banner_is_amber_for_warnings_and_red_once_anything_is_down() -> None:
-    """WARN used the same red banner as CRIT (issue 18)."""
+    """WARN used the same red banner as CRIT (issue 18), and once anything was critical every line was
+    red (issue 36): each line has its own severity's colour."""
     spec = fleet_spec()
     warm = (AlertRuleSpec(name="gpu-warm", metric="gpu_temp_c", above=1.0, for_s=0.0),)
     clock = Clock()
@@ -173,15 +177,29 @@ async def test_the_kiosk_banner_is_amber_for_warnings_and_red_once_anything_is_d
     async with serving_app.run_test(size=(160, 48)) as pilot:
         serving_app.refresh_views()
         await pilot.pause()
-        banner = serving_app.screen.query_one("#kiosk-banner", Static)
-        assert "WARN spark1 gpu-warm" in str(banner.content)
-        assert banner.has_class("shown") and banner.has_class("warn")
-    down = fed_app(kiosk=True)
-    fire_node_down(down)
+        amber = Color.parse(serving_app.colours["status-warn"])
+        rows = _banner_rows(serving_app)
+        assert "WARN spark1 gpu-warm" in str(rows[0].content)
+        assert all(r.has_class("warn") and r.styles.background == amber for r in rows)
+    clock = Clock()
+    down = make_app(spec.model_copy(update={"alerts": default_rules() + warm}), collect=False, clock=clock, kiosk=True)
+    feed(down, clock)
+    fire_node_down(down)  # spark3's node-down fires beside spark1's warning
     async with down.run_test(size=(160, 48)) as pilot:
+        down.refresh_views()
         await pilot.pause()
-        banner = down.screen.query_one("#kiosk-banner", Static)
-        assert banner.has_class("shown") and not banner.has_class("warn")
+        red, amber = Color.parse(down.colours["status-crit"]), Color.parse(down.colours["status-warn"])
+        rows = _banner_rows(down)
+        assert "spark3 DOWN" in str(rows[0].content) and rows[0].styles.background == red
+        assert any("CRIT spark3 node-down" in str(r.content) and r.styles.background == red for r in rows)
+        warned = [r for r in rows if str(r.content).startswith("WARN")]
+        assert warned and all(r.styles.background == amber != red for r in warned)
+
+
+def _banner_rows(app: SparkApp) -> list[BannerRow]:
+    banner = app.screen.query_one("#kiosk-banner")
+    assert banner.has_class("shown")
+    return [r for r in banner.query(BannerRow) if r.has_class("shown")]
 
 
 async def test_a_model_on_two_nodes_gets_its_merged_latency_and_its_slowest_replica() -> None:

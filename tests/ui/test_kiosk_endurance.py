@@ -23,7 +23,7 @@ from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeO
 from sparktui.model.specs import FleetSpec
 from sparktui.sources.live import FleetSink
 from sparktui.ui.app import SparkApp, make_app
-from sparktui.ui.kiosk_screen import KioskScreen
+from sparktui.ui.kiosk_screen import BannerRow, KioskScreen
 from tests.conftest import DATA
 from tests.support.fixture_fleet import gb10_nvidia_exporter_page, scenario_scrapes
 from tests.support.wait import wait_until
@@ -223,8 +223,9 @@ def _kiosk(app: SparkApp) -> KioskScreen:
 
 
 def _banner(app: SparkApp) -> tuple[bool, str]:
-    banner = _kiosk(app).query_one("#kiosk-banner", Static)
-    return banner.has_class("shown"), str(banner.content)
+    banner = _kiosk(app).query_one("#kiosk-banner")
+    rows = [r for r in banner.query(BannerRow) if r.has_class("shown")]
+    return banner.has_class("shown"), "\n".join(str(r.content) for r in rows)
 
 
 def _sizes(app: SparkApp) -> dict[str, int]:

@@ -24,7 +24,7 @@ from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.fleet_views import DriftScreen, FindingsScreen
 from sparktui.ui.help_screen import HelpScreen, KeyReference
 from sparktui.ui.keys import help_sections
-from sparktui.ui.kiosk_screen import KioskScreen
+from sparktui.ui.kiosk_screen import BannerRow, KioskScreen
 from sparktui.ui.node_screen import NodeScreen
 from sparktui.ui.table import RowTable
 from sparktui.ui.themes import ThemeFileError, theme_from_toml
@@ -200,8 +200,8 @@ async def test_kiosk_rotates_pages_and_banners_down_nodes() -> None:
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, KioskScreen)
-        banner = screen.query_one("#kiosk-banner", Static)
-        assert banner.has_class("shown") and "spark3 DOWN" in str(banner.content)
+        banner = screen.query_one("#kiosk-banner")
+        assert banner.has_class("shown") and "spark3 DOWN" in str(banner.query(BannerRow).first().content)
         screen.rotate()
         await pilot.pause()
         assert screen.page == 1 and screen.query_one("#kiosk-node").has_class("shown")

@@ -185,15 +185,7 @@ def memory_evidence(ctx: Ctx) -> list[str]:
     node, memory = ctx.node, ctx.node.host_memory
     if memory is None or memory.mem_available is None:
         return []
-    parts = [f"MemAvailable {gib(memory.mem_available)}"]
-    if memory.mem_total:
-        parts[0] += f" of {gib(memory.mem_total)}"
-    droppable = memory.page_cache_droppable
-    if droppable is not None:
-        parts.append(f"page cache drop_caches can free (Cached − Shmem) {gib(droppable)}")
-    if memory.shmem is not None:
-        parts.append(f"Shmem {gib(memory.shmem)}")
-    out = [f"{'; '.join(parts)} (at {ctx.at()})"]
+    out = [f"{'; '.join(memory.cited_figures)} (at {ctx.at()})"]
     ledger = node.ledger
     if ledger is not None and ledger.shm_leftovers:
         whose = "leftovers" if ledger.vllm_running is False else "segments of the running vLLM"
