@@ -4,7 +4,7 @@ action log. Running, refusing and auditing happen in ``sparktui.actions``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import Footer, Static
 
 from sparktui.actions.plans import ActionPlan, FixPlan
+from sparktui.actions.progress import RunningAction
 from sparktui.ui.base import SparkModal
 from sparktui.ui.keys import ACTION_LOG_BINDINGS, CONFIRM_BINDINGS
 from sparktui.ui.lists import KeyedScroll
@@ -73,14 +74,25 @@ class ActionLogScreen(SparkModal[None]):
                                         background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, entries: Sequence[tuple[str, Sequence[str]]]) -> None:
+    def __init__(
+        self,
+        entries: Sequence[tuple[str, Sequence[str]]],
+        running: Sequence[RunningAction] = (),
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__()
         self.entries = entries
+        self.running = running
+        self.clock = clock
 
     def compose(self) -> ComposeResult:
         with KeyedScroll():
-            if not self.entries:
+            if not self.entries and not self.running:
                 yield Static("No action run in this session.")
+            now = self.clock() if self.clock is not None else 0.0
+            for action in reversed(self.running):  # running now: its progress so far
+                yield Static(Text(f"{action.at}  ⟳ {action.summary(now)}", style="bold"))
+                yield Static("\n".join(f"  {line}" for line in action.lines) or "  started")
             for when, lines in reversed(self.entries):
                 yield Static(Text(f"{when}  {lines[0] if lines else ''}", style="bold"))
                 yield Static("\n".join(f"  {line}" for line in lines[1:]) or " ")

@@ -24,6 +24,7 @@ from textual.timer import Timer
 
 from sparktui.actions.controller import ActionController, Plan, Shown, plan_for
 from sparktui.actions.plans import BenchPlan, Refusal
+from sparktui.actions.progress import RunningAction
 from sparktui.actions.registry import ActionSpec, Mode, action_spec, refused_in
 from sparktui.actions.runner import ActionResult, ActionRunner
 from sparktui.config import catalogue_for
@@ -127,6 +128,7 @@ class SparkApp(App[None]):
         self.rounds = TickRounds(1.0)  # when the core ticks: its period is set on mount
         self.timer_clock: Callable[[], float] = time.monotonic  # the render timer's clock (tests set it)
         self.action_log: list[tuple[str, tuple[str, ...]]] = []
+        self.running_actions: list[RunningAction] = []  # confirmed and not ended, oldest first
         self.action_results: list[ActionResult] = []
         self.source: FleetSource = source or fleet_source(fleet, clock=clock)
         loaded = load_themes(theme_dirs)
@@ -447,6 +449,7 @@ class SparkApp(App[None]):
         self, spec: ActionSpec, node: str | None, mode: Mode | None, instance: str | None = None
     ) -> ActionResult:
         jobs: list[BenchJob] = []  # the bench the dialog showed, the one that runs
+        running: list[RunningAction] = []  # this request's action, once confirmed
 
         async def plan(spec: ActionSpec, node: str) -> Plan | Refusal:
             shown = Shown(self.fleet, self.views, self.findings, self.diagnosis.catalogue)
@@ -472,16 +475,29 @@ class SparkApp(App[None]):
             plan=plan,
             confirm=confirm,
             refused=refused,
-            progress=lambda message: self.notify(message, timeout=4),
+            progress=lambda message: self._progress(running, message),
             run_bench=lambda _planned: partial(self._show_bench, jobs[-1]),
-            before_run=self._before_run,
-            after_run=self._after_run,
+            before_run=lambda planned: self._before_run(planned, running),
+            after_run=lambda planned, result: self._after_run(planned, result, running),
         )
 
-    def _before_run(self, plan: Plan) -> None:
-        self.notify(f"{plan.title}: started", timeout=3)
+    def _before_run(self, plan: Plan, running: list[RunningAction]) -> None:
+        """Confirmed: on screen from its first second ("Recent actions", the action log, the node's
+        title), not as toasts that pile over the table."""
+        action = RunningAction(plan.title, self.clock(), fmt_clock(time.time()), nodes=plan.nodes)
+        running.append(action)
+        self.running_actions.append(action)
+        self._draw(force=True)
 
-    def _after_run(self, plan: Plan, result: ActionResult | None) -> None:
+    def _progress(self, running: list[RunningAction], message: str) -> None:
+        if running:
+            running[-1].heard(message)
+            self._draw(force=True)
+
+    def _after_run(self, plan: Plan, result: ActionResult | None, running: list[RunningAction]) -> None:
+        for action in running:
+            if action in self.running_actions:
+                self.running_actions.remove(action)
         if result is None:  # cancelled: sparktui is stopping
             return
         self.action_results.append(result)
@@ -502,7 +518,7 @@ class SparkApp(App[None]):
         return await ended
 
     def action_action_log(self) -> None:
-        self.push_screen(ActionLogScreen(self.action_log))
+        self.push_screen(ActionLogScreen(self.action_log, self.running_actions, self.clock))
 
     def firing_alerts(self) -> list[tuple[str, str]]:
         """The firing, unsilenced alerts, worst first: (severity, one line) each, for the banners."""

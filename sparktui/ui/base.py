@@ -20,6 +20,7 @@ from textual.visual import VisualType
 from textual.widgets import Footer, Static
 
 if TYPE_CHECKING:
+    from sparktui.actions.progress import RunningAction
     from sparktui.diagnosis.alerts import AlertEngine
     from sparktui.diagnosis.engine import DiagnosisEngine, Finding
     from sparktui.model.fleet import NodeView
@@ -59,6 +60,7 @@ class Dashboard(Protocol):
     def window_s(self) -> float: ...
 
     action_log: list[tuple[str, tuple[str, ...]]]  # the actions run this session, newest last
+    running_actions: list[RunningAction]  # confirmed and not ended, oldest first
 
     def log_buffers(self, node_name: str) -> Mapping[str, LogBuffer]: ...
     def firing_alerts(self) -> list[tuple[str, str]]: ...

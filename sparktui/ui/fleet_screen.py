@@ -476,14 +476,21 @@ class FleetScreen(SparkScreen[None]):
         self._show("#open-findings", text if findings else Text("none open", style=colours["dim"]))
         actions = Text()
         room = max(1, self.query_one("#recent-actions").content_size.height)
-        for index, (at, lines) in enumerate(reversed(app.action_log[-room:])):
-            if index:
+        now = app.clock()
+        for running in reversed(app.running_actions[-room:]):  # running ones first, from their first second
+            if actions:
+                actions.append("\n")
+            actions.append(f"{running.at} ", style=colours["dim"])
+            actions.append(f"⟳ {running.summary(now)}", style=f"bold {colours['status-loading']}")
+        done_room = room - len(app.running_actions)
+        for at, lines in reversed(app.action_log[-done_room:] if done_room > 0 else []):
+            if actions:
                 actions.append("\n")
             actions.append(f"{at} ", style=colours["dim"])
             actions.append(lines[0] if lines else "")
         self._show(
             "#recent-actions",
-            actions if app.action_log else Text("none this session (a lists them)", style=colours["dim"]),
+            actions if actions else Text("none this session (a lists them)", style=colours["dim"]),
         )
 
     def _update_detail(self, views: Sequence[NodeView]) -> None:

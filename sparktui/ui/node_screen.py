@@ -417,9 +417,14 @@ class NodeScreen(SparkScreen[None]):
             title.append(f"   {instance.name} ({instance.engine}, {at} of {len(view.instances)}, i next)", style="bold")
         title.append(f"   window {app.window_s:.0f} s   ← → other nodes, esc fleet, l logs")
         self._put("#title", title)
+        banner = Text("\n").join(Text(r) for r in view.status.reasons)
+        for running in app.running_actions:  # an action on this node, from its first second, above the reasons
+            if view.name in running.nodes:
+                line = Text(f"⟳ {running.summary(app.clock())}", style=f"bold {colours['status-loading']}")
+                banner = Text("\n").join([line, banner]) if banner else line
         reasons = self.query_one("#reasons", Static)
-        reasons.display = bool(view.status.reasons)
-        self._put("#reasons", "\n".join(view.status.reasons))
+        reasons.display = bool(banner)
+        self._put("#reasons", banner)
         self._findings(view)
         idle = not_serving(instance)
         self._throughput(view, instance, idle)

@@ -55,7 +55,7 @@ async def test_x_shows_every_step_of_the_fix_and_runs_them_in_order(
     incident: SparkApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = incident
-    seen = _told(app, monkeypatch)
+    seen = _told(app, monkeypatch)  # the toasts: only the fix's end (its progress is on screen instead)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_until(
             lambda: any(f.id == FINDING for f in app.findings.get("spark1", ())),
@@ -89,19 +89,34 @@ async def test_x_shows_every_step_of_the_fix_and_runs_them_in_order(
         assert body.index("drop_caches") < body.index("systemctl restart") < body.index("/v1/chat/completions")
 
         await pilot.press("y")
+        # On screen from its first second: above the node's reasons, its step and its time.
+        await wait_until(lambda: bool(app.running_actions), 10, what="the fix running", interval_s=0.05)
+        running = app.running_actions[0]
+        assert running.title == plan.title and running.nodes == ("spark1",)
+        await wait_until(
+            lambda: f"⟳ {plan.title} · running" in _plain(app.screen.query_one("#reasons", Static)),
+            10,
+            what="the running fix above the node's reasons",
+            detail=lambda: _plain(app.screen.query_one("#reasons", Static)),
+            interval_s=0.05,
+        )
 
         def done() -> ActionResult | None:
             return app.action_results[0] if app.action_results else None
 
-        await wait_until(done, 90, what="the fix to finish", detail=lambda: "\n".join(seen[-6:]), interval_s=0.1)
+        await wait_until(
+            done, 90, what="the fix to finish", detail=lambda: "\n".join(running.lines[-6:]), interval_s=0.1
+        )
         result = app.action_results[0]
+        assert not app.running_actions  # ended: in the action log, no longer running
+        assert seen == [result.message]  # one toast, at the end: none piled over the table while it ran
         assert result.ok, result.lines()
         assert result.kind is ActionKind.FIX
         assert [part.kind for part in result.parts] == list(plan.actions)
         assert all(part.ok for part in result.parts)
         assert result.warmup is not None and result.warmup.first_s is not None  # a measured TTFT
         # Progress for each step, in order.
-        starts = [seen.index(f"step {n}/3: {step.title}") for n, step in enumerate(plan.plans, 1)]
+        starts = [running.lines.index(f"step {n}/3: {step.title}") for n, step in enumerate(plan.plans, 1)]
         assert starts == sorted(starts)
         await wait_until(
             lambda: _spark1(app).status.state is State.UP,

@@ -50,7 +50,7 @@ class Ticks:
         instance = _spark1(self.app)
         rates = self.app.state.nodes["spark1"].instances["qwen36"].tracker.last_interval_rates()
         generated = rates.generation_tokens_per_s if rates is not None else None
-        serving = instance.status.state in (State.UP, State.DEGRADED)
+        serving = instance.status.state.serving  # failing too: a CRIT open while it serves
         if serving and (instance.running or 0) + (instance.waiting or 0) > 0 and generated == 0:
             self.wedge_shaped.append(now)
 

@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from sparktui.actions.audit import AuditLog
 from sparktui.actions.plans import Refusal, plan_action
+from sparktui.actions.progress import RunningAction
 from sparktui.actions.registry import ACTIONS
 from sparktui.model.observations import FetchKind, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import KioskSpec
@@ -604,3 +605,23 @@ async def test_an_asleep_engine_reads_as_asleep_on_the_fleet_row_and_the_node_sc
         assert "engine asleep (level 1: weights offloaded to host memory)" in _plain(
             app.screen.query_one("#requests", Static)
         )
+
+
+async def test_a_running_action_is_in_recent_actions_and_the_action_log_from_its_first_second() -> None:
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "none this session" in _plain(app.screen.query_one("#recent-actions", Static))
+        running = RunningAction("restart spark1/qwen36", started=app.clock(), at="10:30:00", nodes=("spark1",))
+        running.heard("restart spark1/qwen36: started")
+        running.heard("[1/2] restart systemd unit vllm-qwen36.service")
+        app.running_actions.append(running)
+        app.refresh_views(force=True)
+        await pilot.pause()
+        recent = _plain(app.screen.query_one("#recent-actions", Static))
+        assert "⟳ restart spark1/qwen36 · running 0s · [1/2] restart systemd unit vllm-qwen36.service" in recent
+        await pilot.press("a")
+        await pilot.pause()
+        shown = "\n".join(_plain(s) for s in app.screen.query(Static))
+        assert "No action run in this session" not in shown
+        assert "⟳ restart spark1/qwen36 · running" in shown and "[1/2] restart systemd unit" in shown
