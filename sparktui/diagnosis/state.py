@@ -16,7 +16,7 @@ from sparktui.diagnosis.catalogue import Rule, Severity
 from sparktui.model.derive import EngineRates
 from sparktui.model.fleet import InstanceView, NodeView
 from sparktui.model.holds import ActionHold
-from sparktui.model.logbuffer import LogLine
+from sparktui.model.logbuffer import LogLine, without_engine_clock
 from sparktui.model.memory import GIB
 from sparktui.model.status import State
 from sparktui.model.units import NO_DATA, fmt_clock
@@ -191,8 +191,10 @@ def size(value: float) -> str:
 
 
 def log_line(line: LogLine) -> str:
-    stamp = fmt_clock(line.timestamp.timestamp(), date=True) if line.timestamp else "(no time)"
-    text = line.text
+    if line.timestamp is None:
+        stamp, text = "(no time)", line.text
+    else:  # one clock: the stamp's, in the operator's zone, not the engine's own beside it
+        stamp, text = fmt_clock(line.timestamp.timestamp(), date=True), without_engine_clock(line.text)
     if len(text) > MAX_EVIDENCE_CHARS:
         text = text[:MAX_EVIDENCE_CHARS] + "…"
     return f"{stamp}  {text}"

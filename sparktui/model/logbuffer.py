@@ -279,3 +279,26 @@ class ReplayFilter:
             self._at_last = Counter()
         if timestamp == self._last:
             self._at_last[text] += 1
+
+
+# An engine's own clock at the head of its lines, in the zone of its process (a container's is UTC):
+# vLLM's "(APIServer pid=4127) INFO 12-07 01:57:14 [api_server.py:123] …" (its date and time, group 2),
+# SGLang's "[2026-12-07 01:57:14] …" (all of group 2). Beside sparktui's own stamp of the same moment
+# in the operator's zone, "20:57:14 … INFO 12-07 01:57:14" read as two clocks five hours apart.
+ENGINE_CLOCKS = (
+    re.compile(
+        r"^(\([\w ]+pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+        r"( \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?) "
+    ),
+    re.compile(r"^()(\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] )"),
+)
+
+
+def without_engine_clock(text: str) -> str:
+    """``text`` without the engine's own date and time at its head (``ENGINE_CLOCKS``): the line's
+    stamp, from the node's journal or container runtime, is the same moment on the screen's one clock."""
+    for pattern in ENGINE_CLOCKS:
+        match = pattern.match(text)
+        if match is not None:
+            return text[: match.start(2)] + text[match.end(2) :]
+    return text

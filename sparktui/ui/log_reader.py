@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine, without_engine_clock
 
 MAX_LINES = 20_000  # lines a view holds, over all the node's instances (each buffer holds its own bound)
 
@@ -118,10 +118,12 @@ def locate_row(starts: Sequence[int], row: int) -> tuple[int, int] | None:
 
 def shown_text(instance: str, line: LogLine, prefix: bool) -> str:
     """A line as drawn: ``[instance] `` when the node has several (the kernel's, ``[kernel]``, is
-    bracketed already), the local time, then the message."""
+    bracketed already), the time in the screen's one zone (the operator's, as every time on screen),
+    then the message, without the engine's own clock where the line's stamp says the same moment."""
     head = (f"{instance} " if instance == KERNEL_LOG else f"[{instance}] ") if prefix else ""
-    stamp = f"{line.timestamp.astimezone():%H:%M:%S} " if line.timestamp is not None else ""
-    return head + stamp + line.text
+    if line.timestamp is None:
+        return head + line.text
+    return f"{head}{line.timestamp.astimezone():%H:%M:%S} {without_engine_clock(line.text)}"
 
 
 @dataclass

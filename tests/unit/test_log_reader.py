@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
-from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer
+import pytest
+
+from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.ui.log_reader import (
     Follow,
     LogReader,
@@ -14,6 +17,7 @@ from sparktui.ui.log_reader import (
     locate_row,
     nearest_match,
     row_starts,
+    shown_text,
     step_match,
 )
 
@@ -176,3 +180,24 @@ def test_the_kernel_log_is_one_of_the_logs_shown_alone_and_back_and_bracketed_on
     assert [e.instance for e in reader.shown] == [KERNEL_LOG]
     assert reader.toggle_kernel() is None
     assert len(reader.shown) == 3
+
+
+def test_a_line_shows_one_clock_the_stamps_in_the_operators_zone_not_the_engines_own_beside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TZ=America/New_York: vLLM's container logs "01:57:14" (UTC); the screen said "20:57:14 … 01:57:14"."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        at = datetime(2026, 12, 7, 1, 57, 14, tzinfo=UTC)
+        vllm = LogLine(0, at, "(APIServer pid=4127) INFO 12-07 01:57:14 [api_server.py:123] Started server")
+        sglang = LogLine(1, at, "[2026-12-07 01:57:14] Prefill batch. #new-seq: 1")
+        untimed = LogLine(2, None, "INFO 12-07 01:57:14 [x.py:1] a continuation with no stamp keeps its own")
+        assert (
+            shown_text("qwen36", vllm, False) == "20:57:14 (APIServer pid=4127) INFO [api_server.py:123] Started server"
+        )
+        assert shown_text("qwen36", sglang, True) == "[qwen36] 20:57:14 Prefill batch. #new-seq: 1"
+        assert shown_text("qwen36", untimed, False) == untimed.text
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
