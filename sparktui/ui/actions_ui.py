@@ -11,10 +11,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from sparktui.actions.plans import ActionPlan, FixPlan
 from sparktui.ui.base import SparkModal
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import ACTION_LOG_BINDINGS, CONFIRM_BINDINGS
 from sparktui.ui.lists import KeyedScroll
 
@@ -52,7 +53,7 @@ class ConfirmAction(SparkModal[bool]):
             with KeyedScroll(id="confirm-scroll"):  # a fix's many commands scroll at 80x24
                 yield Static(_body_text(body), id="confirm-body")
             yield Static(Text("y runs it, n or escape cancels", style="bold"), id="confirm-keys")
-        yield Footer()
+        yield KeyFooter()
 
 
 def _body_text(lines: Sequence[str]) -> Text:
@@ -84,4 +85,4 @@ class ActionLogScreen(SparkModal[None]):
             for when, lines in reversed(self.entries):
                 yield Static(Text(f"{when}  {lines[0] if lines else ''}", style="bold"))
                 yield Static("\n".join(f"  {line}" for line in lines[1:]) or " ")
-        yield Footer()
+        yield KeyFooter()

@@ -12,7 +12,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from sparktui.model.engines import data_parallel_summary, kv_line
 from sparktui.model.fabric import job_lines
@@ -45,6 +45,7 @@ from sparktui.model.units import (
 )
 from sparktui.ui.base import Dashboard, SparkScreen, update_panel
 from sparktui.ui.chart import ChartPanel
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
     IMBALANCED,
@@ -204,7 +205,7 @@ class FleetScreen(SparkScreen[None]):
                 yield Static(id="open-findings", classes="fleet-panel")
                 yield Static(id="recent-actions", classes="fleet-panel")
         yield Input(placeholder="filter nodes by name, model or status (escape clears)", id="filter")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._ready = True

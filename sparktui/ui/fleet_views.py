@@ -11,12 +11,13 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparktui.model.drift import CommandWord, DriftGroup, DriftLine, DriftReport, drift_groups
 from sparktui.model.units import NO_DATA, fmt_clock
 from sparktui.ui.base import SparkModal
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import DRIFT_BINDINGS, DRIFT_DETAIL_BINDINGS, FINDINGS_BINDINGS
 from sparktui.ui.lists import KeyedOptionList, KeyedScroll
 from sparktui.ui.render import finding_text
@@ -48,7 +49,7 @@ class FindingsScreen(SparkModal[None]):
             for finding in cleared[-20:][::-1]:
                 when = f"opened {fmt_clock(clock(finding.opened_at))}, cleared {fmt_clock(clock(finding.cleared_at))}"
                 yield Static(Text(f"{finding.node}  {finding.title}  ({when})", style=spark.colours["dim"]))
-        yield Footer()
+        yield KeyFooter()
 
 
 def _members_table(group: DriftGroup, lines: Sequence[DriftLine], colours: dict[str, str]) -> Table:
@@ -115,7 +116,7 @@ class DriftScreen(SparkModal[None]):
         if not options:
             options = [Option("no vLLM instance is known yet", disabled=True)]
         yield KeyedOptionList(*options, id="drift")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         options = self.query_one("#drift", KeyedOptionList)
@@ -163,4 +164,4 @@ class DriftDetailScreen(SparkModal[None]):
                 line = Text(f"{member}: ", style="bold")
                 line.append_text(command_text(words, colours) if words is not None else Text(NO_DATA))
                 yield Static(line)
-        yield Footer()
+        yield KeyFooter()

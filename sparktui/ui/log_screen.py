@@ -22,10 +22,11 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from sparktui.model.logbuffer import KERNEL_LOG
 from sparktui.ui.base import SparkScreen, spark_app
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import LOG_BINDINGS
 from sparktui.ui.log_reader import LogReader, Match, locate_row, row_starts
 
@@ -202,7 +203,7 @@ class LogScreen(SparkScreen[None]):
         yield Static(id="log-title")
         yield LogView(self.reader, id="log-view")
         yield Input(placeholder="search (enter: go, esc: cancel)", id="log-search", disabled=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._ready = True

@@ -22,7 +22,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Sparkline, Static
+from textual.widgets import Sparkline, Static
 
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import EngineRates
@@ -44,6 +44,7 @@ from sparktui.model.units import (
     roofline_parts,
 )
 from sparktui.ui.base import SparkScreen, update_panel
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.log_reader import LogReader
@@ -372,7 +373,7 @@ class NodeScreen(SparkScreen[None]):
         with Vertical(id="tail-panel"):
             yield Static(id="tail-title")
             yield LogView(self.tail_reader, wrap=True, id="tail", classes="tail")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._ready = True

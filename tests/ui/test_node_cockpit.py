@@ -169,7 +169,9 @@ async def test_at_80x24_no_two_panels_overlap_and_the_memory_ledger_scrolls_into
         screen = await _open_spark1(app, pilot)
         assert screen.has_class("-cols-1")
         shown = [
-            w for w in screen.query("#title, #reasons, .panel, #tail-panel, Footer") if w.display and _visible(w).area
+            w
+            for w in screen.query("#title, #reasons, .panel, #tail-panel, KeyFooter")
+            if w.display and _visible(w).area
         ]
         assert {"findings", "tail-panel"} <= {w.id for w in shown}
         for first, second in itertools.combinations(shown, 2):
