@@ -335,7 +335,7 @@ class FleetScreen(SparkScreen[None]):
             )
             if gpu and not view.is_stale("gpu")
             else NO_DATA,
-            "svc": f"{services_up}/{len(services)}" if services else "",
+            "svc": f"{services_up}/{len(services)}" if services else NO_DATA,
             "find": findings_cell(app.findings.get(view.name, ()), colours),
             "age": NO_DATA
             if age is None

@@ -133,9 +133,10 @@ IMBALANCED = "≠"  # a data-parallel engine off its share of the generation (th
 
 
 def findings_cell(findings: Sequence[Finding], colours: Mapping[str, str]) -> Text | str:
-    """A finding count with the worst severity's glyph, for a table cell; empty when there is none."""
+    """A finding count with the worst severity's glyph, for a table cell; ``NO_DATA`` when there is none
+    (a blank cell reads as a cut or missing one)."""
     if not findings:
-        return ""
+        return NO_DATA
     worst = max(findings, key=lambda f: f.severity.rank).severity.value
     return Text(f"{len(findings)} {SEVERITY_GLYPH[worst]}", style=f"bold {colours[SEVERITY_VARIABLES[worst]]}")
 

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from sparktui.model.replicas import model_replicas
 from sparktui.model.specs import AlertRuleSpec, Thresholds
-from sparktui.model.units import fmt_number, fmt_seconds
+from sparktui.model.units import NO_DATA, fmt_number, fmt_seconds
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.chart import ChartPanel
 from sparktui.ui.fleet_screen import FleetScreen
@@ -251,3 +251,21 @@ async def test_a_new_tick_redraws_the_summary_and_charts_without_reflowing_the_s
         await pilot.pause()
         assert layouts == [] and replicas.region.height == 2
         assert "model a on 3 replicas" in str(replicas.render())
+
+
+@pytest.mark.parametrize("width", [80, 160, 220])
+async def test_no_cell_of_the_fleet_table_is_blank(width: int) -> None:
+    """A cell with nothing to say says ``–`` (a node with no side services, one with no findings): a blank
+    cell reads as cut or not yet drawn."""
+    app = fed_app()
+    async with app.run_test(size=(width, 48)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#fleet", RowTable)
+        keys = [c.key for c in table.columns]
+        assert {"svc", "find"} <= set(keys) or width < 160
+        for row in range(table.row_count):
+            for key, cell in zip(keys, table.get_row_at(row), strict=True):
+                shown = cell.plain if isinstance(cell, Text) else str(cell)
+                assert shown.strip(), f"{table.row_keys[row]}: {key} is blank"
+        svc = _cell(app, "spark2", "svc") if "svc" in keys else NO_DATA
+        assert svc == NO_DATA or width < 160  # spark2 runs no side service
