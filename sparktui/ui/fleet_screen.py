@@ -59,6 +59,7 @@ from sparktui.ui.render import (
     memory_bar,
     node_reason,
     spark_text,
+    status_style,
     status_text,
 )
 from sparktui.ui.table import RowTable, TableColumn
@@ -313,9 +314,12 @@ class FleetScreen(SparkScreen[None]):
         services = view.services
         services_up = sum(1 for s in services if s.status.state is State.UP)
         ttft = _ttft_p90(instance)
+        # Without colour a down node's name and status are in reverse video and its model is not dimmed:
+        # it is the row to see first (status_style).
+        marked = app.no_color and state is State.DOWN
         cells: dict[str, Text | str] = {
-            "node": Text(label, style="bold"),
-            "status": status_text(state, colours),
+            "node": Text(label, style=status_style(state, colours, no_color=True) if marked else "bold"),
+            "status": status_text(state, colours, no_color=app.no_color),
             "engine": instance.engine if instance is not None else NO_DATA,
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
             "gen": NO_DATA if is_worker else _generation(instance, gen, colours),
@@ -351,7 +355,7 @@ class FleetScreen(SparkScreen[None]):
             cells["bw"] = fmt_pct(instance.roofline.memory_share if instance.roofline else None, 0)
             accept_trend = app.history.series(view.name, instance.name, "acceptance_length", last=120)
             cells["accept"] = level_text(_accept(instance), falling_level(accept_trend), colours)
-        if state is not State.UP and instance is not None and instance.status.state is not State.UP:
+        if state is not State.UP and instance is not None and instance.status.state is not State.UP and not marked:
             cells["model"] = Text(str(cells["model"]), style=colours["dim"])
         return cells
 
@@ -397,7 +401,7 @@ class FleetScreen(SparkScreen[None]):
         summary.append(f"{fmt_count(len(views), 'node')}  ", style="bold")
         for state in (State.UP, State.DEGRADED, State.LOADING, State.STALE, State.DOWN, State.UNKNOWN):
             if counts.get(state):
-                summary.append_text(status_text(state, app.colours, label=False))
+                summary.append_text(status_text(state, app.colours, label=False, no_color=app.no_color))
                 summary.append(f" {counts[state]} {state.value}  ")
         summary.append(f"│ generation {fmt_rate(gen, ' tok/s')}  prompt {fmt_rate(prompt, ' tok/s')}")
         running = known_sum(i.running for v in views for i in v.instances)
@@ -494,7 +498,7 @@ class FleetScreen(SparkScreen[None]):
             return
         text = Text()
         text.append(f"{view.name} ({view.host})  ", style="bold")
-        text.append_text(status_text(view.status.state, self.spark.colours))
+        text.append_text(status_text(view.status.state, self.spark.colours, no_color=self.spark.no_color))
         for reason in view.status.reasons[:4]:
             text.append(f"\n  {reason}")
         for instance in view.instances:

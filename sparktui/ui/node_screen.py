@@ -410,7 +410,7 @@ class NodeScreen(SparkScreen[None]):
         colours = app.colours
         title = Text()
         title.append(f"{view.name} ({view.host})  ", style="bold")
-        title.append_text(status_text(view.status.state, colours))
+        title.append_text(status_text(view.status.state, colours, no_color=app.no_color))
         instance = self._instance(view)
         if len(view.instances) > 1 and instance is not None:  # the engine panels show one of them
             at = view.instances.index(instance) + 1
@@ -727,7 +727,7 @@ class NodeScreen(SparkScreen[None]):
             text.append("  none configured", style=colours["dim"])
         for service in view.services:
             text.append("\n")
-            text.append_text(status_text(service.status.state, colours, label=False))
+            text.append_text(status_text(service.status.state, colours, label=False, no_color=self.spark.no_color))
             text.append(f" {service.name} ({service.kind})  {fmt_seconds(service.latency_s)}  {service.url}")
         self._put("#services", text)
 

@@ -74,10 +74,18 @@ def column_rows(values: Sequence[float], width: int, height: int, high: float | 
     return tuple("".join(row).rjust(width) for row in zip(*columns, strict=True))
 
 
-def status_text(state: State, colours: Mapping[str, str], label: bool = True) -> Text:
-    colour = colours[STATUS_VARIABLES[state]]
+def status_style(state: State, colours: Mapping[str, str], no_color: bool = False) -> str:
+    """A status's style: bold in its colour; without colour (``NO_COLOR``) a down one in reverse video,
+    since the terminal's greys make its red no brighter than a healthy green, and a down node must
+    stand out most."""
+    if no_color and state is State.DOWN:
+        return "bold reverse"
+    return f"bold {colours[STATUS_VARIABLES[state]]}"
+
+
+def status_text(state: State, colours: Mapping[str, str], label: bool = True, no_color: bool = False) -> Text:
     glyph = STATUS_GLYPH[state]
-    return Text(f"{glyph} {state.value}" if label else glyph, style=f"bold {colour}")
+    return Text(f"{glyph} {state.value}" if label else glyph, style=status_style(state, colours, no_color))
 
 
 # Each memory segment's fill: one shade each, so the parts stay apart without colour (NO_COLOR).

@@ -162,6 +162,41 @@ async def test_without_colour_the_memory_parts_have_their_own_shades(monkeypatch
         assert drawn and all(len(set(text) & set("█▓▒░·")) >= 2 for text in drawn)
 
 
+def _row_segments(app: SparkApp, node: str) -> list[tuple[str, Any]]:
+    """The drawn segments (text, style) of ``node``'s first row of the fleet table."""
+    table = app.screen.query_one("#fleet", RowTable)
+    row = next(i for i in range(table.row_count) if table.row_keys[i].startswith(f"{node}/"))
+    strip = app.screen._compositor.render_strips()[table.region.y + 1 + row]  # under the header
+    return [(segment.text, segment.style) for segment in strip]
+
+
+@pytest.mark.parametrize("no_color", [True, False], ids=["NO_COLOR", "colour"])
+async def test_without_colour_the_down_row_is_the_one_that_stands_out(
+    monkeypatch: pytest.MonkeyPatch, no_color: bool
+) -> None:
+    """Under NO_COLOR the down row was dimmed (its red a grey no brighter than green, its model dim): its
+    name and status are in reverse video now, and no other row is; with colour, the status colour does it."""
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert app.no_color is no_color
+        status, name = _cell(app, "spark3", "status"), _cell(app, "spark3", "node")
+        assert isinstance(status, Text) and isinstance(name, Text) and "down" in status.plain
+        assert ("reverse" in str(status.style)) is no_color and ("reverse" in str(name.style)) is no_color
+        model = _cell(app, "spark3", "model")
+        assert (isinstance(model, Text) and app.colours["dim"] in str(model.style)) is not no_color
+        up = _cell(app, "spark1", "status")
+        assert isinstance(up, Text) and "reverse" not in str(up.style)
+        # as the terminal gets it: the down row's status drawn reversed, no healthy row's anything
+        drawn_down = [style for text, style in _row_segments(app, "spark3") if "down" in text]
+        assert drawn_down and all(bool(style and style.reverse) is no_color for style in drawn_down)
+        assert not any(style and style.reverse for _, style in _row_segments(app, "spark1"))
+
+
 async def test_the_kiosk_banner_is_amber_for_warnings_and_red_once_anything_is_down() -> None:
     """WARN used the same red banner as CRIT (issue 18)."""
     spec = fleet_spec()
