@@ -51,6 +51,7 @@ from sparktui.ui.render import (
     IMBALANCED,
     SEVERITY_GLYPH,
     STATUS_GLYPH,
+    IndentedText,
     column_rows,
     finding_line,
     finding_text,
@@ -188,7 +189,7 @@ class FleetScreen(SparkScreen[None]):
         self._filter = ""
         self._order: list[str] = []
         self._row_cells: dict[str, tuple[Text | str, ...]] = {}  # row key -> its cells, in column order
-        self._panels: dict[str, Text | str] = {}  # what each panel shows now
+        self._panels: dict[str, Text | IndentedText | str] = {}  # what each panel shows now
         self._trend_high: float | None = None  # the shared scale of the rows' trends
 
     def compose(self) -> ComposeResult:
@@ -516,9 +517,9 @@ class FleetScreen(SparkScreen[None]):
             text.append_text(
                 finding_text(finding, self.spark.colours, evidence_lines=1, keymap=self.spark.fleet.keymap)
             )
-        self._show("#detail", text)
+        self._show("#detail", IndentedText(text))  # a reason or finding wraps under its indent
 
-    def _show(self, selector: str, content: Text | str) -> None:
+    def _show(self, selector: str, content: Text | IndentedText | str) -> None:
         """Update a panel only when what it shows changed, reflowing the screen only when its height
         changed with it (``update_panel``: the summary, the charts and the replica lines change every
         tick)."""

@@ -20,7 +20,7 @@ from sparktui.ui.base import SparkModal
 from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import DRIFT_BINDINGS, DRIFT_DETAIL_BINDINGS, FINDINGS_BINDINGS
 from sparktui.ui.lists import KeyedOptionList, KeyedScroll
-from sparktui.ui.render import finding_text
+from sparktui.ui.render import IndentedText, finding_text
 
 
 class FindingsScreen(SparkModal[None]):
@@ -43,7 +43,7 @@ class FindingsScreen(SparkModal[None]):
                 head = Text(f"{finding.node}  ", style="bold")
                 body = finding_text(finding, spark.colours, evidence_lines=5, keymap=spark.fleet.keymap)
                 opened = Text(f"\n    opened {fmt_clock(clock(finding.opened_at))}", style=spark.colours["dim"])
-                yield Static(head + body + opened)
+                yield Static(IndentedText(head + body + opened))  # the evidence wraps under its indent
             cleared = spark.diagnosis.history()
             yield Static(Text(f"\nCleared ({len(cleared)})", style="bold"))
             for finding in cleared[-20:][::-1]:

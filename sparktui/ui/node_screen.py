@@ -49,7 +49,15 @@ from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.log_reader import LogReader
 from sparktui.ui.log_screen import LogView
-from sparktui.ui.render import IMBALANCED, MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
+from sparktui.ui.render import (
+    IMBALANCED,
+    MEMORY_PATTERNS,
+    IndentedText,
+    finding_text,
+    level_bar,
+    memory_bar,
+    status_text,
+)
 from sparktui.ui.themes import MEMORY_VARIABLES
 
 LATENCIES = (
@@ -479,7 +487,7 @@ class NodeScreen(SparkScreen[None]):
         for finding in findings:
             body.append("\n")
             body.append_text(finding_text(finding, app.colours, evidence_lines=1, keymap=app.fleet.keymap))
-        self._put("#findings", body)
+        self._put("#findings", body, lambda: IndentedText(body))  # evidence wraps under its indent
 
     def _throughput(self, view: NodeView, instance: InstanceView | None, idle: str | None) -> None:
         app = self.spark

@@ -11,6 +11,7 @@ import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -262,12 +263,13 @@ def wrap_ranges(line: str, width: int) -> list[tuple[int, int]]:
     return rows or [(0, 0)]
 
 
+@dataclass(frozen=True, eq=True)
 class IndentedText:
     """Text whose wrapped rows keep their line's indent (a plan's command under its step, a finding's
-    evidence under its title), wrapped by ``wrap_ranges``, at the width it is drawn at."""
+    evidence under its title), wrapped by ``wrap_ranges``, at the width it is drawn at. Equal when its
+    text is, so a panel that shows the same again is not redrawn."""
 
-    def __init__(self, text: Text) -> None:
-        self.text = text
+    text: Text
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
