@@ -91,5 +91,6 @@ class ActionLogScreen(SparkModal[None]):
                 yield Static("No action run in this session.")
             for when, lines in reversed(self.entries):
                 yield Static(Text(f"{when}  {lines[0] if lines else ''}", style="bold"))
-                yield Static("\n".join(f"  {line}" for line in lines[1:]) or " ")
+                # the report's lines as they are (no markup read), indented, and so on their wrapped rows
+                yield Static(IndentedText(Text("\n".join(f"  {line}" for line in lines[1:]) or " ")))
         yield KeyFooter()

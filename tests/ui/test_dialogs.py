@@ -161,3 +161,18 @@ async def test_the_fix_dialogs_wrapped_rows_keep_their_indent_and_json_its_names
         indent = len(command[0]) - len(command[0].lstrip())
         assert all(len(row) - len(row.lstrip()) == indent for row in command), command
         assert any('"max_tokens"' in row for row in command), command
+
+
+async def test_the_action_log_shows_a_reports_lines_as_they_are_and_wraps_them_under_their_indent() -> None:
+    app = fed_app()
+    long_line = "warmup: POST " + '{"model":"RedHatAI/Qwen3.6-35B-A3B-NVFP4","max_tokens":3,"stream":true}' * 2
+    app.action_log.append(("09:00:00", ("restart spark1/gptoss: ok", "[bold]not markup[/bold]", long_line)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("a")
+        await pilot.pause()
+        rows = [row.rstrip() for row in screen_rows(app)]
+        assert any("[bold]not markup[/bold]" in row for row in rows), rows
+        start = next(i for i, row in enumerate(rows) if "warmup: POST" in row)
+        indent = rows[start].index("warmup")
+        wrapped = rows[start + 1 : start + 3]
+        assert all(row[indent - 1] == " " and row[indent] not in " │" for row in wrapped), rows
