@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sparktui.ui.keys import all_bindings
 from tests.support.fixture_fleet import Faults, fleet_config, start_node
 
 TMUX = shutil.which("tmux")
@@ -200,3 +201,43 @@ def test_the_mixed_fleet_shows_every_engine_on_one_screen_with_dashes_for_what_e
         "spark4",
         "spark4",
     ]
+
+
+def _footer_hints(row: str) -> list[str] | None:
+    """The footer row as its hints (``key label``), or None when one is not whole: each is a key (one
+    word: ``r``, ``esc``, ``^p``) and the full label of a binding of the dashboard, a space between."""
+    labels = sorted({b.description for b in all_bindings() if b.description} | {"Commands"}, key=len, reverse=True)
+    hints: list[str] = []
+    rest = row.strip()
+    while rest:
+        key, _, after = rest.partition(" ")
+        label = next((lab for lab in labels if after == lab or after.startswith(lab + " ")), None)
+        if not key or label is None:
+            return None
+        hints.append(f"{key} {label}")
+        rest = after[len(label) :].lstrip(" ")
+    return hints
+
+
+@pytest.mark.slow
+def test_the_footer_is_whole_at_80x24_120x40_and_160x48_on_the_fleet_and_node_screens(tmux: Tmux) -> None:
+    # The operator's report (issue 36): "p Pa▏^p Commandsg" at 120, "a Ac" at 80, a lone "!" at 160.
+    tmux.start(f"{sys.executable} -m sparktui demo")
+    tmux.wait_for("4 nodes", timeout_s=30)
+    for screen, back in (("Gen t/s", None), ("Throughput", "Escape")):
+        if back is not None:
+            tmux.keys("Enter")
+            tmux.wait_for(screen, timeout_s=10)
+        for width, height in ((80, 24), (120, 40), (160, 48)):
+            tmux.run("resize-window", "-t", tmux.session, "-x", str(width), "-y", str(height))
+            deadline = time.monotonic() + 10
+            hints: list[str] | None = None
+            while time.monotonic() < deadline:
+                rows = tmux.screen().splitlines()
+                hints = _footer_hints(rows[-1]) if len(rows) == height else None
+                if hints and len(rows[-1]) <= width and "x Fix" in hints:
+                    break
+                time.sleep(0.05)
+            assert hints and "x Fix" in hints, f"{screen} at {width}x{height}: a cut footer\n{tmux.screen()}"
+        if back is not None:
+            tmux.keys(back)
