@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -39,7 +40,7 @@ class Hint:
 
     @property
     def width(self) -> int:
-        return len(self.key) + (1 + len(self.label) if self.label else 0)
+        return cell_len(self.key) + (1 + cell_len(self.label) if self.label else 0)
 
 
 def gap_for(width: int) -> int:

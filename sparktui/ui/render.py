@@ -287,4 +287,4 @@ class IndentedText:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         widest = max((cell_len(line) for line in self.text.plain.split("\n")), default=0)
-        return Measurement(min(widest, 1), min(widest, options.max_width))
+        return Measurement(min(widest, 1), min(widest, options.max_width))  # any width: it wraps
