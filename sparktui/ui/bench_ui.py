@@ -39,6 +39,7 @@ from sparktui.ui.base import SparkModal
 from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import BENCH_BINDINGS, CONFIRM_BINDINGS
 from sparktui.ui.lists import KeyedScroll
+from sparktui.ui.render import IndentedText
 
 
 class ConfirmBench(SparkModal[bool]):
@@ -62,7 +63,7 @@ class ConfirmBench(SparkModal[bool]):
         lines = self.plan.confirmation()
         with Vertical():
             yield Static(Text(lines[0]), id="bench-confirm-title")
-            yield Static(Text("\n".join(lines[1:])), id="bench-confirm-body")
+            yield Static(IndentedText(Text("\n".join(lines[1:]))), id="bench-confirm-body")  # wraps under its indent
             yield Static(Text("y runs it, n or escape cancels", style="bold"))
         yield KeyFooter()
 
