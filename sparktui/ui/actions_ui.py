@@ -56,10 +56,29 @@ class ConfirmAction(SparkModal[bool]):
                     id="confirm-warnings",
                     classes="" if warnings else "-empty",
                 )
-            yield Static(Text("y runs it, n or escape cancels", style="bold"), id="confirm-keys")
+            yield Static(Text(CONFIRM_KEYS, style="bold"), id="confirm-keys")
             with KeyedScroll(id="confirm-scroll"):
                 yield Static(IndentedText(_body_text(body)), id="confirm-body")
         yield KeyFooter()
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._say_how_to_scroll)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_how_to_scroll)
+
+    def _say_how_to_scroll(self) -> None:
+        """A plan taller than the dialog says that the rest is below, beside ``y``: a scrollbar alone
+        is easy to miss, and the steps hidden below are what ``y`` runs."""
+        if not self.is_attached:
+            return
+        scrolls = self.query_one("#confirm-scroll", KeyedScroll).max_scroll_y > 0
+        keys = f"{CONFIRM_KEYS}; {SCROLL_KEYS}" if scrolls else CONFIRM_KEYS
+        self.query_one("#confirm-keys", Static).update(Text(keys, style="bold"))
+
+
+CONFIRM_KEYS = "y runs it, n or escape cancels"
+SCROLL_KEYS = "↑ ↓ PgUp PgDn scroll the plan"
 
 
 def _body_text(lines: Sequence[str]) -> Text:

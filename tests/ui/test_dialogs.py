@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from sparktui.actions.plans import FixPlan, plan_fix
 from sparktui.model.units import fmt_duration, fmt_number
-from sparktui.ui.actions_ui import ConfirmAction
+from sparktui.ui.actions_ui import SCROLL_KEYS, ConfirmAction
 from sparktui.ui.app import SparkApp
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.lists import KeyedScroll
@@ -112,7 +112,8 @@ async def test_the_fix_dialog_at_80x24_scrolls_to_every_step_with_y_runs_it_alwa
         dialog = _fix_dialog(app)
         await pilot.pause()
         page = dialog.query_one("#confirm-scroll", KeyedScroll)
-        assert page.max_scroll_y > 0  # three steps do not fit 24 rows: they scroll
+        assert page.max_scroll_y > 0  # three steps do not fit 24 rows: they scroll, and it says so
+        await wait_until(lambda: SCROLL_KEYS in "\n".join(screen_rows(app)), what="the keys that scroll")
         seen: list[str] = []
         while True:
             rows = screen_rows(app)
@@ -140,6 +141,7 @@ async def test_the_fix_dialog_is_whole_at_120x40_and_160x48(size: tuple[int, int
         await pilot.pause()
         assert dialog.query_one("#confirm-scroll", KeyedScroll).max_scroll_y == 0
         text = "\n".join(screen_rows(app))
+        assert SCROLL_KEYS not in text
         for step in (*STEPS, "y runs it, n or escape cancels", "timeout: 29m30s overall"):
             assert step in text
 
