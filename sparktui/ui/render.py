@@ -7,9 +7,7 @@ the same thing. Nothing here computes a number.
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +26,7 @@ from sparktui.model.status import State
 from sparktui.model.units import NO_DATA
 from sparktui.ui.keys import action_key
 from sparktui.ui.themes import MEMORY_VARIABLES, STATUS_VARIABLES
+from sparktui.ui.wrap import hanging_rows
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 STATUS_GLYPH = {
@@ -205,63 +204,6 @@ def finding_text(
 
 # --- wrapping that keeps a line's indent ----------------------------------------------------------------
 
-# Where a word too long for a row (a JSON body, a URL) may break: after these, or after a JSON key's
-# colon (`"max_tokens":`), or after a path's slash (not inside `://`).
-_BREAK_AFTER = frozenset(",;&|")
-
-
-def _breaks_after(word: str, index: int) -> bool:
-    char, before = word[index], word[index - 1 : index]
-    after = word[index + 1 : index + 2]
-    if char in _BREAK_AFTER:
-        return True
-    if char == ":":
-        return before in ('"', "'")
-    return char == "/" and after not in ("/", "") and before not in ("/", ":", "")
-
-
-def _word_pieces(word: str, width: int) -> list[tuple[int, int]]:
-    """A word's pieces (start, end) between its token boundaries, each at most ``width`` cells: a piece
-    with no boundary inside that is still too long is cut at the width, the last resort."""
-    bounds = [0, *(i + 1 for i in range(len(word) - 1) if _breaks_after(word, i)), len(word)]
-    pieces: list[tuple[int, int]] = []
-    for first, end in itertools.pairwise(bounds):
-        start = first
-        while cell_len(word[start:end]) > width:
-            cut = start + 1
-            while cut < end and cell_len(word[start : cut + 1]) <= width:
-                cut += 1
-            pieces.append((start, cut))
-            start = cut
-        pieces.append((start, end))
-    return pieces
-
-
-def wrap_ranges(line: str, width: int) -> list[tuple[int, int]]:
-    """The rows of ``line`` wrapped at ``width`` cells, as (start, end) offsets into it: at spaces, as a
-    word processor does; a word longer than a row (a JSON body, a URL) is broken at its tokens
-    (``_breaks_after``), never inside ``max_tokens``, and starts on the row it follows when a piece fits."""
-    width = max(width, 1)
-    rows: list[tuple[int, int]] = []
-    row: tuple[int, int] | None = None
-    used = 0
-    for match in re.finditer(r"\S+", line):
-        word_start, word = match.start(), match.group()
-        pieces = [(0, len(word))] if cell_len(word) <= width else _word_pieces(word, width)
-        for piece_start, piece_end in pieces:
-            start, end = word_start + piece_start, word_start + piece_end
-            size = cell_len(line[start:end])
-            if row is not None:
-                gap = cell_len(line[row[1] : start])  # the spaces before a word; none between two pieces
-                if used + gap + size <= width:
-                    row, used = (row[0], end), used + gap + size
-                    continue
-                rows.append(row)
-            row, used = (start, end), size
-    if row is not None:
-        rows.append(row)
-    return rows or [(0, 0)]
-
 
 @dataclass(frozen=True, eq=True)
 class IndentedText:
@@ -277,12 +219,12 @@ class IndentedText:
         for number, line in enumerate(self.text.split("\n", allow_blank=True)):
             plain = line.plain
             indent = min(len(plain) - len(plain.lstrip(" ")), width // 2)
-            content = line[indent:]
-            for row, (start, end) in enumerate(wrap_ranges(content.plain, width - indent)):
+            for row, (start, end) in enumerate(hanging_rows(plain, indent, width, cell_len)):
                 if number or row:
                     shown.append("\n")
-                shown.append(" " * indent)
-                shown.append_text(content[start:end])
+                if row:
+                    shown.append(" " * indent)
+                shown.append_text(line[start:end])
         yield shown
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:

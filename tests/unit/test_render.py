@@ -22,9 +22,9 @@ from sparktui.ui.render import (
     level_text,
     memory_bar,
     spark_text,
-    wrap_ranges,
 )
 from sparktui.ui.themes import VARIABLE_DEFAULTS
+from sparktui.ui.wrap import wrap_ranges
 from tests.support.ui_data import NOW, fed_app
 
 COLOURS = dict(VARIABLE_DEFAULTS)
