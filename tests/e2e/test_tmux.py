@@ -220,9 +220,12 @@ def _footer_hints(row: str) -> list[str] | None:
 
 
 @pytest.mark.slow
-def test_the_footer_is_whole_at_80x24_120x40_and_160x48_on_the_fleet_and_node_screens(tmux: Tmux) -> None:
+def test_the_footer_is_whole_at_80x24_120x40_and_160x48_on_the_fleet_and_node_screens(
+    tmux: Tmux, tmp_path: Path
+) -> None:
     # The operator's report (issue 36): "p Pa▏^p Commandsg" at 120, "a Ac" at 80, a lone "!" at 160.
-    tmux.start(f"{sys.executable} -m sparktui demo")
+    status_file = tmp_path / "status"
+    tmux.start(f"sh -c '{sys.executable} -m sparktui demo; echo $? > {status_file}'")
     tmux.wait_for("4 nodes", timeout_s=30)
     for screen, back in (("Gen t/s", None), ("Throughput", "Escape")):
         if back is not None:
@@ -241,3 +244,9 @@ def test_the_footer_is_whole_at_80x24_120x40_and_160x48_on_the_fleet_and_node_sc
             assert hints and "x Fix" in hints, f"{screen} at {width}x{height}: a cut footer\n{tmux.screen()}"
         if back is not None:
             tmux.keys(back)
+            tmux.wait_for("Gen t/s", timeout_s=10)  # an escape followed at once by q reads as alt+q
+    tmux.keys("q")  # the demo fleet stops with the dashboard, not left behind when the terminal goes
+    deadline = time.monotonic() + 30
+    while not (status_file.exists() and status_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status_file.exists() and status_file.read_text().strip() == "0"
