@@ -10,11 +10,11 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import Footer
 from textual.widgets.option_list import Option
 
 from sparktui.diagnosis.alerts import RuleState, RuleStatus, held_text, rule_condition, status_timing
 from sparktui.ui.base import SparkModal
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import ALERTS_BINDINGS
 from sparktui.ui.lists import KeyedOptionList
 
@@ -78,7 +78,7 @@ class AlertsScreen(SparkModal[None]):
 
     def compose(self) -> ComposeResult:
         yield KeyedOptionList(id="alerts")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._fill()

@@ -72,7 +72,7 @@ class SparkApp(App[None]):
     # alerts, ages). A replay draws only what its recording's ticks computed.
     DRAW_ON_ARRIVAL: ClassVar[bool] = True
     NODE_SCREENS_KEPT: ClassVar[int] = 4  # node screens kept composed after they close (see _node_screen)
-    # The recovery actions first: the footer lists them before the rest, so a narrow terminal cuts
+    # The recovery actions first: the footer shows them before the rest, so a narrow terminal leaves out
     # Theme or Pause (still in help, `?`), never Restart.
     BINDINGS: ClassVar[list[BindingType]] = [*ACTION_BINDINGS, *APP_BINDINGS]
     CSS = """

@@ -8,16 +8,13 @@ No module here imports the app: the app imports the screens, never the other way
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
-from textual import events
-from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.visual import VisualType
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 if TYPE_CHECKING:
     from sparktui.actions.progress import RunningAction
@@ -112,19 +109,10 @@ def update_panel(panel: Static, content: VisualType) -> None:
         panel.refresh(layout=True)
 
 
-COMPACT_FOOTER_BELOW = 140  # columns: a narrower terminal gets the footer's compact style
-
-
 class SparkScreen(Screen[ResultType]):
     """A full screen of the dashboard."""
 
     _ready = False  # set by the screen's on_mount, once its widgets are composed and mounted
-
-    def on_resize(self, event: events.Resize) -> None:
-        """A narrow terminal packs the footer's keys closer, so the action keys (listed first) fit.
-        (Textual calls each class's own handler: a screen's ``on_resize`` runs besides this one.)"""
-        with contextlib.suppress(NoMatches):
-            self.query_one(Footer).compact = event.size.width < COMPACT_FOOTER_BELOW
 
     @property
     def spark(self) -> Dashboard:

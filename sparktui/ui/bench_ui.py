@@ -21,7 +21,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 from textual.worker import Worker
 
 from sparktui.actions.plans import BenchPlan
@@ -36,8 +36,10 @@ from sparktui.model.bench import (
 )
 from sparktui.sources.bench import BenchError, BenchJob, run_job, save
 from sparktui.ui.base import SparkModal
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import BENCH_BINDINGS, CONFIRM_BINDINGS
 from sparktui.ui.lists import KeyedScroll
+from sparktui.ui.render import IndentedText
 
 
 class ConfirmBench(SparkModal[bool]):
@@ -61,9 +63,9 @@ class ConfirmBench(SparkModal[bool]):
         lines = self.plan.confirmation()
         with Vertical():
             yield Static(Text(lines[0]), id="bench-confirm-title")
-            yield Static(Text("\n".join(lines[1:])), id="bench-confirm-body")
+            yield Static(IndentedText(Text("\n".join(lines[1:]))), id="bench-confirm-body")  # wraps under its indent
             yield Static(Text("y runs it, n or escape cancels", style="bold"))
-        yield Footer()
+        yield KeyFooter()
 
 
 class BenchScreen(SparkModal[None]):
@@ -104,7 +106,7 @@ class BenchScreen(SparkModal[None]):
             yield Static(Text("connecting"), id="bench-status")
             with KeyedScroll(id="bench-table-scroll"):
                 yield Static(Text(""), id="bench-table")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._worker = self.run_worker(self._run(), name="bench", group="bench", exit_on_error=False)

@@ -12,7 +12,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from sparktui.model.engines import data_parallel_summary, kv_line
 from sparktui.model.fabric import job_lines
@@ -45,11 +45,14 @@ from sparktui.model.units import (
 )
 from sparktui.ui.base import Dashboard, SparkScreen, update_panel
 from sparktui.ui.chart import ChartPanel
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import FLEET_BINDINGS
 from sparktui.ui.render import (
     IMBALANCED,
+    MARKED_WITHOUT_COLOUR,
     SEVERITY_GLYPH,
     STATUS_GLYPH,
+    IndentedText,
     column_rows,
     finding_line,
     finding_text,
@@ -58,6 +61,7 @@ from sparktui.ui.render import (
     memory_bar,
     node_reason,
     spark_text,
+    status_style,
     status_text,
 )
 from sparktui.ui.table import RowTable, TableColumn
@@ -186,7 +190,7 @@ class FleetScreen(SparkScreen[None]):
         self._filter = ""
         self._order: list[str] = []
         self._row_cells: dict[str, tuple[Text | str, ...]] = {}  # row key -> its cells, in column order
-        self._panels: dict[str, Text | str] = {}  # what each panel shows now
+        self._panels: dict[str, Text | IndentedText | str] = {}  # what each panel shows now
         self._trend_high: float | None = None  # the shared scale of the rows' trends
 
     def compose(self) -> ComposeResult:
@@ -204,7 +208,7 @@ class FleetScreen(SparkScreen[None]):
                 yield Static(id="open-findings", classes="fleet-panel")
                 yield Static(id="recent-actions", classes="fleet-panel")
         yield Input(placeholder="filter nodes by name, model or status (escape clears)", id="filter")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._ready = True
@@ -312,9 +316,12 @@ class FleetScreen(SparkScreen[None]):
         services = view.services
         services_up = sum(1 for s in services if s.status.state is State.UP)
         ttft = _ttft_p90(instance)
+        # Without colour a down node's name and status are in reverse video and its model is not dimmed:
+        # it is the row to see first (status_style).
+        marked = app.no_color and state in MARKED_WITHOUT_COLOUR
         cells: dict[str, Text | str] = {
-            "node": Text(label, style="bold"),
-            "status": status_text(state, colours),
+            "node": Text(label, style=status_style(state, colours, no_color=True) if marked else "bold"),
+            "status": status_text(state, colours, no_color=app.no_color),
             "engine": instance.engine if instance is not None else NO_DATA,
             "model": "(TP worker)" if is_worker else (_model_name(instance) if instance else NO_DATA),
             "gen": NO_DATA if is_worker else _generation(instance, gen, colours),
@@ -334,7 +341,7 @@ class FleetScreen(SparkScreen[None]):
             )
             if gpu and not view.is_stale("gpu")
             else NO_DATA,
-            "svc": f"{services_up}/{len(services)}" if services else "",
+            "svc": f"{services_up}/{len(services)}" if services else NO_DATA,
             "find": findings_cell(app.findings.get(view.name, ()), colours),
             "age": NO_DATA
             if age is None
@@ -350,7 +357,7 @@ class FleetScreen(SparkScreen[None]):
             cells["bw"] = fmt_pct(instance.roofline.memory_share if instance.roofline else None, 0)
             accept_trend = app.history.series(view.name, instance.name, "acceptance_length", last=120)
             cells["accept"] = level_text(_accept(instance), falling_level(accept_trend), colours)
-        if state is not State.UP and instance is not None and instance.status.state is not State.UP:
+        if state is not State.UP and instance is not None and instance.status.state is not State.UP and not marked:
             cells["model"] = Text(str(cells["model"]), style=colours["dim"])
         return cells
 
@@ -396,7 +403,7 @@ class FleetScreen(SparkScreen[None]):
         summary.append(f"{fmt_count(len(views), 'node')}  ", style="bold")
         for state in (State.UP, State.DEGRADED, State.LOADING, State.FAILING, State.STALE, State.DOWN, State.UNKNOWN):
             if counts.get(state):
-                summary.append_text(status_text(state, app.colours, label=False))
+                summary.append_text(status_text(state, app.colours, label=False, no_color=app.no_color))
                 summary.append(f" {counts[state]} {state.value}  ")
         summary.append(f"│ generation {fmt_rate(gen, ' tok/s')}  prompt {fmt_rate(prompt, ' tok/s')}")
         running = known_sum(i.running for v in views for i in v.instances)
@@ -500,7 +507,7 @@ class FleetScreen(SparkScreen[None]):
             return
         text = Text()
         text.append(f"{view.name} ({view.host})  ", style="bold")
-        text.append_text(status_text(view.status.state, self.spark.colours))
+        text.append_text(status_text(view.status.state, self.spark.colours, no_color=self.spark.no_color))
         for reason in view.status.reasons[:4]:
             text.append(f"\n  {reason}")
         for instance in view.instances:
@@ -518,9 +525,9 @@ class FleetScreen(SparkScreen[None]):
             text.append_text(
                 finding_text(finding, self.spark.colours, evidence_lines=1, keymap=self.spark.fleet.keymap)
             )
-        self._show("#detail", text)
+        self._show("#detail", IndentedText(text))  # a reason or finding wraps under its indent
 
-    def _show(self, selector: str, content: Text | str) -> None:
+    def _show(self, selector: str, content: Text | IndentedText | str) -> None:
         """Update a panel only when what it shows changed, reflowing the screen only when its height
         changed with it (``update_panel``: the summary, the charts and the replica lines change every
         tick)."""

@@ -11,15 +11,16 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparktui.model.drift import CommandWord, DriftGroup, DriftLine, DriftReport, drift_groups
 from sparktui.model.units import NO_DATA, fmt_clock
 from sparktui.ui.base import SparkModal
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import DRIFT_BINDINGS, DRIFT_DETAIL_BINDINGS, FINDINGS_BINDINGS
 from sparktui.ui.lists import KeyedOptionList, KeyedScroll
-from sparktui.ui.render import finding_text
+from sparktui.ui.render import IndentedText, finding_text
 
 
 class FindingsScreen(SparkModal[None]):
@@ -42,13 +43,13 @@ class FindingsScreen(SparkModal[None]):
                 head = Text(f"{finding.node}  ", style="bold")
                 body = finding_text(finding, spark.colours, evidence_lines=5, keymap=spark.fleet.keymap)
                 opened = Text(f"\n    opened {fmt_clock(clock(finding.opened_at))}", style=spark.colours["dim"])
-                yield Static(head + body + opened)
+                yield Static(IndentedText(head + body + opened))  # the evidence wraps under its indent
             cleared = spark.diagnosis.history()
             yield Static(Text(f"\nCleared ({len(cleared)})", style="bold"))
             for finding in cleared[-20:][::-1]:
                 when = f"opened {fmt_clock(clock(finding.opened_at))}, cleared {fmt_clock(clock(finding.cleared_at))}"
                 yield Static(Text(f"{finding.node}  {finding.title}  ({when})", style=spark.colours["dim"]))
-        yield Footer()
+        yield KeyFooter()
 
 
 def _members_table(group: DriftGroup, lines: Sequence[DriftLine], colours: dict[str, str]) -> Table:
@@ -115,7 +116,7 @@ class DriftScreen(SparkModal[None]):
         if not options:
             options = [Option("no vLLM instance is known yet", disabled=True)]
         yield KeyedOptionList(*options, id="drift")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         options = self.query_one("#drift", KeyedOptionList)
@@ -163,4 +164,4 @@ class DriftDetailScreen(SparkModal[None]):
                 line = Text(f"{member}: ", style="bold")
                 line.append_text(command_text(words, colours) if words is not None else Text(NO_DATA))
                 yield Static(line)
-        yield Footer()
+        yield KeyFooter()

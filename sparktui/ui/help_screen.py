@@ -13,9 +13,10 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.geometry import Size
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from sparktui.ui.base import SparkModal
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import HELP_BINDINGS, HelpSection, help_sections, pack_columns
 from sparktui.ui.lists import KeyedScroll
 
@@ -82,4 +83,4 @@ class HelpScreen(SparkModal[None]):
             title = "Every key · remap by id in the config's [keymap] (ids: docs/keys.md)"
             yield Static(Text(title), id="help-title")
             yield KeyReference(help_sections(spark.fleet.keymap), spark.colours)
-        yield Footer()
+        yield KeyFooter()

@@ -307,7 +307,7 @@ class KioskScreen(SparkScreen[None]):
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
         title = Text("sparktui kiosk  ", style="bold")
         for state, count in counts.items():
-            title.append_text(status_text(state, colours, label=False))
+            title.append_text(status_text(state, colours, label=False, no_color=self.app.no_color))
             title.append(f" {count} {state.value}  ")
         page = "fleet" if self.page == 0 else views[self.page - 1].name if self.page <= len(views) else "fleet"
         title.append(f"│ {page}")

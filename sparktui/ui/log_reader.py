@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine, without_engine_clock
+from sparktui.ui.wrap import Measure, hanging_rows
 
 MAX_LINES = 20_000  # lines a view holds, over all the node's instances (each buffer holds its own bound)
 
@@ -97,15 +98,30 @@ class Follow:
             self.unseen += count
 
 
-def row_starts(lengths: Sequence[int], width: int | None) -> list[int]:
-    """The first screen row of each line, and after them the total row count: one row per line, or
-    with ``width`` each line wrapped into ``ceil(length / width)`` rows (an empty line still takes one)."""
+def row_starts(counts: Sequence[int]) -> list[int]:
+    """The first screen row of each line, and after them the total row count, from the rows each line
+    takes (one, or its wrapped rows: ``line_rows``)."""
     starts = [0]
     total = 0
-    for length in lengths:
-        total += 1 if width is None or width <= 0 or length <= width else -(-length // width)
+    for count in counts:
+        total += count
         starts.append(total)
     return starts
+
+
+def hanging_indent(entry: LogEntry) -> int:
+    """Where a shown line's wrapped rows start: under its message (after the instance, the time and the
+    message's own indent, a traceback's), so a wrapped line reads as one."""
+    return len(entry.text) - len(shown_message(entry.line).lstrip(" "))
+
+
+def line_rows(entry: LogEntry, cells: int, width: int, measure: Measure = len) -> list[tuple[int, int]]:
+    """A shown line's rows at ``width`` cells, as (start, end) offsets into its text: itself when it
+    fits (most do: no wrapping is worked out), else wrapped at spaces and tokens under its message
+    (``hanging_rows``)."""
+    if cells <= width:
+        return [(0, len(entry.text))]
+    return hanging_rows(entry.text, hanging_indent(entry), width, measure)
 
 
 def locate_row(starts: Sequence[int], row: int) -> tuple[int, int] | None:
@@ -116,6 +132,12 @@ def locate_row(starts: Sequence[int], row: int) -> tuple[int, int] | None:
     return line, row - starts[line]
 
 
+def shown_message(line: LogLine) -> str:
+    """A line's message as drawn: without the engine's own clock where the line's stamp says the
+    same moment (``without_engine_clock``); as it came where it has no stamp."""
+    return line.text if line.timestamp is None else without_engine_clock(line.text)
+
+
 def shown_text(instance: str, line: LogLine, prefix: bool) -> str:
     """A line as drawn: ``[instance] `` when the node has several (the kernel's, ``[kernel]``, is
     bracketed already), the time in the screen's one zone (the operator's, as every time on screen),
@@ -123,7 +145,7 @@ def shown_text(instance: str, line: LogLine, prefix: bool) -> str:
     head = (f"{instance} " if instance == KERNEL_LOG else f"[{instance}] ") if prefix else ""
     if line.timestamp is None:
         return head + line.text
-    return f"{head}{line.timestamp.astimezone():%H:%M:%S} {without_engine_clock(line.text)}"
+    return f"{head}{line.timestamp.astimezone():%H:%M:%S} {shown_message(line)}"
 
 
 @dataclass

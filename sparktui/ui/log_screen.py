@@ -22,12 +22,13 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from sparktui.model.logbuffer import KERNEL_LOG
 from sparktui.ui.base import SparkScreen, spark_app
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import LOG_BINDINGS
-from sparktui.ui.log_reader import LogReader, Match, locate_row, row_starts
+from sparktui.ui.log_reader import LogReader, Match, hanging_indent, line_rows, locate_row, row_starts
 
 NO_LOG = "no log yet: it is streamed over SSH from each instance's unit or container"
 _CACHE_LINES = 2_000  # rendered lines kept between frames
@@ -57,6 +58,11 @@ class LogView(ScrollView, can_focus=False):
         self.wrap = wrap
         self._starts: list[int] = [0]
         self._strips: dict[int, Strip] = {}  # by shown line, valid for one ``reader.generation``
+        # Wrapped: the rows each shown line takes at ``_counted``'s (generation, width), and (cached) where
+        # they cut it. Within a generation lines only arrive, so only new ones are worked out.
+        self._row_counts: list[int] = []
+        self._counted: tuple[int, int] = (-1, 0)
+        self._rows: dict[int, list[tuple[int, int]]] = {}
         self._generation = reader.generation
         self._empty = NO_LOG
 
@@ -68,7 +74,7 @@ class LogView(ScrollView, can_focus=False):
             self._generation = self.reader.generation
             self._strips.clear()
         width = self._wrap_width()
-        self._starts = row_starts(self.reader.widths, width if self.wrap else None)
+        self._starts = row_starts(self._wrapped_counts(width) if self.wrap else [1] * len(self.reader.shown))
         size = Size(width if self.wrap else max(self.reader.widths, default=0), max(self._starts[-1], 1))
         if self.styles.scrollbar_size_vertical or self.styles.scrollbar_size_horizontal:
             self.virtual_size = size  # the scrollbars show it: a layout pass sizes them
@@ -80,6 +86,28 @@ class LogView(ScrollView, can_focus=False):
         self._follow_end()
         self.call_after_refresh(self._follow_end)  # again once a new size is laid out
         self.refresh()
+
+    def _wrapped_counts(self, width: int) -> list[int]:
+        reader = self.reader
+        if self._counted != (reader.generation, width):
+            self._counted = (reader.generation, width)
+            self._row_counts, self._rows = [], {}
+        cells = reader.widths
+        for index in range(len(self._row_counts), len(reader.shown)):
+            fits = cells[index] <= width
+            self._row_counts.append(1 if fits else len(self._line_rows(index, width)))
+        return self._row_counts
+
+    def _line_rows(self, index: int, width: int) -> list[tuple[int, int]]:
+        """Where a shown line's wrapped rows cut its text (``line_rows``), kept while its width holds."""
+        rows = self._rows.get(index)
+        if rows is None:
+            if len(self._rows) >= _CACHE_LINES:
+                self._rows.clear()
+            reader = self.reader
+            rows = line_rows(reader.shown[index], reader.widths[index], width, reader.measure)
+            self._rows[index] = rows
+        return rows
 
     def _follow_end(self) -> None:
         if self.reader.follow.on and self.is_attached:
@@ -93,7 +121,11 @@ class LogView(ScrollView, can_focus=False):
     def show_match(self, match: Match) -> None:
         """Scroll so that ``match`` is in the middle of the view (and in its columns when cut)."""
         width = self._wrap_width()
-        row = self._starts[match.line] + (match.start // width if self.wrap and width else 0)
+        part = 0
+        if self.wrap:
+            self._wrapped_counts(width)
+            part = sum(1 for start, _ in self._line_rows(match.line, width)[1:] if start <= match.start)
+        row = self._starts[match.line] + part
         x = None if self.wrap or match.end <= self.scroll_x + width else max(0, match.start - width // 4)
         if x is None and match.start < self.scroll_x:
             x = max(0, match.start - width // 4)
@@ -141,11 +173,27 @@ class LogView(ScrollView, can_focus=False):
             return Strip.blank(width, style)
         line, part = found
         strip = self._line_strip(line)
-        start = part * width if self.wrap else scroll_x
+        if not self.wrap:
+            return strip.crop_extend(scroll_x, scroll_x + width, style)
+        row = self._wrapped_row(strip, line, part, width)
         if y == 0 and part and self.has_class("tail"):  # the tail's top row is the end of a line: say so
             mark = Strip([Segment("…", style + Style.parse(spark_app(self.app).colours["dim"]))], 1)
-            return Strip.join([mark, strip.crop_extend(start + 1, start + width, style)])
-        return strip.crop_extend(start, start + width, style)
+            return Strip.join([mark, row.crop_extend(1, width, style)])
+        return row
+
+    def _wrapped_row(self, strip: Strip, line: int, part: int, width: int) -> Strip:
+        """One wrapped row of a shown line: cut at a space or between tokens (``line_rows``), and after
+        the first, under the line's message (``hanging_indent``)."""
+        style = self.rich_style
+        reader = self.reader
+        text = reader.shown[line].text
+        rows = self._line_rows(line, width)
+        start, end = rows[min(part, len(rows) - 1)]
+        piece = strip.crop(reader.measure(text[:start]), reader.measure(text[:end]))
+        if part:
+            indent = min(hanging_indent(reader.shown[line]), width // 2)
+            piece = Strip.join([Strip.blank(indent, style), piece])
+        return piece.crop_extend(0, width, style)
 
     def _line_strip(self, index: int) -> Strip:
         cached = self._strips.get(index)
@@ -202,7 +250,7 @@ class LogScreen(SparkScreen[None]):
         yield Static(id="log-title")
         yield LogView(self.reader, id="log-view")
         yield Input(placeholder="search (enter: go, esc: cancel)", id="log-search", disabled=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._ready = True

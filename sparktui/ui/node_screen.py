@@ -22,7 +22,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Sparkline, Static
+from textual.widgets import Sparkline, Static
 
 from sparktui.model.canary import canary_text
 from sparktui.model.derive import EngineRates
@@ -45,11 +45,20 @@ from sparktui.model.units import (
     roofline_parts,
 )
 from sparktui.ui.base import SparkScreen, update_panel
+from sparktui.ui.footer import KeyFooter
 from sparktui.ui.keys import NODE_BINDINGS
 from sparktui.ui.lists import KeyedScroll
 from sparktui.ui.log_reader import LogReader
 from sparktui.ui.log_screen import LogView
-from sparktui.ui.render import IMBALANCED, MEMORY_PATTERNS, finding_text, level_bar, memory_bar, status_text
+from sparktui.ui.render import (
+    IMBALANCED,
+    MEMORY_PATTERNS,
+    IndentedText,
+    finding_text,
+    level_bar,
+    memory_bar,
+    status_text,
+)
 from sparktui.ui.themes import MEMORY_VARIABLES
 
 LATENCIES = (
@@ -373,7 +382,7 @@ class NodeScreen(SparkScreen[None]):
         with Vertical(id="tail-panel"):
             yield Static(id="tail-title")
             yield LogView(self.tail_reader, wrap=True, id="tail", classes="tail")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._ready = True
@@ -410,7 +419,7 @@ class NodeScreen(SparkScreen[None]):
         colours = app.colours
         title = Text()
         title.append(f"{view.name} ({view.host})  ", style="bold")
-        title.append_text(status_text(view.status.state, colours))
+        title.append_text(status_text(view.status.state, colours, no_color=app.no_color))
         instance = self._instance(view)
         if len(view.instances) > 1 and instance is not None:  # the engine panels show one of them
             at = view.instances.index(instance) + 1
@@ -484,7 +493,7 @@ class NodeScreen(SparkScreen[None]):
         for finding in findings:
             body.append("\n")
             body.append_text(finding_text(finding, app.colours, evidence_lines=1, keymap=app.fleet.keymap))
-        self._put("#findings", body)
+        self._put("#findings", body, lambda: IndentedText(body))  # evidence wraps under its indent
 
     def _throughput(self, view: NodeView, instance: InstanceView | None, idle: str | None) -> None:
         app = self.spark
@@ -737,7 +746,7 @@ class NodeScreen(SparkScreen[None]):
             text.append("  none configured", style=colours["dim"])
         for service in view.services:
             text.append("\n")
-            text.append_text(status_text(service.status.state, colours, label=False))
+            text.append_text(status_text(service.status.state, colours, label=False, no_color=self.spark.no_color))
             text.append(f" {service.name} ({service.kind})  {fmt_seconds(service.latency_s)}  {service.url}")
         self._put("#services", text)
 

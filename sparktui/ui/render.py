@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
 
 from sparktui.actions.plans import finding_fix, fix_sequence_text
@@ -22,6 +26,7 @@ from sparktui.model.status import State
 from sparktui.model.units import NO_DATA
 from sparktui.ui.keys import action_key
 from sparktui.ui.themes import MEMORY_VARIABLES, STATUS_VARIABLES
+from sparktui.ui.wrap import hanging_rows
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 STATUS_GLYPH = {
@@ -70,10 +75,22 @@ def column_rows(values: Sequence[float], width: int, height: int, high: float | 
     return tuple("".join(row).rjust(width) for row in zip(*columns, strict=True))
 
 
-def status_text(state: State, colours: Mapping[str, str], label: bool = True) -> Text:
-    colour = colours[STATUS_VARIABLES[state]]
+# The states drawn in reverse video without colour: the red ones a node is in by its own fault.
+MARKED_WITHOUT_COLOUR = frozenset({State.FAILING, State.DOWN})
+
+
+def status_style(state: State, colours: Mapping[str, str], no_color: bool = False) -> str:
+    """A status's style: bold in its colour; without colour (``NO_COLOR``) a down or failing one in
+    reverse video, since the terminal's greys make its red no brighter than a healthy green, and a
+    down node must stand out most."""
+    if no_color and state in MARKED_WITHOUT_COLOUR:
+        return "bold reverse"
+    return f"bold {colours[STATUS_VARIABLES[state]]}"
+
+
+def status_text(state: State, colours: Mapping[str, str], label: bool = True, no_color: bool = False) -> Text:
     glyph = STATUS_GLYPH[state]
-    return Text(f"{glyph} {state.value}" if label else glyph, style=f"bold {colour}")
+    return Text(f"{glyph} {state.value}" if label else glyph, style=status_style(state, colours, no_color))
 
 
 # Each memory segment's fill: one shade each, so the parts stay apart without colour (NO_COLOR).
@@ -129,9 +146,10 @@ IMBALANCED = "≠"  # a data-parallel engine off its share of the generation (th
 
 
 def findings_cell(findings: Sequence[Finding], colours: Mapping[str, str]) -> Text | str:
-    """A finding count with the worst severity's glyph, for a table cell; empty when there is none."""
+    """A finding count with the worst severity's glyph, for a table cell; ``NO_DATA`` when there is none
+    (a blank cell reads as a cut or missing one)."""
     if not findings:
-        return ""
+        return NO_DATA
     worst = max(findings, key=lambda f: f.severity.rank).severity.value
     return Text(f"{len(findings)} {SEVERITY_GLYPH[worst]}", style=f"bold {colours[SEVERITY_VARIABLES[worst]]}")
 
@@ -187,3 +205,33 @@ def finding_text(
         text.append(f"\n    … {len(finding.evidence) - evidence_lines} more", style=colours["dim"])
     text.append(f"\n    fix: {finding.fix}")
     return text
+
+
+# --- wrapping that keeps a line's indent ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=True)
+class IndentedText:
+    """Text whose wrapped rows keep their line's indent (a plan's command under its step, a finding's
+    evidence under its title), wrapped by ``wrap_ranges``, at the width it is drawn at. Equal when its
+    text is, so a panel that shows the same again is not redrawn."""
+
+    text: Text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        shown = Text(no_wrap=True, overflow="crop")
+        for number, line in enumerate(self.text.split("\n", allow_blank=True)):
+            plain = line.plain
+            indent = min(len(plain) - len(plain.lstrip(" ")), width // 2)
+            for row, (start, end) in enumerate(hanging_rows(plain, indent, width, cell_len)):
+                if number or row:
+                    shown.append("\n")
+                if row:
+                    shown.append(" " * indent)
+                shown.append_text(line[start:end])
+        yield shown
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((cell_len(line) for line in self.text.plain.split("\n")), default=0)
+        return Measurement(min(widest, 1), min(widest, options.max_width))  # any width: it wraps

@@ -1,15 +1,8 @@
-"""Workarounds for known bugs of the pinned Textual (8.2.8), applied once by ``sparktui.ui.app``.
+"""A workaround for a known bug of the pinned Textual (8.2.8), applied once by ``sparktui.ui.app``.
 
-Both keep gone widgets reachable; ``benchmarks/soak.py`` found them (an operator hopping between the
-fleet and node screens for minutes) and ``tests/ui/test_textual_fixes.py`` fails without each.
-
-**Footer keeps its old keys alive** (Textualize/textual#6666, open). ``Footer.compose`` binds every
-``FooterKey`` it yields to the footer's ``compact`` reactive (``data_bind``), which stores a watcher
-entry ``(key, setter)`` on the footer. The footer recomposes whenever its screen's bindings change
-(twice each time the operator comes back from a node screen), and the entries of the removed keys are
-pruned only when ``compact`` changes, which it never does: each visit to a node left about 26 dead
-keys reachable from the fleet screen's footer, for as long as the dashboard ran. The fix drops the
-entries of closed nodes after each recompose, as Textual itself does on a change.
+The bug keeps gone widgets reachable; ``benchmarks/soak.py`` found it (an operator hopping between the
+fleet and node screens for minutes) and ``tests/ui/test_textual_fixes.py`` fails without it. (Textual's
+``Footer`` had one too, textual#6666; the dashboard's own footer, ``sparktui.ui.footer``, replaced it.)
 
 **A cache keyed by every widget's render cache** (Textualize/textual#6665, open).
 ``StylesCache.get_inner_outer`` is an ``lru_cache(1024)`` on an instance method, so it keeps the
@@ -25,24 +18,6 @@ from functools import lru_cache
 from textual._styles_cache import StylesCache
 from textual.color import Color
 from textual.style import Style
-from textual.widget import Widget
-from textual.widgets import Footer
-
-WATCHERS = "__watchers"  # where Textual keeps the watchers of an object's reactives (textual/reactive.py)
-
-_original_recompose = Footer.recompose
-
-
-def prune_closed_watchers(node: object) -> None:
-    """Forget the watcher entries of ``node``'s reactives whose watching node has closed."""
-    watchers: dict[str, list[tuple[object, object]]] = getattr(node, WATCHERS, {})
-    for entries in watchers.values():
-        entries[:] = [(watcher, callback) for watcher, callback in entries if not getattr(watcher, "_closing", False)]
-
-
-async def _recompose_and_prune(self: Widget) -> None:
-    await _original_recompose(self)
-    prune_closed_watchers(self)
 
 
 @lru_cache(1024)
@@ -56,6 +31,5 @@ def _get_inner_outer(_self: StylesCache, base_background: Color, background: Col
 
 
 def apply() -> None:
-    """Install the workarounds (idempotent)."""
-    Footer.recompose = _recompose_and_prune  # type: ignore[method-assign]
+    """Install the workaround (idempotent)."""
     StylesCache.get_inner_outer = _get_inner_outer  # type: ignore[method-assign,assignment]

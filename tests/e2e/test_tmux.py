@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sparktui.ui.keys import all_bindings
 from tests.support.fixture_fleet import Faults, fleet_config, start_node
 
 TMUX = shutil.which("tmux")
@@ -200,3 +201,52 @@ def test_the_mixed_fleet_shows_every_engine_on_one_screen_with_dashes_for_what_e
         "spark4",
         "spark4",
     ]
+
+
+def _footer_hints(row: str) -> list[str] | None:
+    """The footer row as its hints (``key label``), or None when one is not whole: each is a key (one
+    word: ``r``, ``esc``, ``^p``) and the full label of a binding of the dashboard, a space between."""
+    labels = sorted({b.description for b in all_bindings() if b.description} | {"Commands"}, key=len, reverse=True)
+    hints: list[str] = []
+    rest = row.strip()
+    while rest:
+        key, _, after = rest.partition(" ")
+        label = next((lab for lab in labels if after == lab or after.startswith(lab + " ")), None)
+        if not key or label is None:
+            return None
+        hints.append(f"{key} {label}")
+        rest = after[len(label) :].lstrip(" ")
+    return hints
+
+
+@pytest.mark.slow
+def test_the_footer_is_whole_at_80x24_120x40_and_160x48_on_the_fleet_and_node_screens(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    # The operator's report (issue 36): "p Pa▏^p Commandsg" at 120, "a Ac" at 80, a lone "!" at 160.
+    status_file = tmp_path / "status"
+    tmux.start(f"sh -c '{sys.executable} -m sparktui demo; echo $? > {status_file}'")
+    tmux.wait_for("4 nodes", timeout_s=30)
+    for screen, back in (("Gen t/s", None), ("Throughput", "Escape")):
+        if back is not None:
+            tmux.keys("Enter")
+            tmux.wait_for(screen, timeout_s=10)
+        for width, height in ((80, 24), (120, 40), (160, 48)):
+            tmux.run("resize-window", "-t", tmux.session, "-x", str(width), "-y", str(height))
+            deadline = time.monotonic() + 10
+            hints: list[str] | None = None
+            while time.monotonic() < deadline:
+                rows = tmux.screen().splitlines()
+                hints = _footer_hints(rows[-1]) if len(rows) == height else None
+                if hints and len(rows[-1]) <= width and "x Fix" in hints:
+                    break
+                time.sleep(0.05)
+            assert hints and "x Fix" in hints, f"{screen} at {width}x{height}: a cut footer\n{tmux.screen()}"
+        if back is not None:
+            tmux.keys(back)
+            tmux.wait_for("Gen t/s", timeout_s=10)  # an escape followed at once by q reads as alt+q
+    tmux.keys("q")  # the demo fleet stops with the dashboard, not left behind when the terminal goes
+    deadline = time.monotonic() + 30
+    while not (status_file.exists() and status_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status_file.exists() and status_file.read_text().strip() == "0"

@@ -7,9 +7,11 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 from sparktui.config import parse_config
 from sparktui.model.host import FrameSplitter, HostSample, parse_frame
+from sparktui.model.logbuffer import LogBuffer
 from sparktui.model.observations import FetchKind, HostUpdate, HttpResult, NodeObservation, ServerObservation
 from sparktui.model.specs import FleetSpec
 from sparktui.ui.app import SparkApp, make_app
@@ -219,4 +221,28 @@ def dp_fleet_app(**options: object) -> SparkApp:
         app.state.apply(NodeObservation(node="spark1", t=observation.t, wall=observation.wall, vllm=(single,)))
         app.refresh_views()
     clock.t = NOW
+    return app
+
+
+def with_failed_start_log(app: SparkApp) -> SparkApp:
+    """spark1's log: a start that fails on a known signature, then a serving engine."""
+    t0 = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
+    buffer = LogBuffer()
+    lines = [
+        "Started vllm-gptoss.service - vLLM openai/gpt-oss-120b.",
+        "(APIServer pid=4242) INFO [api_server.py:1885] vLLM API server version 0.33.0",
+        "(EngineCore_DP0 pid=4301) ValueError: Free memory on device cuda:0 (4.75/119.67 GiB) on startup is less "
+        "than desired GPU memory utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU "
+        "memory used by other processes.",
+        "vllm-gptoss.service: Main process exited, code=exited, status=1/FAILURE",
+        "Started vllm-gptoss.service - vLLM openai/gpt-oss-120b.",
+        "(APIServer pid=4420) INFO [api_server.py:1885] vLLM API server version 0.33.0",
+    ]
+    lines += [
+        f'(APIServer pid=4420) INFO:     192.168.1.{20 + n}:5{n:04d} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+        for n in range(30)
+    ]
+    for n, line in enumerate(lines):
+        buffer.append(t0 + timedelta(seconds=n), line)
+    app.monitor.log_buffers["spark1"] = {"gptoss": buffer}
     return app

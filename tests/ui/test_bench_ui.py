@@ -27,6 +27,7 @@ from sparktui.ui.bench_ui import BenchScreen, ConfirmBench
 from sparktui.ui.commands import FleetCommands
 from sparktui.ui.fleet_screen import FleetScreen
 from sparktui.ui.kiosk_screen import KioskScreen
+from tests.support.screen_text import screen_rows
 from tests.support.ui_data import fed_app
 from tests.support.wait import wait_until
 
@@ -82,6 +83,21 @@ async def test_the_key_asks_first_naming_the_instance_and_n_runs_nothing(tmp_pat
             await pilot.press("n")
             await pilot.pause()
             assert isinstance(app.screen, FleetScreen)
+
+
+async def test_at_80x24_the_bench_confirmation_is_whole_and_its_lines_wrap_under_their_indent() -> None:
+    async with demo_spec() as spec:
+        app = make_app(spec, collect=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("b")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmBench)
+            rows = screen_rows(app)
+            assert any("y runs it, n or escape cancels" in row for row in rows), rows
+            body = app.screen.query_one("#bench-confirm-body")
+            region = body.content_region
+            shown = [row[region.x : region.right].rstrip() for row in rows[region.y : region.bottom]]
+            assert all(row.startswith("  ") for row in shown if row), shown  # every row, wrapped ones too
 
 
 async def test_the_screen_shows_progress_and_escape_stops_keeping_what_finished(tmp_path: Path) -> None:

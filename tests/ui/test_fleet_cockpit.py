@@ -14,7 +14,7 @@ from textual.widgets import Static
 from sparktui.diagnosis.alerts import default_rules
 from sparktui.model.replicas import model_replicas
 from sparktui.model.specs import AlertRuleSpec, Thresholds
-from sparktui.model.units import fmt_number, fmt_seconds
+from sparktui.model.units import NO_DATA, fmt_number, fmt_seconds
 from sparktui.ui.app import SparkApp, make_app
 from sparktui.ui.chart import ChartPanel
 from sparktui.ui.fleet_screen import FleetScreen
@@ -165,6 +165,41 @@ async def test_without_colour_the_memory_parts_have_their_own_shades(monkeypatch
         assert drawn and all(len(set(text) & set("█▓▒░·")) >= 2 for text in drawn)
 
 
+def _row_segments(app: SparkApp, node: str) -> list[tuple[str, Any]]:
+    """The drawn segments (text, style) of ``node``'s first row of the fleet table."""
+    table = app.screen.query_one("#fleet", RowTable)
+    row = next(i for i in range(table.row_count) if table.row_keys[i].startswith(f"{node}/"))
+    strip = app.screen._compositor.render_strips()[table.region.y + 1 + row]  # under the header
+    return [(segment.text, segment.style) for segment in strip]
+
+
+@pytest.mark.parametrize("no_color", [True, False], ids=["NO_COLOR", "colour"])
+async def test_without_colour_the_down_row_is_the_one_that_stands_out(
+    monkeypatch: pytest.MonkeyPatch, no_color: bool
+) -> None:
+    """Under NO_COLOR the down row was dimmed (its red a grey no brighter than green, its model dim): its
+    name and status are in reverse video now, and no other row is; with colour, the status colour does it."""
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    app = fed_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert app.no_color is no_color
+        status, name = _cell(app, "spark3", "status"), _cell(app, "spark3", "node")
+        assert isinstance(status, Text) and isinstance(name, Text) and "down" in status.plain
+        assert ("reverse" in str(status.style)) is no_color and ("reverse" in str(name.style)) is no_color
+        model = _cell(app, "spark3", "model")
+        assert (isinstance(model, Text) and app.colours["dim"] in str(model.style)) is not no_color
+        up = _cell(app, "spark1", "status")
+        assert isinstance(up, Text) and "reverse" not in str(up.style)
+        # as the terminal gets it: the down row's status drawn reversed, no healthy row's anything
+        drawn_down = [style for text, style in _row_segments(app, "spark3") if "down" in text]
+        assert drawn_down and all(bool(style and style.reverse) is no_color for style in drawn_down)
+        assert not any(style and style.reverse for _, style in _row_segments(app, "spark1"))
+
+
 async def test_the_kiosk_banner_is_amber_for_warnings_and_red_once_anything_is_down() -> None:
     """WARN used the same red banner as CRIT (issue 18), and once anything was critical every line was
     red (issue 36): each line has its own severity's colour."""
@@ -269,3 +304,21 @@ async def test_a_new_tick_redraws_the_summary_and_charts_without_reflowing_the_s
         await pilot.pause()
         assert layouts == [] and replicas.region.height == 2
         assert "model a on 3 replicas" in str(replicas.render())
+
+
+@pytest.mark.parametrize("width", [80, 160, 220])
+async def test_no_cell_of_the_fleet_table_is_blank(width: int) -> None:
+    """A cell with nothing to say says ``–`` (a node with no side services, one with no findings): a blank
+    cell reads as cut or not yet drawn."""
+    app = fed_app()
+    async with app.run_test(size=(width, 48)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#fleet", RowTable)
+        keys = [c.key for c in table.columns]
+        assert {"svc", "find"} <= set(keys) or width < 160
+        for row in range(table.row_count):
+            for key, cell in zip(keys, table.get_row_at(row), strict=True):
+                shown = cell.plain if isinstance(cell, Text) else str(cell)
+                assert shown.strip(), f"{table.row_keys[row]}: {key} is blank"
+        svc = _cell(app, "spark2", "svc") if "svc" in keys else NO_DATA
+        assert svc == NO_DATA or width < 160  # spark2 runs no side service

@@ -161,6 +161,26 @@ async def test_wrap_toggles_between_cut_lines_that_scroll_sideways_and_wrapped_r
         assert not view.wrap and not any("END" in _plain(row) for row in _rows(view))
 
 
+async def test_a_wrapped_line_goes_on_under_its_message_and_json_breaks_between_its_tokens() -> None:
+    body = '{"model":"RedHatAI/Qwen3.6-35B-A3B-NVFP4","messages":[{"role":"user","content":"Hi"}],"max_tokens":16}'
+    buffer = LogBuffer()
+    buffer.append(T0, f"INFO request {body} {body} END")
+    app = _app({"gptoss": buffer})
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open_logs(app, pilot)
+        view = screen.view
+        await pilot.press("e")
+        await pilot.pause()
+        rows = [_plain(row).rstrip() for row in _rows(view) if _plain(row).strip()]
+        indent = len(screen.reader.shown[0].text) - len(screen.reader.shown[0].line.text)  # "HH:MM:SS "
+        assert (len(rows) > 2 and rows[0].endswith("INFO request")) or '"model"' in rows[0], rows
+        assert all(row.startswith(" " * indent) and row[indent] != " " for row in rows[1:]), rows
+        assert sum('"max_tokens":' in row for row in rows) == 2 and rows[-1].endswith("END"), rows
+        await pilot.press("slash", *"max_tokens", "enter")  # a match on a later row of the line is shown
+        await pilot.pause()
+        assert any("max_tokens" in _plain(row) for row in _rows(view))
+
+
 @pytest.mark.slow
 async def test_signature_lines_are_drawn_in_the_critical_colour_and_others_are_not() -> None:
     buffer = LogBuffer()

@@ -24,7 +24,8 @@ from sparktui.model.status import State
 from sparktui.ui.app import SparkApp
 from sparktui.ui.log_screen import LogView
 from sparktui.ui.node_screen import NodeScreen
-from tests.support.ui_data import NOW, fed_app
+from tests.support.screen_text import screen_rows
+from tests.support.ui_data import NOW, ONE_TICK_S, fed_app, with_failed_start_log
 from tests.support.wait import wait_until
 
 PANELS = ("#findings", "#memory", "#gpu", "#throughput-panel", "#requests", "#latency", "#tail-panel")
@@ -169,7 +170,9 @@ async def test_at_80x24_no_two_panels_overlap_and_the_memory_ledger_scrolls_into
         screen = await _open_spark1(app, pilot)
         assert screen.has_class("-cols-1")
         shown = [
-            w for w in screen.query("#title, #reasons, .panel, #tail-panel, Footer") if w.display and _visible(w).area
+            w
+            for w in screen.query("#title, #reasons, .panel, #tail-panel, KeyFooter")
+            if w.display and _visible(w).area
         ]
         assert {"findings", "tail-panel"} <= {w.id for w in shown}
         for first, second in itertools.combinations(shown, 2):
@@ -209,3 +212,21 @@ async def test_memory_figures_read_over_a_lost_ssh_connection_say_they_are_the_l
         app.refresh_views(force=True)
         await pilot.pause()
         assert f"last good reading; now {problem}" in _plain(screen.query_one("#memory", Static))
+
+
+async def test_at_80x24_a_findings_wrapped_evidence_keeps_its_indent() -> None:
+    """The evidence under a finding's title wrapped to the panel's left edge at 80 columns; its rows keep
+    the four columns of indent of its first."""
+    app = with_failed_start_log(fed_app(render_every_s=ONE_TICK_S))  # its start failed on too little memory
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("1")
+        panel = app.screen.query_one("#findings", Static)
+        await wait_until(lambda: panel.display and panel.content_region.height > 0, what="spark1's findings")
+        await pilot.pause()
+        region = panel.content_region
+        rows = [row[region.x : region.right].rstrip() for row in screen_rows(app)[region.y : region.bottom]]
+        evidence = next(i for i, row in enumerate(rows) if "ValueError" in row)
+        wrapped = [row for row in rows[evidence + 1 :] if row and not row.lstrip().startswith("fix:")]
+        assert rows[evidence].startswith("    ") and wrapped, rows  # the evidence wraps at 80 columns
+        for row in wrapped[:2]:
+            assert row.startswith("    ") and row[4] != " ", rows

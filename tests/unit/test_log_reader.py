@@ -11,9 +11,12 @@ import pytest
 from sparktui.model.logbuffer import KERNEL_LOG, LogBuffer, LogLine
 from sparktui.ui.log_reader import (
     Follow,
+    LogEntry,
     LogReader,
     Match,
     find_matches,
+    hanging_indent,
+    line_rows,
     locate_row,
     nearest_match,
     row_starts,
@@ -61,12 +64,33 @@ def test_follow_stops_on_scroll_up_counts_what_arrives_and_resumes_at_the_end() 
 
 
 def test_wrapped_lines_take_their_rows_and_a_row_finds_its_line() -> None:
-    starts = row_starts([10, 0, 25, 5], width=10)
+    starts = row_starts([1, 1, 3, 1])
     assert starts == [0, 1, 2, 5, 6]
     assert locate_row(starts, 3) == (2, 1)
     assert locate_row(starts, 5) == (3, 0)
     assert locate_row(starts, 6) is None
-    assert row_starts([10, 25], width=None) == [0, 1, 2]
+
+
+def _entry(message: str, prefix: str = "[qwen36] 09:00:02 ") -> LogEntry:
+    return LogEntry("qwen36", LogLine(0, T0, message), prefix + message, False)
+
+
+def test_a_wrapped_log_line_breaks_at_spaces_and_tokens_and_goes_on_under_its_message() -> None:
+    entry = _entry('INFO request {"model":"RedHatAI/Qwen3.6-35B-A3B-NVFP4","max_tokens":16,"stream":true}')
+    rows = line_rows(entry, len(entry.text), 48)
+    indent = hanging_indent(entry)
+    assert indent == len("[qwen36] 09:00:02 ")
+    drawn = [
+        entry.text[start:end] if n == 0 else " " * indent + entry.text[start:end] for n, (start, end) in enumerate(rows)
+    ]
+    assert drawn[0].startswith("[qwen36] 09:00:02 INFO request") and len(drawn) > 1
+    assert all(len(row) <= 48 for row in drawn), drawn
+    assert any('"max_tokens":' in row for row in drawn), drawn  # never "max_t" + "okens"
+    assert "".join(entry.text[start:end] for start, end in rows).replace(" ", "") == entry.text.replace(" ", "")
+    # a traceback's line goes on under its own indent; a line that fits is one row
+    frame = _entry('  File "/usr/lib/python3/dist-packages/vllm/engine/core.py", line 83, in __init__')
+    assert hanging_indent(frame) == len("[qwen36] 09:00:02   ")
+    assert line_rows(frame, len(frame.text), 200) == [(0, len(frame.text))]
 
 
 def test_the_reader_merges_instances_in_time_order_keeping_continuations_with_their_line() -> None:

@@ -1,16 +1,30 @@
-"""The renderers' drawing rules: shared scales, charts, the memory bar without colour."""
+"""The renderers' drawing rules: shared scales, charts, the memory bar without colour, wrapping."""
 
 from __future__ import annotations
 
+import io
+import itertools
 import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.cells import cell_len
+from rich.console import Console
+from rich.text import Text
 
 from sparktui.model.history import FLEET, History
 from sparktui.model.levels import Level
-from sparktui.ui.render import EIGHTHS, MEMORY_PATTERNS, column_rows, level_text, memory_bar, spark_text
+from sparktui.ui.render import (
+    EIGHTHS,
+    MEMORY_PATTERNS,
+    IndentedText,
+    column_rows,
+    level_text,
+    memory_bar,
+    spark_text,
+)
 from sparktui.ui.themes import VARIABLE_DEFAULTS
+from sparktui.ui.wrap import wrap_ranges
 from tests.support.ui_data import NOW, fed_app
 
 COLOURS = dict(VARIABLE_DEFAULTS)
@@ -124,3 +138,54 @@ def test_the_rows_read_across_columns_are_the_chart_cell_by_cell(
     values: list[float], width: int, height: int, high: float | None
 ) -> None:
     assert list(column_rows(values, width, height, high)) == _chart_cell_by_cell(values, width, height, high)
+
+
+JSON_COMMAND = (
+    '1. over HTTP: POST http://192.168.1.11:8001/v1/chat/completions {"model":"RedHatAI/Qwen3.6-35B-A3B-NVFP4",'
+    '"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true}'
+)
+
+
+def _rows(line: str, width: int) -> list[str]:
+    return [line[start:end] for start, end in wrap_ranges(line, width)]
+
+
+def test_wrapping_breaks_json_between_its_tokens_never_inside_a_name() -> None:
+    for width in range(30, 120):  # from 30, every token of the command fits a row
+        ranges = wrap_ranges(JSON_COMMAND, width)
+        rows = [JSON_COMMAND[start:end] for start, end in ranges]
+        assert all(cell_len(row) <= width for row in rows), width
+        for (_, end), (start, _) in itertools.pairwise(ranges):
+            # each break is at a space, or after a JSON or URL separator: never inside "max_tokens"
+            assert JSON_COMMAND[end:start].isspace() or JSON_COMMAND[end - 1] in ",:/", (width, rows)
+        assert any('"max_tokens"' in row for row in rows) and any('"stream"' in row for row in rows)
+        assert "".join(rows).replace(" ", "") == JSON_COMMAND.replace(" ", "")  # only the spaces broken at go
+
+
+def test_wrapping_moves_a_word_that_fits_a_row_whole_to_the_next() -> None:
+    assert _rows("timeout: 2m10s overall", 12) == ["timeout:", "2m10s", "overall"]
+    assert _rows("abcdefghij", 4) == ["abcd", "efgh", "ij"]  # no boundary at all: cut at the width, the last resort
+
+
+@given(st.text(alphabet=' ab,:/{}"', max_size=60), st.integers(min_value=1, max_value=30))
+@settings(max_examples=300, deadline=None)
+def test_wrapping_keeps_every_character_but_spaces_and_fits_the_width(line: str, width: int) -> None:
+    rows = _rows(line, width)
+    assert all(cell_len(row) <= width for row in rows)
+    assert "".join(rows).replace(" ", "") == line.replace(" ", "")
+
+
+def _drawn(renderable: object, width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text().rstrip("\n").split("\n")
+
+
+def test_wrapped_rows_keep_the_indent_of_their_line() -> None:
+    text = Text("step 3/3: warmup spark1/gptoss\n        " + JSON_COMMAND + "\n      timeout: 10m10s overall")
+    rows = _drawn(IndentedText(text), 70)
+    command = [row for row in rows if not row.lstrip().startswith(("step", "timeout"))]
+    assert len(command) >= 3  # the command wraps at 70 columns
+    assert all(row.startswith(" " * 8) and row[8] != " " for row in command), rows
+    assert rows[-1] == "      timeout: 10m10s overall"
+    assert any('"max_tokens":3,' in row for row in rows)
