@@ -624,7 +624,8 @@ class InstanceState:
             if rates.preemptions_per_s is not None and rates.preemptions_per_s > thresholds.preemptions_per_s_warn:
                 problems.append(f"{rates.preemptions_per_s:.2f} preemptions/s: KV pressure")
             ttft = rates.latency.get("ttft")
-            if ttft is not None and ttft.p90 is not None and ttft.p90 > thresholds.ttft_p90_warn_s:
+            held = self.hold.holds(t)  # an action's own cold requests (its warmup's) are not its latency
+            if not held and ttft is not None and ttft.p90 is not None and ttft.p90 > thresholds.ttft_p90_warn_s:
                 problems.append(f"TTFT p90 {ttft.p90:.1f} s (warn at {thresholds.ttft_p90_warn_s:g} s)")
         if self.hold.holds(t):
             # An action of sparktui's runs on it or just ended: its restart's and warmup's cold requests

@@ -34,6 +34,7 @@ from sparktui.model.specs import Thresholds
 from sparktui.model.status import State
 from sparktui.model.units import (
     NO_DATA,
+    fmt_clock,
     fmt_count,
     fmt_duration,
     fmt_gib_short,
@@ -178,6 +179,9 @@ class FleetScreen(SparkScreen[None]):
     #charts.shown { display: block; }
     #lists { height: 1fr; min-height: 4; }
     #lists.hidden { display: none; }
+    #lists.quiet { height: 3; min-height: 3; }
+    #charts.tall { max-height: 40; }
+    #lists .fleet-panel.empty { display: none; }
     .fleet-panel { width: 1fr; height: 100%; border: round $panel; border-title-color: $foreground; padding: 0 1; }
     #lists .fleet-panel { text-wrap: nowrap; text-overflow: ellipsis; }
     #filter { dock: bottom; display: none; }
@@ -401,6 +405,9 @@ class FleetScreen(SparkScreen[None]):
             counts[view.status.state] = counts.get(view.status.state, 0) + 1
         summary = Text()
         summary.append(f"{fmt_count(len(views), 'node')}  ", style="bold")
+        # The screen's clock, with its zone: the one every time on screen is read on (the newest
+        # observation's wall clock at this tick: a replay shows the recording's time).
+        summary.append(f"{fmt_clock(app.monitor.wall_at(app.clock()))}  ", style=app.colours["dim"])
         for state in (State.UP, State.DEGRADED, State.LOADING, State.FAILING, State.STALE, State.DOWN, State.UNKNOWN):
             if counts.get(state):
                 summary.append_text(status_text(state, app.colours, label=False, no_color=app.no_color))
@@ -480,7 +487,6 @@ class FleetScreen(SparkScreen[None]):
             text.append_text(finding_line(finding, colours, keymap=app.fleet.keymap))
         if len(shown) < len(findings):
             text.append(f"\n… {len(findings) - len(shown)} more (f lists them)", style=colours["dim"])
-        self._show("#open-findings", text if findings else Text("none open", style=colours["dim"]))
         actions = Text()
         room = max(1, self.query_one("#recent-actions").content_size.height)
         now = app.clock()
@@ -495,10 +501,18 @@ class FleetScreen(SparkScreen[None]):
                 actions.append("\n")
             actions.append(f"{at} ", style=colours["dim"])
             actions.append(lines[0] if lines else "")
-        self._show(
-            "#recent-actions",
-            actions if actions else Text("none this session (a lists them)", style=colours["dim"]),
-        )
+        # No panel that only says "none" while there is something to show: an empty half gives its
+        # width to the other; both empty, the row shrinks to one line and the charts take its height.
+        quiet = not findings and not actions
+        if quiet:
+            text = Text("no finding open, no action this session (f findings, a actions)", style=colours["dim"])
+        self._show("#open-findings", text if findings or quiet else Text("none open", style=colours["dim"]))
+        self._show("#recent-actions", actions if actions else Text("none this session", style=colours["dim"]))
+        self.query_one("#open-findings").set_class(not findings and not quiet, "empty")
+        self.query_one("#recent-actions").set_class(not actions, "empty")
+        self.query_one("#lists").set_class(quiet, "quiet")
+        self.query_one("#open-findings").border_title = "Findings and actions" if quiet else "Open findings"
+        self.query_one("#charts").set_class(quiet, "tall")
 
     def _update_detail(self, views: Sequence[NodeView]) -> None:
         view = self.highlighted(views)
