@@ -16,6 +16,7 @@ from sparktui.config import load_catalogue, parse_config
 from sparktui.demo.fleet import DemoFleet
 from sparktui.demo.scenarios import SCENARIOS
 from sparktui.diagnosis.engine import DiagnosisEngine, Finding, last_intervals, unread
+from sparktui.diagnosis.verdict import judged
 from sparktui.engines import readings
 from sparktui.model.fleet import FleetState, NodeView
 from sparktui.model.logbuffer import LogLine
@@ -108,6 +109,8 @@ async def _record_the_incident(path: Path) -> tuple[list[Moment], frozenset[str]
                     moment.findings[view.name] = diagnosis.evaluate(view, lines, now, intervals, now + offset)
                     recorder.findings(view.name, moment.findings[view.name], now)
                     seen |= {f.id for f in moment.findings[view.name]}
+                # Each node's one verdict, as the core gives it (its status raised by its open findings).
+                moment.views = tuple(judged(v, moment.findings[v.name]) for v in moment.views)
                 recorder.tick(now)
                 moments.append(moment)
     finally:
