@@ -492,7 +492,7 @@ class SparkApp(App[None]):
     def _progress(self, running: list[RunningAction], message: str) -> None:
         if running:
             running[-1].heard(message)
-            self._draw(force=True)
+            self._draw()  # a paused screen stays as it was: the line is there when it resumes
 
     def _after_run(self, plan: Plan, result: ActionResult | None, running: list[RunningAction]) -> None:
         for action in running:
